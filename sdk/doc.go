@@ -1,0 +1,41 @@
+// Package sdk is everything a vigil vote-source plugin author imports.
+//
+// A vote source is a separate program that vigil starts and talks to over
+// gRPC (hashicorp/go-plugin). Once per round, vigil hands each source the
+// origins still unsettled by the sources before it, in one batched [Ballot];
+// the source answers with [Vote]s. A plugin's whole main is one call:
+//
+//	func main() {
+//		sdk.Serve(func(log hclog.Logger) sdk.VoteSource {
+//			return &mySource{log: log}
+//		})
+//	}
+//
+// The life of a plugin process:
+//
+//  1. vigil starts the binary named by a source block's `plugin` attribute.
+//     The process gets only the environment variables the operator listed in
+//     `env`, and it exits by itself when vigil goes away.
+//  2. [BasePlugin.Info] names the plugin and its version.
+//  3. [BasePlugin.ConfigSchema] declares the attributes of the source's
+//     `config { }` block. vigil decodes the operator's block against that
+//     schema, so type errors are reported at file:line:col without any code in
+//     the plugin.
+//  4. [BasePlugin.Configure] receives the decoded values. Return
+//     [Diagnostics] naming the attribute at fault and vigil shows each one at
+//     the attribute's file:line.
+//  5. [VoteSource.Vote] is called once per round, with a deadline (the
+//     source's `timeout`, 10s by default).
+//
+// If the plugin crashes, hangs past the deadline or answers garbage, vigil
+// drops that source's votes for the round, logs and counts the failure, and
+// restarts the plugin with capped backoff before its next use.
+//
+// Logging: write through the [hclog.Logger] handed to the factory. It writes
+// JSON lines on stderr and vigil re-emits them in its own log under the
+// source's name. Do not write to stdout: go-plugin uses it for the handshake.
+//
+// Testing: package sdk/sdktest runs a plugin in-process over real gRPC and as
+// a real subprocess. Package sdk/probe is the HTTP probe that the shipped
+// direct source and node agents use; it is free to use in your own plugin.
+package sdk

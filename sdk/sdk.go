@@ -1,0 +1,419 @@
+package sdk
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ProtocolVersion is the version of the vote-source protocol this SDK speaks.
+// vigil and the plugin agree on it during the go-plugin handshake; a plugin
+// built against another major protocol version is refused with a message
+// saying which versions each side speaks.
+const ProtocolVersion = 1
+
+// BasePlugin is the part of the protocol every vigil plugin kind shares:
+// identity, configuration schema and configuration. Plugin kinds (such as
+// [VoteSource]) embed it.
+type BasePlugin interface {
+	// Info names the plugin. vigil calls it first, right after the start,
+	// and logs the answer. The SDK fills Info.ProtocolVersion itself.
+	Info(ctx context.Context) (Info, error)
+
+	// ConfigSchema declares the attributes the plugin accepts in the
+	// source's `config { }` block. vigil decodes the block against it and
+	// reports unknown attributes, missing required ones and type mismatches
+	// at file:line:col. Return an empty Schema if the plugin takes no
+	// configuration: any attribute in the block is then an error.
+	ConfigSchema(ctx context.Context) (Schema, error)
+
+	// Configure hands the plugin its decoded configuration, once after each
+	// start of the process and before any Vote. Check the values here.
+	// Return [Diagnostics] (for example built with [AttributeError]) to point
+	// the operator at the attributes at fault; any other error is shown at
+	// the config block as a whole. A plugin that fails Configure is not used.
+	Configure(ctx context.Context, cfg Config) error
+}
+
+// VoteSource is a vote-source plugin: one link of vigil's vote chain.
+//
+// # Settle or pass on
+//
+// Sources are asked in the order the operator declared them. For each round,
+// Vote receives every origin that is still unsettled and that the operator
+// handed to this source; an origin settled by an earlier source is never
+// passed to a later one. For each target, the source either casts votes
+// (any number, each Up or Down, from one or more voters) or casts none.
+//
+// vigil then tallies per origin: with n votes (this source's alone, or every
+// vote of the round so far when the operator set `tally = "carry"`), the
+// origin is settled Up if n >= min_votes and a strict majority is Up, settled
+// Down if n >= min_votes and a strict majority is Down, and otherwise passed
+// on to the next source. An origin still unsettled after the last source gets
+// no verdict this round and its health does not change.
+//
+// # No votes = abstain
+//
+// Returning no vote for a target abstains: it is the right answer whenever
+// the source cannot tell (no node in range, an upstream API without data).
+// Never vote Down to mean "I do not know": a Down vote counts toward failing
+// the origin over. Returning an error, timing out or crashing also counts as
+// abstaining on the whole ballot, and is logged and counted as a failure.
+//
+// # Rules for an answer
+//
+//   - Every vote names a Site and Origin that were in the ballot; votes for
+//     anything else are dropped.
+//   - Value is [Up] or [Down]; any other value is dropped.
+//   - Voter is 1 to 128 characters of letters, digits and "._:-@/"; it names
+//     who looked (a node, a checkpoint, "direct") so that operators can see
+//     it in `vigil probe`. Votes with another voter id are dropped.
+//   - Vote must return before ctx is done. vigil cancels the call at the
+//     deadline and uses none of its votes.
+//   - Vote may be called again only after the previous call returned; it
+//     need not be safe for concurrent use.
+type VoteSource interface {
+	BasePlugin
+
+	// Vote judges every target of the ballot and returns the votes cast.
+	// See the type's documentation for the contract.
+	Vote(ctx context.Context, ballot Ballot) ([]Vote, error)
+}
+
+// Info identifies a plugin.
+type Info struct {
+	// Name is the plugin's name, for example "vigil-source-tcp".
+	Name string
+	// Version is the plugin's own version, free form ("1.4.2").
+	Version string
+	// ProtocolVersion is the vote-source protocol version. The SDK sets it;
+	// plugin code leaves it zero.
+	ProtocolVersion int
+}
+
+// Type is the type of a configuration attribute.
+type Type int
+
+// The attribute types a plugin can declare in its [Schema].
+const (
+	// TypeString is an HCL string.
+	TypeString Type = iota + 1
+	// TypeNumber is an HCL number; read it with [Config.Number] or [Config.Int].
+	TypeNumber
+	// TypeBool is an HCL bool.
+	TypeBool
+	// TypeStringList is a list of strings, for example ["a", "b"].
+	TypeStringList
+	// TypeDuration is a string in Go duration syntax ("5s", "1m30s") that
+	// vigil parses and checks to be > 0 for you; read it with [Config.Duration].
+	TypeDuration
+)
+
+// String returns the type's name as shown in error messages.
+func (t Type) String() string {
+	switch t {
+	case TypeString:
+		return "string"
+	case TypeNumber:
+		return "number"
+	case TypeBool:
+		return "bool"
+	case TypeStringList:
+		return "list of string"
+	case TypeDuration:
+		return "duration"
+	}
+	return fmt.Sprintf("Type(%d)", int(t))
+}
+
+// Schema declares the attributes of a plugin's `config { }` block.
+type Schema struct {
+	// Attributes lists the accepted attributes. Names are unique HCL
+	// identifiers.
+	Attributes []Attribute
+}
+
+// Attribute declares one attribute of the config block.
+type Attribute struct {
+	// Name is the attribute's name in HCL, for example "concurrency".
+	Name string
+	// Type is the attribute's type; the operator's value is converted to it
+	// or reported as an error at its file:line:col.
+	Type Type
+	// Required makes vigil refuse a config block without this attribute.
+	Required bool
+	// Description says what the attribute does, in one sentence for
+	// operators. It appears in error messages and generated docs.
+	Description string
+}
+
+// Config holds the operator's configuration, decoded by vigil against the
+// plugin's [Schema]. Attributes the operator did not set are absent: every
+// getter reports whether the attribute was set so that the plugin can apply
+// its own default.
+type Config struct {
+	// Values maps attribute names to values of Go type string (TypeString),
+	// float64 (TypeNumber), bool (TypeBool), []string (TypeStringList) or
+	// time.Duration (TypeDuration). Prefer the typed getters.
+	Values map[string]any
+}
+
+// String returns a TypeString attribute and whether it was set.
+func (c Config) String(name string) (string, bool) {
+	v, ok := c.Values[name].(string)
+	return v, ok
+}
+
+// Number returns a TypeNumber attribute and whether it was set.
+func (c Config) Number(name string) (float64, bool) {
+	v, ok := c.Values[name].(float64)
+	return v, ok
+}
+
+// Int returns a TypeNumber attribute truncated to an int, and whether it was
+// set. Check in Configure that the value is whole if it matters.
+func (c Config) Int(name string) (int, bool) {
+	v, ok := c.Values[name].(float64)
+	return int(v), ok
+}
+
+// Bool returns a TypeBool attribute and whether it was set.
+func (c Config) Bool(name string) (bool, bool) {
+	v, ok := c.Values[name].(bool)
+	return v, ok
+}
+
+// Strings returns a TypeStringList attribute and whether it was set.
+func (c Config) Strings(name string) ([]string, bool) {
+	v, ok := c.Values[name].([]string)
+	return v, ok
+}
+
+// Duration returns a TypeDuration attribute and whether it was set.
+func (c Config) Duration(name string) (time.Duration, bool) {
+	v, ok := c.Values[name].(time.Duration)
+	return v, ok
+}
+
+// Diagnostic is one problem with the plugin's configuration, reported from
+// Configure. vigil prints it at the file:line of the attribute it names.
+type Diagnostic struct {
+	// AttributePath names what the problem is about: "" for the config
+	// block as a whole, "name" for an attribute, "name[2]" for the element
+	// at index 2 (0-based) of a list attribute.
+	AttributePath string
+	// Summary is a short sentence: what is wrong.
+	Summary string
+	// Detail says why and what to do about it.
+	Detail string
+}
+
+// AttributeError returns a Diagnostic about the attribute name.
+func AttributeError(name, summary, detail string) Diagnostic {
+	return Diagnostic{AttributePath: name, Summary: summary, Detail: detail}
+}
+
+// ElementError returns a Diagnostic about element index (0-based) of the list
+// attribute name.
+func ElementError(name string, index int, summary, detail string) Diagnostic {
+	return Diagnostic{AttributePath: fmt.Sprintf("%s[%d]", name, index), Summary: summary, Detail: detail}
+}
+
+// Error formats the diagnostic on one line.
+func (d Diagnostic) Error() string {
+	var b strings.Builder
+	if d.AttributePath != "" {
+		b.WriteString(d.AttributePath)
+		b.WriteString(": ")
+	}
+	b.WriteString(d.Summary)
+	if d.Detail != "" {
+		b.WriteString(": ")
+		b.WriteString(d.Detail)
+	}
+	return b.String()
+}
+
+// Diagnostics is a list of configuration problems. It is an error; return
+// diags.Err() from Configure so that an empty list means success.
+type Diagnostics []Diagnostic
+
+// Error joins the diagnostics, one per line.
+func (ds Diagnostics) Error() string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = d.Error()
+	}
+	return strings.Join(parts, "\n")
+}
+
+// Err returns ds as an error, or nil if ds is empty.
+func (ds Diagnostics) Err() error {
+	if len(ds) == 0 {
+		return nil
+	}
+	return ds
+}
+
+// Ballot is one round's work for a source: every origin handed to it.
+type Ballot struct {
+	// Round numbers the engine's rounds; it only helps correlate logs.
+	Round uint64
+	// Targets are the origins to judge. A (Site, Origin) pair appears once.
+	Targets []Target
+}
+
+// Target is one origin to judge, with everything a probe needs.
+type Target struct {
+	// Site is the site's name in the configuration ("www").
+	Site string
+	// Origin is the origin's name within the site ("a1").
+	Origin string
+	// Address is the origin's base URL: scheme, host and optional port,
+	// for example "https://203.0.113.10:8443". It has no path.
+	Address string
+	// Host is the site's hostname, to send as the Host header and the TLS
+	// server name ("www.example.com").
+	Host string
+	// Path is the health-check path, starting with "/" ("/cdn-health").
+	Path string
+	// Timeout bounds one probe of this origin (5s unless configured).
+	Timeout time.Duration
+	// UserAgent is the User-Agent to send.
+	UserAgent string
+	// Expect holds the site's optional stricter checks.
+	Expect Expectations
+}
+
+// Expectations are a site's opt-in stricter checks. Each only ever turns an
+// Up into a Down. Zero values mean "no check".
+type Expectations struct {
+	// Statuses, when not empty, lists the accepted HTTP status codes.
+	Statuses []int
+	// BodyContains, when not empty, must appear in the response body.
+	BodyContains string
+	// MaxLatency, when > 0, is the slowest acceptable response.
+	MaxLatency time.Duration
+}
+
+// Value is the opinion a vote carries.
+type Value int
+
+// The two valid vote values. The zero value is invalid and such votes are
+// dropped.
+const (
+	// Up says the origin serves correctly.
+	Up Value = 1
+	// Down says the origin is failing.
+	Down Value = 2
+)
+
+// String returns "up", "down" or "invalid(N)".
+func (v Value) String() string {
+	switch v {
+	case Up:
+		return "up"
+	case Down:
+		return "down"
+	}
+	return fmt.Sprintf("invalid(%d)", int(v))
+}
+
+// Reason says why a vote is what it is. Operators see it in `vigil probe`
+// and in metrics. Use the most specific reason; put the particulars (the
+// status code, the error text) in Vote.Detail.
+type Reason int
+
+// The reasons a vote can give. New reasons may be added in later protocol
+// versions; vigil shows unknown ones as "unspecified".
+const (
+	// ReasonUnspecified is the zero value: no reason given.
+	ReasonUnspecified Reason = iota
+	// ReasonOK: the check passed (an Up vote).
+	ReasonOK
+	// ReasonHTTP5xx: the origin answered with a 5xx status.
+	ReasonHTTP5xx
+	// ReasonConnectFailed: the connection could not be made (refused,
+	// reset, unreachable, DNS failure).
+	ReasonConnectFailed
+	// ReasonTLSFailed: the TLS handshake or certificate verification failed.
+	ReasonTLSFailed
+	// ReasonTimeout: no answer within the probe's timeout.
+	ReasonTimeout
+	// ReasonUnexpectedStatus: the status is not in Expect.Statuses.
+	ReasonUnexpectedStatus
+	// ReasonBodyMismatch: the body lacks Expect.BodyContains.
+	ReasonBodyMismatch
+	// ReasonTooSlow: the answer came later than Expect.MaxLatency.
+	ReasonTooSlow
+	// ReasonError: any other failure of the check itself.
+	ReasonError
+)
+
+var reasonNames = [...]string{
+	ReasonUnspecified:      "unspecified",
+	ReasonOK:               "ok",
+	ReasonHTTP5xx:          "http_5xx",
+	ReasonConnectFailed:    "connect_failed",
+	ReasonTLSFailed:        "tls_failed",
+	ReasonTimeout:          "timeout",
+	ReasonUnexpectedStatus: "unexpected_status",
+	ReasonBodyMismatch:     "body_mismatch",
+	ReasonTooSlow:          "too_slow",
+	ReasonError:            "error",
+}
+
+// String returns the reason's snake_case name, such as "http_5xx".
+func (r Reason) String() string {
+	if r >= 0 && int(r) < len(reasonNames) {
+		return reasonNames[r]
+	}
+	return "unspecified"
+}
+
+// ParseReason returns the Reason named s (as printed by String).
+func ParseReason(s string) (Reason, bool) {
+	for i, n := range reasonNames {
+		if n == s {
+			return Reason(i), true
+		}
+	}
+	return ReasonUnspecified, false
+}
+
+// Vote is one voter's opinion of one target.
+type Vote struct {
+	// Site and Origin copy the target's names.
+	Site   string
+	Origin string
+	// Voter names who looked: a node id, a checkpoint id, "direct".
+	Voter string
+	// Value is Up or Down.
+	Value Value
+	// Reason classifies the outcome.
+	Reason Reason
+	// Detail is free text for operators ("status 503", "dial tcp: connection
+	// refused"). Keep it short and free of secrets.
+	Detail string
+	// Latency is how long the check took, 0 if not measured.
+	Latency time.Duration
+}
+
+// ValidVoter reports whether id is an acceptable Vote.Voter: 1 to 128
+// characters of ASCII letters, digits and "._:-@/".
+func ValidVoter(id string) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case c == '.', c == '_', c == ':', c == '-', c == '@', c == '/':
+		default:
+			return false
+		}
+	}
+	return true
+}
