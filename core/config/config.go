@@ -1,0 +1,137 @@
+package config
+
+import (
+	"net/url"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/vigilcdn/vigil/core/decide"
+	"github.com/vigilcdn/vigil/core/vote"
+)
+
+// Defaults of the settings an operator may leave out.
+const (
+	DefaultRoundInterval      = 30 * time.Second
+	DefaultSitesPerRound      = 500
+	DefaultDataDir            = "data"
+	DefaultPluginDir          = "bin"
+	DefaultSourceTimeout      = 10 * time.Second
+	DefaultProbeTimeout       = 5 * time.Second
+	DefaultHealthPath         = "/"
+	DefaultHealthyThreshold   = 2
+	DefaultUnhealthyThreshold = 3
+	DefaultAPIListen          = "127.0.0.1:8470"
+	DefaultUserAgent          = "cdnca-control-api/origin-probe"
+)
+
+// Config is a whole loaded configuration.
+type Config struct {
+	Control Control
+	// Sources in declaration order: the vote chain.
+	Sources []*Source
+	// Sites in declaration order.
+	Sites []*Site
+	// Files holds the parsed files, for printing diagnostics with source
+	// snippets.
+	Files map[string]*hcl.File
+}
+
+// Control is the `control` block.
+type Control struct {
+	RoundInterval time.Duration
+	SitesPerRound int
+	DataDir       string
+	PluginDir     string
+	API           API
+}
+
+// API is the `control { api { } }` block.
+type API struct {
+	// Listen is the address of the HTTP API.
+	Listen string
+	// TokenEnv names an environment variable holding the bearer token.
+	TokenEnv string
+	// TokenFile is a file holding the bearer token.
+	TokenFile string
+	// ReadAccess is "open" (reads need no token) or "token".
+	ReadAccess string
+}
+
+// Source is one `source "NAME"` block: one link of the vote chain.
+type Source struct {
+	Name     string
+	Plugin   string
+	MinVotes int
+	Tally    vote.Tally
+	// Timeout is the deadline for this source in one round.
+	Timeout time.Duration
+	// Checksum is "sha256:<hex>" or empty.
+	Checksum string
+	// Env names the host environment variables passed to the plugin.
+	Env []string
+	// Config is the plugin's own `config { }` block, undecoded (nil when
+	// absent). The plugin's schema decodes it.
+	Config    hcl.Body
+	DeclRange hcl.Range
+}
+
+// Rule is the source's settling rule for the vote chain.
+func (s *Source) Rule() vote.Rule { return vote.Rule{MinVotes: s.MinVotes, Tally: s.Tally} }
+
+// Site is one `site "NAME"` block.
+type Site struct {
+	Name     string
+	Hostname string
+	Failback decide.Failback
+	// Sources names the chain subset the site uses, in chain order
+	// (declaration order of the sources, whatever order the site lists
+	// them in). All sources when the site does not say.
+	Sources     []string
+	HealthCheck HealthCheck
+	Origins     []*Origin
+	DeclRange   hcl.Range
+}
+
+// HealthCheck is a site's `health_check` block.
+type HealthCheck struct {
+	Enabled            bool
+	Path               string
+	Timeout            time.Duration
+	UnhealthyThreshold int
+	HealthyThreshold   int
+	UserAgent          string
+	// Opt-in stricter checks: each can only turn an up into a down.
+	ExpectedStatus []int
+	ExpectedBody   string
+	MaxLatency     time.Duration
+}
+
+// Origin is one `origin "NAME"` block.
+type Origin struct {
+	Name      string
+	Address   string
+	URL       *url.URL
+	Level     int
+	Enabled   bool
+	DeclRange hcl.Range
+}
+
+// Source returns the named source, or nil.
+func (c *Config) Source(name string) *Source {
+	for _, s := range c.Sources {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// Site returns the named site, or nil.
+func (c *Config) Site(name string) *Site {
+	for _, s := range c.Sites {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}

@@ -1,0 +1,560 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/agext/levenshtein"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/vigilcdn/vigil/core/decide"
+	"github.com/vigilcdn/vigil/core/vote"
+)
+
+var rootSchema = &hcl.BodySchema{
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "control"},
+		{Type: "source", LabelNames: []string{"name"}},
+		{Type: "site", LabelNames: []string{"name"}},
+	},
+}
+
+var controlSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "round_interval"}, {Name: "sites_per_round"}, {Name: "data_dir"}, {Name: "plugin_dir"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "api"}},
+}
+
+var apiSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "listen"}, {Name: "token_env"}, {Name: "token_file"}, {Name: "read_access"},
+	},
+}
+
+var sourceSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "plugin", Required: true}, {Name: "min_votes"}, {Name: "tally"}, {Name: "timeout"},
+		{Name: "checksum"}, {Name: "env"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "config"}},
+}
+
+var siteSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "hostname", Required: true}, {Name: "failback"}, {Name: "sources"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "health_check"},
+		{Type: "origin", LabelNames: []string{"name"}},
+	},
+}
+
+var healthCheckSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "enabled"}, {Name: "path"}, {Name: "timeout"}, {Name: "unhealthy_threshold"},
+		{Name: "healthy_threshold"}, {Name: "user_agent"}, {Name: "expected_status"},
+		{Name: "expected_body"}, {Name: "max_latency"},
+	},
+}
+
+var originSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "address", Required: true}, {Name: "level"}, {Name: "enabled"},
+	},
+}
+
+// Load reads a configuration file, or every *.hcl file of a folder (merged
+// in file-name order). The diagnostics say what is wrong, with file:line:col;
+// the Config is nil when there is any error.
+func Load(path string) (*Config, hcl.Diagnostics) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Cannot read configuration",
+			Detail:   fmt.Sprintf("%v. Pass -config a .hcl file or a folder of .hcl files.", err),
+		}}
+	}
+	var names []string
+	if info.IsDir() {
+		matches, err := filepath.Glob(filepath.Join(path, "*.hcl"))
+		if err != nil {
+			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot list configuration folder", Detail: err.Error()}}
+		}
+		sort.Strings(matches)
+		if len(matches) == 0 {
+			return nil, hcl.Diagnostics{{
+				Severity: hcl.DiagError,
+				Summary:  "No configuration files",
+				Detail:   fmt.Sprintf("The folder %s has no *.hcl file. Put the configuration in files ending in .hcl.", path),
+			}}
+		}
+		names = matches
+	} else {
+		names = []string{path}
+	}
+	sources := make([]fileSource, 0, len(names))
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if err != nil {
+			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read configuration file", Detail: err.Error()}}
+		}
+		sources = append(sources, fileSource{name: n, src: b})
+	}
+	return parse(sources)
+}
+
+// Parse reads a configuration from memory, as if from one file named
+// filename.
+func Parse(filename string, src []byte) (*Config, hcl.Diagnostics) {
+	return parse([]fileSource{{name: filename, src: src}})
+}
+
+type fileSource struct {
+	name string
+	src  []byte
+}
+
+func parse(files []fileSource) (*Config, hcl.Diagnostics) {
+	p := hclparse.NewParser()
+	var diags hcl.Diagnostics
+	var bodies []hcl.Body
+	for _, f := range files {
+		file, d := p.ParseHCL(f.src, f.name)
+		diags = append(diags, d...)
+		if file != nil && !d.HasErrors() {
+			bodies = append(bodies, file.Body)
+		}
+	}
+	if diags.HasErrors() {
+		return &Config{Files: p.Files()}, diags
+	}
+	l := &loader{cfg: &Config{Files: p.Files()}}
+	for _, b := range bodies {
+		l.file(b)
+	}
+	l.finish()
+	if l.diags.HasErrors() {
+		return &Config{Files: p.Files()}, l.diags
+	}
+	return l.cfg, l.diags
+}
+
+type loader struct {
+	decoder
+	cfg        *Config
+	controlAt  *hcl.Range
+	sourceAt   map[string]hcl.Range
+	siteAt     map[string]hcl.Range
+	siteBlocks []siteBlock
+}
+
+type siteBlock struct {
+	site        *Site
+	sourcesAttr *hcl.Attribute
+}
+
+func (l *loader) file(body hcl.Body) {
+	content, diags := body.Content(rootSchema)
+	l.diags = append(l.diags, diags...)
+	if l.sourceAt == nil {
+		l.sourceAt, l.siteAt = map[string]hcl.Range{}, map[string]hcl.Range{}
+		l.cfg.Control = Control{
+			RoundInterval: DefaultRoundInterval, SitesPerRound: DefaultSitesPerRound,
+			DataDir: DefaultDataDir, PluginDir: DefaultPluginDir,
+			API: API{Listen: DefaultAPIListen, ReadAccess: "open"},
+		}
+	}
+	for _, b := range content.Blocks {
+		switch b.Type {
+		case "control":
+			if l.controlAt != nil {
+				l.add(b.DefRange, "Duplicate control block",
+					fmt.Sprintf("A control block was already declared at %s. Merge the two into one control block.", l.controlAt))
+				continue
+			}
+			l.controlAt = b.DefRange.Ptr()
+			l.control(b)
+		case "source":
+			l.source(b)
+		case "site":
+			l.site(b)
+		}
+	}
+}
+
+func (l *loader) control(b *hcl.Block) {
+	content, diags := b.Body.Content(controlSchema)
+	l.diags = append(l.diags, diags...)
+	c := &l.cfg.Control
+	l.duration(content.Attributes, "round_interval", &c.RoundInterval)
+	l.integer(content.Attributes, "sites_per_round", 1, &c.SitesPerRound)
+	l.nonEmpty(content.Attributes, "data_dir", &c.DataDir)
+	l.nonEmpty(content.Attributes, "plugin_dir", &c.PluginDir)
+	for _, ab := range content.Blocks {
+		ac, diags := ab.Body.Content(apiSchema)
+		l.diags = append(l.diags, diags...)
+		l.nonEmpty(ac.Attributes, "listen", &c.API.Listen)
+		l.str(ac.Attributes, "token_env", &c.API.TokenEnv)
+		l.str(ac.Attributes, "token_file", &c.API.TokenFile)
+		if attr := ac.Attributes["read_access"]; attr != nil {
+			var s string
+			if l.decode(attr, &s) {
+				if s != "open" && s != "token" {
+					l.add(attr.Expr.Range(), "Invalid read_access",
+						fmt.Sprintf("read_access must be \"open\" (reads need no token) or \"token\"; got %q.", s))
+				} else {
+					c.API.ReadAccess = s
+				}
+			}
+		}
+	}
+}
+
+// nonEmpty reads a string that must not be empty.
+func (l *loader) nonEmpty(attrs hcl.Attributes, name string, into *string) {
+	attr := attrs[name]
+	var s string
+	if !l.decode(attr, &s) {
+		return
+	}
+	if strings.TrimSpace(s) == "" {
+		l.add(attr.Expr.Range(), fmt.Sprintf("Empty %s", name), fmt.Sprintf("%s must not be empty; remove it to use the default.", name))
+		return
+	}
+	*into = s
+}
+
+func (l *loader) source(b *hcl.Block) {
+	name := b.Labels[0]
+	if prev, ok := l.sourceAt[name]; ok {
+		l.add(b.DefRange, "Duplicate source name",
+			fmt.Sprintf("A source named %q was already declared at %s. Source names must be unique: rename or remove one of them.", name, prev))
+		return
+	}
+	l.sourceAt[name] = b.DefRange
+	content, diags := b.Body.Content(sourceSchema)
+	l.diags = append(l.diags, diags...)
+	s := &Source{Name: name, MinVotes: 1, Tally: vote.TallyOwn, Timeout: DefaultSourceTimeout, DeclRange: b.DefRange}
+	l.nonEmpty(content.Attributes, "plugin", &s.Plugin)
+	l.integer(content.Attributes, "min_votes", 1, &s.MinVotes)
+	if attr := content.Attributes["tally"]; attr != nil {
+		var t string
+		if l.decode(attr, &t) {
+			if v, err := vote.ParseTally(t); err != nil {
+				l.add(attr.Expr.Range(), "Invalid tally",
+					fmt.Sprintf("tally must be \"own\" (judge on this source's votes alone) or \"carry\" (judge on every vote cast so far this round); got %q.", t))
+			} else {
+				s.Tally = v
+			}
+		}
+	}
+	l.duration(content.Attributes, "timeout", &s.Timeout)
+	if attr := content.Attributes["checksum"]; attr != nil {
+		var c string
+		if l.decode(attr, &c) {
+			if !validChecksum(c) {
+				l.add(attr.Expr.Range(), "Invalid checksum",
+					"checksum must be \"sha256:\" followed by 64 hexadecimal digits, as printed by `sha256sum PLUGIN`.")
+			} else {
+				s.Checksum = c
+			}
+		}
+	}
+	l.strList(content.Attributes, "env", &s.Env)
+	for _, cb := range content.Blocks {
+		if s.Config != nil {
+			l.add(cb.DefRange, "Duplicate config block", "A source has at most one config block; merge them.")
+			continue
+		}
+		s.Config = cb.Body
+	}
+	l.cfg.Sources = append(l.cfg.Sources, s)
+}
+
+func validChecksum(c string) bool {
+	hex, ok := strings.CutPrefix(c, "sha256:")
+	if !ok || len(hex) != 64 {
+		return false
+	}
+	for _, r := range hex {
+		if !strings.ContainsRune("0123456789abcdefABCDEF", r) {
+			return false
+		}
+	}
+	return true
+}
+
+func (l *loader) site(b *hcl.Block) {
+	name := b.Labels[0]
+	if prev, ok := l.siteAt[name]; ok {
+		l.add(b.DefRange, "Duplicate site name",
+			fmt.Sprintf("A site named %q was already declared at %s. Site names must be unique: rename or remove one of them.", name, prev))
+		return
+	}
+	l.siteAt[name] = b.DefRange
+	content, diags := b.Body.Content(siteSchema)
+	l.diags = append(l.diags, diags...)
+	s := &Site{Name: name, DeclRange: b.DefRange, HealthCheck: HealthCheck{
+		Enabled: true, Path: DefaultHealthPath, Timeout: DefaultProbeTimeout,
+		UnhealthyThreshold: DefaultUnhealthyThreshold, HealthyThreshold: DefaultHealthyThreshold,
+		UserAgent: DefaultUserAgent,
+	}}
+	if attr := content.Attributes["hostname"]; attr != nil {
+		var h string
+		if l.decode(attr, &h) {
+			if err := checkHostname(h); err != nil {
+				l.add(attr.Expr.Range(), "Invalid hostname", err.Error())
+			} else {
+				s.Hostname = strings.ToLower(h)
+			}
+		}
+	}
+	if attr := content.Attributes["failback"]; attr != nil {
+		var f string
+		if l.decode(attr, &f) {
+			if v, err := decide.ParseFailback(f); err != nil {
+				l.add(attr.Expr.Range(), "Invalid failback",
+					fmt.Sprintf("failback must be \"auto\" (switch back to a healthy higher level by itself) or \"manual\" (only announce it); got %q.", f))
+			} else {
+				s.Failback = v
+			}
+		}
+	}
+	sb := siteBlock{site: s, sourcesAttr: content.Attributes["sources"]}
+	var hcSeen *hcl.Range
+	originAt := map[string]hcl.Range{}
+	for _, blk := range content.Blocks {
+		switch blk.Type {
+		case "health_check":
+			if hcSeen != nil {
+				l.add(blk.DefRange, "Duplicate health_check block",
+					fmt.Sprintf("This site already has a health_check block at %s; merge them.", hcSeen))
+				continue
+			}
+			hcSeen = blk.DefRange.Ptr()
+			l.healthCheck(blk, &s.HealthCheck)
+		case "origin":
+			oname := blk.Labels[0]
+			if prev, ok := originAt[oname]; ok {
+				l.add(blk.DefRange, "Duplicate origin name",
+					fmt.Sprintf("Site %q already has an origin named %q at %s. Origin names must be unique within a site: rename or remove one of them.", name, oname, prev))
+				continue
+			}
+			originAt[oname] = blk.DefRange
+			if o := l.origin(blk); o != nil {
+				s.Origins = append(s.Origins, o)
+			}
+		}
+	}
+	l.cfg.Sites = append(l.cfg.Sites, s)
+	l.siteBlocks = append(l.siteBlocks, sb)
+}
+
+func checkHostname(h string) error {
+	if h == "" {
+		return fmt.Errorf("hostname must not be empty: write the site's DNS name, such as \"www.example.com\"")
+	}
+	if strings.Contains(h, "://") || strings.ContainsAny(h, "/?#@ :") {
+		return fmt.Errorf("hostname %q is not a bare DNS name: write only the name, such as \"www.example.com\", with no scheme, port or path", h)
+	}
+	for _, label := range strings.Split(strings.TrimSuffix(h, "."), ".") {
+		if label == "" || len(label) > 63 {
+			return fmt.Errorf("hostname %q has an empty or over-long label: write a DNS name such as \"www.example.com\"", h)
+		}
+	}
+	return nil
+}
+
+func (l *loader) healthCheck(b *hcl.Block, hc *HealthCheck) {
+	content, diags := b.Body.Content(healthCheckSchema)
+	l.diags = append(l.diags, diags...)
+	a := content.Attributes
+	l.boolean(a, "enabled", &hc.Enabled)
+	if attr := a["path"]; attr != nil {
+		var p string
+		if l.decode(attr, &p) {
+			if !strings.HasPrefix(p, "/") {
+				l.add(attr.Expr.Range(), "Invalid health check path",
+					fmt.Sprintf("path must start with \"/\", such as \"/cdn-health\"; got %q.", p))
+			} else {
+				hc.Path = p
+			}
+		}
+	}
+	l.duration(a, "timeout", &hc.Timeout)
+	l.integer(a, "unhealthy_threshold", 1, &hc.UnhealthyThreshold)
+	l.integer(a, "healthy_threshold", 1, &hc.HealthyThreshold)
+	l.nonEmpty(a, "user_agent", &hc.UserAgent)
+	if attr := a["expected_status"]; attr != nil {
+		var codes []int
+		if l.decode(attr, &codes) {
+			for _, c := range codes {
+				if c < 100 || c > 599 {
+					l.add(attr.Expr.Range(), "Invalid expected_status",
+						fmt.Sprintf("%d is not an HTTP status code; use codes from 100 to 599, such as [200, 204].", c))
+					codes = nil
+					break
+				}
+			}
+			hc.ExpectedStatus = codes
+		}
+	}
+	l.str(a, "expected_body", &hc.ExpectedBody)
+	l.duration(a, "max_latency", &hc.MaxLatency)
+}
+
+func (l *loader) origin(b *hcl.Block) *Origin {
+	content, diags := b.Body.Content(originSchema)
+	l.diags = append(l.diags, diags...)
+	o := &Origin{Name: b.Labels[0], Level: 1, Enabled: true, DeclRange: b.DefRange}
+	if attr := content.Attributes["address"]; attr != nil {
+		var addr string
+		if l.decode(attr, &addr) {
+			if u, err := checkAddress(addr); err != nil {
+				l.add(attr.Expr.Range(), "Invalid origin address", err.Error())
+			} else {
+				o.Address, o.URL = addr, u
+			}
+		}
+	}
+	l.integer(content.Attributes, "level", 1, &o.Level)
+	l.boolean(content.Attributes, "enabled", &o.Enabled)
+	return o
+}
+
+func checkAddress(addr string) (*url.URL, error) {
+	const example = "such as \"https://203.0.113.10\" or \"http://origin.example.net:8080\""
+	u, err := url.Parse(addr)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil, fmt.Errorf("address %q is not an absolute http or https URL; write a scheme and a host, %s", addr, example)
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("address %q contains credentials; remove the user:password@ part (probes send no credentials)", u.Redacted())
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return nil, fmt.Errorf("address %q has a path, query or fragment; write only scheme, host and optional port, %s (the probe path goes in health_check { path })", addr, example)
+	}
+	if u.Hostname() == "" {
+		return nil, fmt.Errorf("address %q has no host, %s", addr, example)
+	}
+	u.Path = ""
+	return u, nil
+}
+
+// finish checks the rules that need the whole configuration.
+func (l *loader) finish() {
+	declared := make([]string, len(l.cfg.Sources))
+	for i, s := range l.cfg.Sources {
+		declared[i] = s.Name
+	}
+	if len(declared) > vote.MaxSources {
+		l.add(l.cfg.Sources[vote.MaxSources].DeclRange, "Too many sources",
+			fmt.Sprintf("A vote chain has at most %d sources; this configuration declares %d.", vote.MaxSources, len(declared)))
+	}
+	for _, sb := range l.siteBlocks {
+		s := sb.site
+		if attr := sb.sourcesAttr; attr != nil {
+			var names []string
+			if l.decode(attr, &names) {
+				s.Sources = l.siteSources(attr, names, declared)
+			}
+		} else {
+			s.Sources = declared
+		}
+		if len(s.Origins) == 0 {
+			l.add(s.DeclRange, "Site has no origins",
+				fmt.Sprintf("Site %q needs at least one origin block, such as origin \"a1\" { address = \"https://203.0.113.10\" }.", s.Name))
+			continue
+		}
+		enabled := 0
+		for _, o := range s.Origins {
+			if o.Enabled {
+				enabled++
+			}
+		}
+		if s.HealthCheck.Enabled && enabled < 2 {
+			l.add(s.DeclRange, "Health checks need at least two enabled origins",
+				fmt.Sprintf("Site %q has health checks enabled but %d enabled origin(s): with one origin there is nothing to switch to. Add an enabled origin, or set health_check { enabled = false }.", s.Name, enabled))
+		}
+		if s.HealthCheck.Enabled && len(declared) == 0 {
+			l.add(s.DeclRange, "No vote sources",
+				fmt.Sprintf("Site %q has health checks enabled but no source block is declared, so nothing can vote. Declare a source, such as source \"direct\" { plugin = \"vigil-source-direct\" }.", s.Name))
+		}
+	}
+}
+
+// siteSources checks a site's `sources` list and returns it in chain order.
+func (l *loader) siteSources(attr *hcl.Attribute, names, declared []string) []string {
+	if len(names) == 0 {
+		l.add(attr.Expr.Range(), "Empty sources list",
+			"sources must name at least one declared source; remove the attribute to use every source.")
+		return nil
+	}
+	want := map[string]bool{}
+	ok := true
+	for _, n := range names {
+		if want[n] {
+			l.add(attr.Expr.Range(), "Source listed twice",
+				fmt.Sprintf("sources lists %q more than once; list each source once.", n))
+			ok = false
+			continue
+		}
+		want[n] = true
+		if !contains(declared, n) {
+			detail := fmt.Sprintf("sources names %q, but no source block of that name is declared. Declared sources: %s.", n, quoteList(declared))
+			if s := suggest(n, declared); s != "" {
+				detail = fmt.Sprintf("sources names %q, but no source block of that name is declared. Did you mean %q?", n, s)
+			}
+			l.add(attr.Expr.Range(), "Unknown source", detail)
+			ok = false
+		}
+	}
+	if !ok {
+		return nil
+	}
+	var out []string
+	for _, d := range declared {
+		if want[d] {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func quoteList(list []string) string {
+	if len(list) == 0 {
+		return "none"
+	}
+	q := make([]string, len(list))
+	for i, s := range list {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
+}
+
+// suggest returns the candidate closest to s, if it is close enough to be a
+// likely typo.
+func suggest(s string, candidates []string) string {
+	best, bestD := "", 3
+	for _, c := range candidates {
+		if d := levenshtein.Distance(s, c, nil); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
