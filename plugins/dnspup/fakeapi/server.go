@@ -1,0 +1,523 @@
+package fakeapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vigilcdn/vigil/plugins/dnspup/api"
+)
+
+// Result is what a pretend checkpoint reports for one target.
+type Result struct {
+	// Status is the HTTP status seen; 0 with Error set.
+	Status int `json:"status,omitempty"`
+	// Error is the failure text ("timeout", "connection refused", "tls: …").
+	Error string `json:"error,omitempty"`
+	// LatencyMs is the reported latency.
+	LatencyMs float64 `json:"latencyMs,omitempty"`
+}
+
+// Options configures a Server.
+type Options struct {
+	// Key and Secret are the credentials the server accepts. When Key is
+	// empty, any non-empty X-API-Key and X-API-Secret are accepted.
+	Key, Secret string
+	// Nodes are the checkpoints; DefaultNodes when empty.
+	Nodes []api.Node
+	// Probe fetches a target for every checkpoint that has no scripted
+	// result; FetchProbe with a 3s timeout when nil.
+	Probe func(ctx context.Context, target string) Result
+	// MaxBatchTargets bounds "targets" in a batch; 50 when 0.
+	MaxBatchTargets int
+}
+
+// DefaultNodes are three pretend checkpoints.
+var DefaultNodes = []api.Node{
+	{ID: "ams-1", Name: "Amsterdam 1", Country: "NL", City: "Amsterdam", Online: true},
+	{ID: "fra-1", Name: "Frankfurt 1", Country: "DE", City: "Frankfurt", Online: true},
+	{ID: "nyc-1", Name: "New York 1", Country: "US", City: "New York", Online: true},
+}
+
+// Request is one request the server received.
+type Request struct {
+	Method string
+	Path   string
+	Header http.Header
+	Body   []byte
+}
+
+type failure struct {
+	code       string
+	retryAfter time.Duration
+	remaining  int // <= 0: until cleared
+}
+
+// Server is the fake API. Use it as an http.Handler.
+type Server struct {
+	opts  Options
+	nodes map[string]bool
+
+	mu       sync.Mutex
+	fail     *failure
+	scripted map[string]Result
+	quota    int // < 0: unlimited
+	accepted int
+	counts   map[string]int
+	log      []Request
+	seq      int
+	notify   chan struct{}
+}
+
+// New returns a Server.
+func New(opts Options) *Server {
+	if len(opts.Nodes) == 0 {
+		opts.Nodes = DefaultNodes
+	}
+	if opts.Probe == nil {
+		opts.Probe = FetchProbe(3 * time.Second)
+	}
+	if opts.MaxBatchTargets <= 0 {
+		opts.MaxBatchTargets = 50
+	}
+	s := &Server{
+		opts:     opts,
+		nodes:    map[string]bool{},
+		scripted: map[string]Result{},
+		quota:    -1,
+		counts:   map[string]int{},
+		notify:   make(chan struct{}),
+	}
+	for _, n := range opts.Nodes {
+		s.nodes[n.ID] = true
+	}
+	return s
+}
+
+// StatusOf is the HTTP status the API uses for an error code.
+func StatusOf(code string) int {
+	switch code {
+	case api.CodeInvalidRequest, api.CodeInvalidNodes, api.CodeTrustedDNSResolutionFailed:
+		return http.StatusBadRequest
+	case api.CodeUnauthorized:
+		return http.StatusUnauthorized
+	case api.CodeSourceForbidden, api.CodeTargetRestricted, api.CodeToolNotAllowed:
+		return http.StatusForbidden
+	case api.CodeEntitlementExceeded:
+		return http.StatusConflict
+	case api.CodeQuotaExceeded, api.CodeRateLimited, api.CodeCapacityLimited:
+		return http.StatusTooManyRequests
+	case api.CodeServiceUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// FailNext makes the next n authenticated calls fail with code (and a
+// Retry-After header when retryAfter > 0). n <= 0 means every call until
+// cleared; code "" clears.
+func (s *Server) FailNext(code string, retryAfter time.Duration, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if code == "" {
+		s.fail = nil
+		return
+	}
+	s.fail = &failure{code: code, retryAfter: retryAfter, remaining: n}
+}
+
+// SetResult scripts what checkpoint nodeID reports for every target; nil
+// goes back to fetching.
+func (s *Server) SetResult(nodeID string, r *Result) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r == nil {
+		delete(s.scripted, nodeID)
+		return
+	}
+	s.scripted[nodeID] = *r
+}
+
+// SetQuota allows n more accepted probe requests; then quota_exceeded.
+// n < 0: unlimited (the default).
+func (s *Server) SetQuota(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n < 0 {
+		s.quota = -1
+		return
+	}
+	s.quota = s.accepted + n
+}
+
+// Count is how many requests arrived for path ("/v1/probes", …).
+func (s *Server) Count(path string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts[path]
+}
+
+// Accepted is how many probe requests were accepted (and cost quota).
+func (s *Server) Accepted() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.accepted
+}
+
+// Requests returns a copy of every request received so far.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.log)
+}
+
+// Arrived returns a channel closed when the next request arrives.
+func (s *Server) Arrived() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.notify
+}
+
+func (s *Server) record(r *http.Request, body []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.counts[r.URL.Path]++
+	s.log = append(s.log, Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body})
+	close(s.notify)
+	s.notify = make(chan struct{})
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		writeError(w, api.CodeInvalidRequest, "could not read the request body", 0)
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, "/_fake/") {
+		s.control(w, r, body)
+		return
+	}
+	s.record(r, body)
+	switch r.URL.Path {
+	case "/v1/health":
+		if r.Method != http.MethodGet {
+			writeError(w, api.CodeInvalidRequest, "use GET", 0)
+			return
+		}
+		s.mu.Lock()
+		down := s.fail != nil && s.fail.code == api.CodeServiceUnavailable
+		s.mu.Unlock()
+		if down {
+			writeError(w, api.CodeServiceUnavailable, "service unavailable", 0)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
+		return
+	case "/v1/nodes", "/v1/probes", "/v1/batch-probes":
+	default:
+		writeError(w, api.CodeInvalidRequest, "no such endpoint", 0)
+		return
+	}
+	if !s.authorized(r) {
+		writeError(w, api.CodeUnauthorized, "invalid API credentials", 0)
+		return
+	}
+	if f := s.takeFailure(); f != nil {
+		writeError(w, f.code, "scripted failure: "+f.code, f.retryAfter)
+		return
+	}
+	switch r.URL.Path {
+	case "/v1/nodes":
+		if r.Method != http.MethodGet {
+			writeError(w, api.CodeInvalidRequest, "use GET", 0)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"nodes": s.opts.Nodes})
+	case "/v1/probes":
+		s.probes(w, r, body, false)
+	case "/v1/batch-probes":
+		s.probes(w, r, body, true)
+	}
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	key, secret := r.Header.Get("X-API-Key"), r.Header.Get("X-API-Secret")
+	if s.opts.Key == "" {
+		return key != "" && secret != ""
+	}
+	return key == s.opts.Key && secret == s.opts.Secret
+}
+
+func (s *Server) takeFailure() *failure {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail == nil {
+		return nil
+	}
+	f := *s.fail
+	if s.fail.remaining > 0 {
+		s.fail.remaining--
+		if s.fail.remaining == 0 {
+			s.fail = nil
+		}
+	}
+	return &f
+}
+
+type probeBody struct {
+	Type      string   `json:"type"`
+	Target    string   `json:"target"`
+	Targets   []string `json:"targets"`
+	IPVersion string   `json:"ipVersion"`
+	Count     *int     `json:"count"`
+	Method    string   `json:"method"`
+	NodeIDs   []string `json:"nodeIds"`
+}
+
+func (s *Server) probes(w http.ResponseWriter, r *http.Request, body []byte, batch bool) {
+	if r.Method != http.MethodPost {
+		writeError(w, api.CodeInvalidRequest, "use POST", 0)
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		writeError(w, api.CodeInvalidRequest, "Content-Type must be application/json", 0)
+		return
+	}
+	var req probeBody
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeError(w, api.CodeInvalidRequest, "body is not valid JSON", 0)
+		return
+	}
+	targets := req.Targets
+	if !batch {
+		targets = []string{req.Target}
+	}
+	if msg := s.check(req, targets, batch); msg != "" {
+		code := api.CodeInvalidRequest
+		if strings.HasPrefix(msg, "unknown node") {
+			code = api.CodeInvalidNodes
+		}
+		writeError(w, code, msg, 0)
+		return
+	}
+	nodes := req.NodeIDs
+	if len(nodes) == 0 {
+		for _, n := range s.opts.Nodes {
+			nodes = append(nodes, n.ID)
+		}
+	}
+	s.mu.Lock()
+	if s.quota >= 0 && s.accepted >= s.quota {
+		s.mu.Unlock()
+		writeError(w, api.CodeQuotaExceeded, "monthly quota exceeded", 0)
+		return
+	}
+	s.accepted++
+	s.seq++
+	id := s.seq
+	scripted := make(map[string]Result, len(s.scripted))
+	for k, v := range s.scripted {
+		scripted[k] = v
+	}
+	s.mu.Unlock()
+
+	entries := make([]map[string]any, len(targets))
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		wg.Go(func() {
+			entries[i] = map[string]any{"target": t, "results": s.results(r.Context(), t, nodes, scripted)}
+		})
+	}
+	wg.Wait()
+	if !batch {
+		e := entries[0]
+		e["id"] = fmt.Sprintf("prb_%d", id)
+		e["type"] = "http"
+		writeJSON(w, http.StatusOK, e)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": fmt.Sprintf("bp_%d", id), "type": "http", "results": entries})
+}
+
+func (s *Server) check(req probeBody, targets []string, batch bool) string {
+	if req.Type != "http" {
+		if batch && (req.Type == "ping" || req.Type == "tcping") {
+			return "this fake serves type \"http\" only"
+		}
+		return fmt.Sprintf("type %q: want \"http\"", req.Type)
+	}
+	if len(targets) == 0 {
+		return "targets: want at least one"
+	}
+	if len(targets) > s.opts.MaxBatchTargets {
+		return fmt.Sprintf("targets: at most %d", s.opts.MaxBatchTargets)
+	}
+	for _, t := range targets {
+		u, err := url.Parse(t)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Sprintf("target %q: want an absolute http or https URL", t)
+		}
+	}
+	switch req.IPVersion {
+	case "", "4", "6":
+	default:
+		return "ipVersion: want \"4\" or \"6\""
+	}
+	if req.Count != nil && (*req.Count < 1 || *req.Count > 10) {
+		return "count: want 1..10"
+	}
+	switch req.Method {
+	case "", "GET", "HEAD":
+	default:
+		return "method: want GET or HEAD"
+	}
+	for _, id := range req.NodeIDs {
+		if !s.nodes[id] {
+			return fmt.Sprintf("unknown node id %q", id)
+		}
+	}
+	return ""
+}
+
+func (s *Server) results(ctx context.Context, target string, nodes []string, scripted map[string]Result) []map[string]any {
+	var fetched *Result
+	out := make([]map[string]any, 0, len(nodes))
+	for _, id := range nodes {
+		res, ok := scripted[id]
+		if !ok {
+			if fetched == nil {
+				r := s.opts.Probe(ctx, target)
+				fetched = &r
+			}
+			res = *fetched
+		}
+		e := map[string]any{"nodeId": id}
+		if res.Error != "" {
+			e["error"] = res.Error
+		} else {
+			e["status"] = res.Status
+		}
+		if res.LatencyMs > 0 {
+			e["latencyMs"] = math.Round(res.LatencyMs*10) / 10
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// FetchProbe returns a probe that GETs the target from this process, without
+// following redirects, and reports what a checkpoint would.
+func FetchProbe(timeout time.Duration) func(ctx context.Context, target string) Result {
+	client := &http.Client{
+		Timeout: timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+	return func(ctx context.Context, target string) Result {
+		start := time.Now()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+		if err != nil {
+			return Result{Error: "invalid target"}
+		}
+		req.Header.Set("User-Agent", "dnspup-fake-checkpoint")
+		resp, err := client.Do(req)
+		ms := float64(time.Since(start).Microseconds()) / 1000
+		if err != nil {
+			return Result{Error: describe(err), LatencyMs: ms}
+		}
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		return Result{Status: resp.StatusCode, LatencyMs: ms}
+	}
+}
+
+func describe(err error) string {
+	var ne net.Error
+	switch {
+	case errors.As(err, &ne) && ne.Timeout(), errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case strings.Contains(err.Error(), "connection refused"):
+		return "connection refused"
+	case strings.Contains(err.Error(), "connection reset"):
+		return "connection reset by peer"
+	case strings.Contains(err.Error(), "tls:"), strings.Contains(err.Error(), "x509:"):
+		return "tls: handshake failed"
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return err.Error()
+}
+
+func (s *Server) control(w http.ResponseWriter, r *http.Request, body []byte) {
+	switch {
+	case r.URL.Path == "/_fake/stats" && r.Method == http.MethodGet:
+		s.mu.Lock()
+		stats := map[string]any{"requests": maps(s.counts), "accepted": s.accepted}
+		s.mu.Unlock()
+		writeJSON(w, http.StatusOK, stats)
+	case r.URL.Path == "/_fake/fail" && r.Method == http.MethodPost:
+		var in struct {
+			Code       string  `json:"code"`
+			RetryAfter float64 `json:"retryAfter"`
+			Count      int     `json:"count"`
+		}
+		if err := json.Unmarshal(body, &in); err != nil {
+			writeError(w, api.CodeInvalidRequest, "body: "+err.Error(), 0)
+			return
+		}
+		s.FailNext(in.Code, time.Duration(in.RetryAfter*float64(time.Second)), in.Count)
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+	case r.URL.Path == "/_fake/node" && r.Method == http.MethodPost:
+		var in struct {
+			NodeID string `json:"nodeId"`
+			Result
+		}
+		if err := json.Unmarshal(body, &in); err != nil || in.NodeID == "" {
+			writeError(w, api.CodeInvalidRequest, "body: want {\"nodeId\":…,\"status\":…|\"error\":…}", 0)
+			return
+		}
+		if in.Status == 0 && in.Error == "" {
+			s.SetResult(in.NodeID, nil)
+		} else {
+			s.SetResult(in.NodeID, &in.Result)
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+	default:
+		writeError(w, api.CodeInvalidRequest, "no such control endpoint", 0)
+	}
+}
+
+func maps(m map[string]int) map[string]int {
+	c := make(map[string]int, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code, message string, retryAfter time.Duration) {
+	if retryAfter > 0 {
+		w.Header().Set("Retry-After", fmt.Sprint(int(math.Ceil(retryAfter.Seconds()))))
+	}
+	writeJSON(w, StatusOf(code), map[string]any{"error": map[string]any{"code": code, "message": message}})
+}
