@@ -1,0 +1,191 @@
+package sdktest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/vigilcdn/vigil/sdk"
+)
+
+// InProcess serves impl over real gRPC on a local socket inside the test
+// process and returns the host-side client, the same code vigil calls
+// through. Everything is closed at the end of the test.
+func InProcess(t testing.TB, impl sdk.VoteSource) sdk.VoteSource {
+	t.Helper()
+	client, server := plugin.TestPluginGRPCConn(t, false, sdk.Plugins(impl)[sdk.ProtocolVersion])
+	t.Cleanup(func() {
+		_ = client.Close()
+		server.Stop()
+	})
+	raw, err := client.Dispense(sdk.PluginName)
+	if err != nil {
+		t.Fatalf("sdktest: dispense vote source: %v", err)
+	}
+	return raw.(sdk.VoteSource)
+}
+
+// Build compiles the main package pkg (a directory such as
+// "./cmd/vigil-source-mine" or an import path) into a temporary directory
+// and returns the binary's path. It runs `go build` from the test's working
+// directory, so relative paths are relative to the package under test.
+func Build(t testing.TB, pkg string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("sdktest: go build %s: %v\n%s", pkg, err, b)
+	}
+	return out
+}
+
+// Launch starts the plugin binary at path as vigil does: go-plugin
+// handshake, gRPC only, AutoMTLS, and no environment but env ("NAME=value"
+// entries). Its log lines go to the test log. The process is killed at the
+// end of the test.
+func Launch(t testing.TB, path string, env ...string) sdk.VoteSource {
+	t.Helper()
+	cmd := exec.Command(path)
+	cmd.Env = append([]string{}, env...)
+	client := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  sdk.Handshake,
+		VersionedPlugins: sdk.Plugins(nil),
+		Cmd:              cmd,
+		SkipHostEnv:      true,
+		AutoMTLS:         true,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		StartTimeout:     30 * time.Second,
+		Logger: hclog.New(&hclog.LoggerOptions{
+			Name:   filepath.Base(path),
+			Level:  hclog.Debug,
+			Output: testWriter{t},
+		}),
+	})
+	t.Cleanup(client.Kill)
+	rpc, err := client.Client()
+	if err != nil {
+		t.Fatalf("sdktest: start plugin %s: %v", path, err)
+	}
+	raw, err := rpc.Dispense(sdk.PluginName)
+	if err != nil {
+		t.Fatalf("sdktest: dispense vote source from %s: %v", path, err)
+	}
+	return raw.(sdk.VoteSource)
+}
+
+// Configure fetches src's schema, checks that every value in cfg is declared
+// with a matching Go type, and calls Configure. It fails the test on any
+// error and returns nothing; use [ConfigureErr] to test rejected configs.
+func Configure(t testing.TB, src sdk.VoteSource, cfg sdk.Config) {
+	t.Helper()
+	if err := ConfigureErr(t, src, cfg); err != nil {
+		t.Fatalf("sdktest: configure: %v", err)
+	}
+}
+
+// ConfigureErr is like [Configure] but returns the plugin's answer: nil,
+// [sdk.Diagnostics], or another error. Schema mismatches still fail the test.
+func ConfigureErr(t testing.TB, src sdk.VoteSource, cfg sdk.Config) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	schema, err := src.ConfigSchema(ctx)
+	if err != nil {
+		t.Fatalf("sdktest: config schema: %v", err)
+	}
+	declared := make(map[string]sdk.Attribute, len(schema.Attributes))
+	for _, a := range schema.Attributes {
+		declared[a.Name] = a
+	}
+	for name, v := range cfg.Values {
+		a, ok := declared[name]
+		if !ok {
+			t.Fatalf("sdktest: config value %q is not in the plugin's schema", name)
+		}
+		if err := checkType(a.Type, v); err != nil {
+			t.Fatalf("sdktest: config value %q: %v", name, err)
+		}
+	}
+	for _, a := range schema.Attributes {
+		if _, ok := cfg.Values[a.Name]; a.Required && !ok {
+			t.Fatalf("sdktest: required config attribute %q is missing", a.Name)
+		}
+	}
+	return src.Configure(ctx, cfg)
+}
+
+func checkType(typ sdk.Type, v any) error {
+	ok := false
+	switch typ {
+	case sdk.TypeString:
+		_, ok = v.(string)
+	case sdk.TypeNumber:
+		_, ok = v.(float64)
+	case sdk.TypeBool:
+		_, ok = v.(bool)
+	case sdk.TypeStringList:
+		_, ok = v.([]string)
+	case sdk.TypeDuration:
+		_, ok = v.(time.Duration)
+	}
+	if !ok {
+		return fmt.Errorf("the schema says %s but the value is a Go %T", typ, v)
+	}
+	return nil
+}
+
+// CheckVotes fails the test for every vote that vigil would drop: a vote
+// for a target not in the ballot, a Value other than Up or Down, or an
+// invalid voter id.
+func CheckVotes(t testing.TB, ballot sdk.Ballot, votes []sdk.Vote) {
+	t.Helper()
+	if err := ValidateVotes(ballot, votes); err != nil {
+		t.Error(err)
+	}
+}
+
+// ValidateVotes returns an error listing every vote that vigil would drop.
+func ValidateVotes(ballot sdk.Ballot, votes []sdk.Vote) error {
+	type key struct{ site, origin string }
+	asked := make(map[key]bool, len(ballot.Targets))
+	for _, tg := range ballot.Targets {
+		asked[key{tg.Site, tg.Origin}] = true
+	}
+	var errs []error
+	for i, v := range votes {
+		switch {
+		case !asked[key{v.Site, v.Origin}]:
+			errs = append(errs, fmt.Errorf("vote %d: site %q origin %q was not in the ballot", i, v.Site, v.Origin))
+		case v.Value != sdk.Up && v.Value != sdk.Down:
+			errs = append(errs, fmt.Errorf("vote %d: value %v is neither sdk.Up nor sdk.Down", i, v.Value))
+		case !sdk.ValidVoter(v.Voter):
+			errs = append(errs, fmt.Errorf("vote %d: voter id %q is invalid (1-128 of letters, digits, ._:-@/)", i, v.Voter))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// testWriter sends plugin log lines to the test log.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	defer func() { _ = recover() }() // a log line after the test ended
+	w.t.Log(string(trimNewline(p)))
+	return len(p), nil
+}
+
+func trimNewline(p []byte) []byte {
+	if n := len(p); n > 0 && p[n-1] == '\n' {
+		return p[:n-1]
+	}
+	return p
+}
+

@@ -1,0 +1,79 @@
+package sdktest_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/vigilcdn/vigil/sdk"
+	"github.com/vigilcdn/vigil/sdk/sdktest"
+	"github.com/vigilcdn/vigil/sdk/sdktest/internal/echo"
+)
+
+func TestEchoSource(t *testing.T) {
+	bin := sdktest.Build(t, "./testdata/echosource")
+	for _, tc := range []struct {
+		name  string
+		start func(t *testing.T) sdk.VoteSource
+	}{
+		{"in-process", func(t *testing.T) sdk.VoteSource { return sdktest.InProcess(t, echo.New()) }},
+		{"subprocess", func(t *testing.T) sdk.VoteSource { return sdktest.Launch(t, bin) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := tc.start(t)
+			ctx := context.Background()
+			info, err := src.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Name != "echosource" || info.ProtocolVersion != sdk.ProtocolVersion {
+				t.Errorf("info = %+v", info)
+			}
+			sdktest.Configure(t, src, sdk.Config{Values: map[string]any{
+				"voter": "edge-1", "tags": []string{"a"}, "count": 3.0, "wait": time.Second, "on": true,
+			}})
+			err = sdktest.ConfigureErr(t, src, sdk.Config{Values: map[string]any{"voter": "no spaces", "tags": []string{"x", "bad"}}})
+			var diags sdk.Diagnostics
+			if !errors.As(err, &diags) || len(diags) != 2 || diags[0].AttributePath != "voter" || diags[1].AttributePath != "tags[1]" {
+				t.Fatalf("configure error = %#v, want diagnostics on voter and tags[1]", err)
+			}
+			sdktest.Configure(t, src, sdk.Config{Values: map[string]any{"voter": "edge-1"}})
+			ballot := sdk.Ballot{Round: 7, Targets: []sdk.Target{{
+				Site: "www", Origin: "a1", Address: "https://127.0.0.1:8443", Host: "www.example.com", Path: "/h",
+				Timeout: 5 * time.Second, UserAgent: "ua", Expect: sdk.Expectations{Statuses: []int{200, 204}, BodyContains: "ok", MaxLatency: time.Second},
+			}}}
+			votes, err := src.Vote(ctx, ballot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sdktest.CheckVotes(t, ballot, votes)
+			want := sdk.Vote{Site: "www", Origin: "a1", Voter: "edge-1", Value: sdk.Up, Reason: sdk.ReasonOK,
+				Detail: `https://127.0.0.1:8443 www.example.com /h 5s 7 ua [200 204] "ok" 1s`, Latency: 2500 * time.Millisecond}
+			if len(votes) != 1 || votes[0] != want {
+				t.Errorf("votes = %+v\nwant %+v", votes, want)
+			}
+		})
+	}
+}
+
+func TestValidateVotes(t *testing.T) {
+	ballot := sdk.Ballot{Targets: []sdk.Target{{Site: "s", Origin: "o"}}}
+	for _, tc := range []struct {
+		name string
+		vote sdk.Vote
+		ok   bool
+	}{
+		{"good", sdk.Vote{Site: "s", Origin: "o", Voter: "v", Value: sdk.Down}, true},
+		{"unknown origin", sdk.Vote{Site: "s", Origin: "x", Voter: "v", Value: sdk.Up}, false},
+		{"bad value", sdk.Vote{Site: "s", Origin: "o", Voter: "v", Value: 9}, false},
+		{"empty voter", sdk.Vote{Site: "s", Origin: "o", Value: sdk.Up}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := sdktest.ValidateVotes(ballot, []sdk.Vote{tc.vote})
+			if (err == nil) != tc.ok {
+				t.Errorf("ValidateVotes = %v, want ok=%v", err, tc.ok)
+			}
+		})
+	}
+}
