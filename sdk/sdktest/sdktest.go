@@ -188,4 +188,3 @@ func trimNewline(p []byte) []byte {
 	}
 	return p
 }
-
