@@ -12,7 +12,7 @@ import (
 // clears it (level is the top level). No evaluation follows.
 func Switch(spec *SiteSpec, st *SiteState, level int) ([]Event, error) {
 	if spec.levelIndex(level) < 0 {
-		return nil, fmt.Errorf("site %s has no level %d (its levels are %s)", spec.Name, level, levelList(spec.Levels))
+		return nil, &UnknownLevelError{Site: spec.Name, Level: level, Levels: spec.Levels}
 	}
 	var events []Event
 	if level != st.Level {
@@ -60,4 +60,20 @@ func levelList(levels []int) string {
 		parts[i] = strconv.Itoa(l)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// UnknownLevelError refuses a switch to a level the site does not have.
+type UnknownLevelError struct {
+	Site   string
+	Level  int
+	Levels []int
+}
+
+func (e *UnknownLevelError) Error() string {
+	return fmt.Sprintf("site %s has no level %d", e.Site, e.Level)
+}
+
+// Hint lists the levels the site has, for messages that have room for it.
+func (e *UnknownLevelError) Hint() string {
+	return "its levels are " + levelList(e.Levels)
 }

@@ -1,0 +1,160 @@
+package simulate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/vigilcdn/vigil/core/config"
+	"github.com/vigilcdn/vigil/core/decide"
+	"github.com/vigilcdn/vigil/core/fleet"
+	"github.com/vigilcdn/vigil/core/vote"
+)
+
+// RoundLine is the output for one site probed in a round.
+type RoundLine struct {
+	Round    int                   `json:"round"`
+	Site     string                `json:"site"`
+	Level    int                   `json:"level"`
+	Failback string                `json:"failback"`
+	Levels   map[string]string     `json:"levels"`
+	Origins  map[string]OriginLine `json:"origins"`
+	Events   []decide.Event        `json:"events"`
+}
+
+// OriginLine is one origin of a RoundLine.
+type OriginLine struct {
+	State   string   `json:"state"`
+	Verdict string   `json:"verdict"`
+	By      *string  `json:"by"`
+	Asked   []string `json:"asked"`
+}
+
+// ActionLine is the output for one operator action.
+type ActionLine struct {
+	Action string         `json:"action"`
+	Site   string         `json:"site"`
+	Origin string         `json:"origin,omitempty"`
+	Level  *int           `json:"level,omitempty"`
+	Events []decide.Event `json:"events,omitempty"`
+	Error  string         `json:"error,omitempty"`
+}
+
+// timelineSource answers the chain from one round line of the timeline.
+type timelineSource struct {
+	f     *fleet.Fleet
+	round map[string]map[string][]vote.Verdict
+}
+
+func (t *timelineSource) Ask(_ context.Context, source int, targets []vote.Target, votes []vote.Counts) {
+	name := t.f.Chain[source].Name
+	for i, tg := range targets {
+		s := t.f.Sites[tg.Site]
+		key := s.Spec.Name + "/" + s.Spec.Origins[tg.Origin].Name
+		for _, v := range t.round[key][name] {
+			if v == vote.VerdictUp {
+				votes[i].Up++
+			} else {
+				votes[i].Down++
+			}
+		}
+	}
+}
+
+// Run replays steps through a fresh fleet built from cfg and writes one JSON
+// line per probed site per round and one per action.
+func Run(cfg *config.Config, steps []Step, w io.Writer) error {
+	f := fleet.New(cfg)
+	enc := json.NewEncoder(w)
+	round := 0
+	for _, st := range steps {
+		if st.Round != nil {
+			round++
+			for _, rep := range f.Round(context.Background(), &timelineSource{f: f, round: st.Round}) {
+				if err := enc.Encode(SiteLine(f, rep.Site, round, rep.Events)); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		line := ActionLine{Action: st.Action, Site: st.Site}
+		var events []decide.Event
+		var err error
+		switch st.Action {
+		case "switch":
+			lvl := st.Level
+			line.Level = &lvl
+			events, err = f.Switch(st.Site, st.Level)
+		case "disable":
+			line.Origin = st.Origin
+			events, err = f.Disable(st.Site, st.Origin)
+		case "enable":
+			line.Origin = st.Origin
+			events, err = f.Enable(st.Site, st.Origin)
+		default:
+			return fmt.Errorf("timeline line %d: unknown action %q", st.Line, st.Action)
+		}
+		if err != nil {
+			line.Error = err.Error()
+		} else {
+			line.Events = events
+			if line.Events == nil {
+				line.Events = []decide.Event{}
+			}
+		}
+		if err := enc.Encode(actionJSON(line)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// actionJSON keeps "events": [] on a successful action with no events, and
+// leaves it out of a refused one.
+func actionJSON(l ActionLine) any {
+	if l.Error != "" {
+		return l
+	}
+	type withEvents struct {
+		Action string         `json:"action"`
+		Site   string         `json:"site"`
+		Origin string         `json:"origin,omitempty"`
+		Level  *int           `json:"level,omitempty"`
+		Events []decide.Event `json:"events"`
+	}
+	return withEvents{l.Action, l.Site, l.Origin, l.Level, l.Events}
+}
+
+// SiteLine is the round-line view of a site after a round: its level,
+// effective failback, level health and each origin's outcome.
+func SiteLine(f *fleet.Fleet, s *fleet.Site, round int, events []decide.Event) RoundLine {
+	line := RoundLine{
+		Round:    round,
+		Site:     s.Spec.Name,
+		Level:    s.State.Level,
+		Failback: decide.EffectiveFailback(s.Spec, s.State).String(),
+		Levels:   map[string]string{},
+		Origins:  map[string]OriginLine{},
+		Events:   append([]decide.Event{}, events...),
+	}
+	for i, l := range s.Spec.Levels {
+		line.Levels[strconv.Itoa(l)] = s.Levels[i].String()
+	}
+	for i, o := range s.Spec.Origins {
+		st := s.State.Origins[i]
+		if st.State == decide.Disabled {
+			line.Origins[o.Name] = OriginLine{State: "disabled", Verdict: "none", Asked: []string{}}
+			continue
+		}
+		out := s.Outcomes[i]
+		ol := OriginLine{State: st.State.String(), Verdict: out.Verdict.String(), Asked: s.Asked(f.Chain, i)}
+		if out.By >= 0 {
+			name := f.Chain[out.By].Name
+			ol.By = &name
+		}
+		line.Origins[o.Name] = ol
+	}
+	return line
+}
