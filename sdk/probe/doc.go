@@ -32,6 +32,9 @@
 //     as the headers have arrived.
 //   - Every probe opens its own connection: nothing is reused between probes,
 //     so each one sees the origin as a new visitor would.
+//   - Probes go straight to the origin over HTTP/1.1: proxy environment
+//     variables (HTTP_PROXY, HTTPS_PROXY) are ignored, and no compression is
+//     asked for, so a body check sees the bytes the origin sent.
 //   - The stricter checks ([Request.ExpectedStatuses], [Request.ExpectedBody],
 //     [Request.MaxLatency]) are opt-in and only ever turn up into down.
 //
