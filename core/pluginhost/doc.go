@@ -1,0 +1,28 @@
+// Package pluginhost runs vote-source plugins: one [Source] per `source`
+// block of the configuration.
+//
+// A Source launches its plugin binary (looked up in the plugin directory,
+// then PATH) with hashicorp/go-plugin over gRPC and AutoMTLS, after checking
+// its optional SHA-256 checksum. The plugin gets none of the host's
+// environment but the variables the source names. Its log lines are
+// re-emitted through the host's hclog logger under the source's name.
+//
+// [Source.Start] asks the plugin for its identity and config schema, decodes
+// the source's `config { }` block against that schema and hands the values
+// to the plugin; every problem, the host's or the plugin's, comes back as an
+// hcl.Diagnostic at the file:line of the attribute at fault.
+//
+// [Source.Vote] makes one call per round with the source's deadline. A
+// plugin that crashes, hangs or answers garbage costs only its own votes:
+// the call returns an error (the chain treats it as abstaining), garbage
+// votes are dropped, and everything is logged and counted in [Stats]. A dead
+// or hung plugin is killed and started again on the next use, with capped
+// exponential backoff when it keeps failing.
+//
+// No plugin process outlives the host: on Linux the host asks the kernel to
+// SIGKILL the plugin when the host dies, and plugins built with sdk.Serve
+// also exit when their parent goes away.
+//
+// The package knows nothing of the configuration loader: it takes a plain
+// [Spec].
+package pluginhost

@@ -1,0 +1,183 @@
+package pluginhost
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/vigilcdn/vigil/sdk"
+)
+
+// resolve finds the plugin binary: a value with a path separator is a path;
+// a bare name is looked up in dir, then in PATH.
+func resolve(name, dir string) (string, error) {
+	if name == "" {
+		return "", errors.New("no plugin binary named: set `plugin` to a binary name or path")
+	}
+	if strings.ContainsRune(name, filepath.Separator) || strings.ContainsRune(name, '/') {
+		if err := isExecutable(name); err != nil {
+			return "", fmt.Errorf("plugin %q: %w", name, err)
+		}
+		return name, nil
+	}
+	var where []string
+	if dir != "" {
+		p := filepath.Join(dir, name)
+		if err := isExecutable(p); err == nil {
+			return p, nil
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("plugin %q: %w", p, err)
+		}
+		where = append(where, fmt.Sprintf("plugin_dir %q", dir))
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	where = append(where, "PATH")
+	return "", fmt.Errorf("plugin %q not found in %s: build it (make build puts the shipped plugins in bin/), set plugin_dir, or give its path", name, strings.Join(where, " nor in "))
+}
+
+func isExecutable(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return errors.New("is a directory, not a plugin binary")
+	}
+	if fi.Mode().Perm()&0o111 == 0 {
+		return errors.New("is not executable: chmod +x it")
+	}
+	return nil
+}
+
+// parseChecksum parses "sha256:<64 hex digits>".
+func parseChecksum(s string) ([]byte, error) {
+	hexSum, ok := strings.CutPrefix(s, "sha256:")
+	if !ok {
+		return nil, fmt.Errorf("checksum %q: want \"sha256:\" and 64 hex digits (sha256sum prints them)", s)
+	}
+	sum, err := hex.DecodeString(hexSum)
+	if err != nil || len(sum) != sha256.Size {
+		return nil, fmt.Errorf("checksum %q: want \"sha256:\" and 64 hex digits (sha256sum prints them)", s)
+	}
+	return sum, nil
+}
+
+// verifyChecksum compares the file's SHA-256 with want and says both sums
+// on a mismatch.
+func verifyChecksum(path string, want []byte) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("checksum of plugin %q: %w", path, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("checksum of plugin %q: %w", path, err)
+	}
+	if got := h.Sum(nil); !bytes.Equal(got, want) {
+		return fmt.Errorf("plugin %q has checksum sha256:%x but the configuration expects sha256:%x: refusing to start it; if the binary was updated on purpose, put its new sum in `checksum`", path, got, want)
+	}
+	return nil
+}
+
+// hostEnv returns NAME=value for each named variable set in the host's
+// environment, and the names that are not set.
+func hostEnv(names []string) (env, missing []string) {
+	for _, n := range names {
+		if v, ok := os.LookupEnv(n); ok {
+			env = append(env, n+"="+v)
+		} else {
+			missing = append(missing, n)
+		}
+	}
+	return env, missing
+}
+
+// process is one running plugin process.
+type process struct {
+	client *plugin.Client
+	cmd    *exec.Cmd
+	src    sdk.VoteSource
+}
+
+// launch starts the plugin binary and dispenses its VoteSource.
+func (s *Source) launch() (*process, error) {
+	path, err := resolve(s.spec.Plugin, s.spec.PluginDir)
+	if err != nil {
+		return nil, err
+	}
+	var secure *plugin.SecureConfig
+	if s.checksum != nil {
+		if err := verifyChecksum(path, s.checksum); err != nil {
+			return nil, err
+		}
+		secure = &plugin.SecureConfig{Checksum: s.checksum, Hash: sha256.New()}
+	}
+	env, missing := hostEnv(s.spec.Env)
+	if len(missing) > 0 {
+		s.log.Warn("environment variables named in env are not set in vigil's environment", "names", missing)
+	}
+	cmd := exec.Command(path)
+	cmd.Env = env
+	setDeathSignal(cmd)
+	client := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  sdk.Handshake,
+		VersionedPlugins: sdk.Plugins(nil),
+		Cmd:              cmd,
+		SecureConfig:     secure,
+		SkipHostEnv:      true,
+		AutoMTLS:         true,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		StartTimeout:     s.startTimeout(),
+		Logger:           s.log,
+		Stderr:           io.Discard,
+	})
+	rpc, err := client.Client()
+	if err != nil {
+		client.Kill()
+		if errors.Is(err, plugin.ErrChecksumsDoNotMatch) {
+			return nil, fmt.Errorf("plugin %q changed after its checksum was verified: refusing to start it", path)
+		}
+		return nil, fmt.Errorf("start plugin %q: %w", path, err)
+	}
+	raw, err := rpc.Dispense(sdk.PluginName)
+	if err != nil {
+		client.Kill()
+		return nil, fmt.Errorf("plugin %q: %w", path, err)
+	}
+	src, ok := raw.(sdk.VoteSource)
+	if !ok {
+		client.Kill()
+		return nil, fmt.Errorf("plugin %q does not serve a vote source", path)
+	}
+	return &process{client: client, cmd: cmd, src: src}, nil
+}
+
+func (s *Source) startTimeout() time.Duration {
+	if s.spec.StartTimeout > 0 {
+		return s.spec.StartTimeout
+	}
+	return DefaultStartTimeout
+}
+
+// kill ends the process at once (no graceful shutdown: it is broken or the
+// host is closing) and waits for go-plugin's cleanup.
+func (p *process) kill() {
+	if p.cmd.Process != nil {
+		_ = p.cmd.Process.Kill()
+	}
+	p.client.Kill()
+}

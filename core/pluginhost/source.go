@@ -1,0 +1,380 @@
+package pluginhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/hcl/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/vigilcdn/vigil/sdk"
+)
+
+// Defaults for the zero values of [Spec].
+const (
+	DefaultTimeout      = 10 * time.Second
+	DefaultStartTimeout = 30 * time.Second
+	DefaultMinBackoff   = time.Second
+	DefaultMaxBackoff   = time.Minute
+)
+
+// Spec says how to run one vote source. It mirrors a `source` block.
+type Spec struct {
+	// Name is the source's name, used in logs, errors and diagnostics.
+	Name string
+	// Plugin is the binary's name (looked up in PluginDir, then PATH) or
+	// its path (any value with a slash).
+	Plugin string
+	// PluginDir is the directory searched first for a bare Plugin name.
+	PluginDir string
+	// Checksum, when set, is "sha256:<hex>"; a binary with another sum is
+	// refused before it starts.
+	Checksum string
+	// Env names the host environment variables passed to the plugin. The
+	// plugin gets nothing else of the host's environment.
+	Env []string
+	// Timeout is the deadline of every call to the plugin. Zero means
+	// DefaultTimeout.
+	Timeout time.Duration
+	// StartTimeout bounds the start of the plugin process (the go-plugin
+	// handshake). Zero means DefaultStartTimeout.
+	StartTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the wait between restarts of a plugin
+	// that keeps failing: the first restart is immediate on the next use,
+	// then the wait doubles from MinBackoff up to MaxBackoff. Zero means
+	// DefaultMinBackoff and DefaultMaxBackoff.
+	MinBackoff, MaxBackoff time.Duration
+	// Config is the source's `config { }` block; nil when there is none.
+	Config hcl.Body
+	// Range is where diagnostics point when they concern no config
+	// attribute (a missing binary, a checksum mismatch): the source block
+	// or its plugin attribute.
+	Range hcl.Range
+	// Logger receives the host's messages and the plugin's own log lines,
+	// tagged with source=Name. Nil discards them.
+	Logger hclog.Logger
+}
+
+// Stats counts what happened to a source since it was created. All fields
+// only grow.
+type Stats struct {
+	// Calls is the number of Vote calls.
+	Calls uint64
+	// Failures is the number of Vote calls that produced no votes because
+	// of the plugin: timeouts, crashes, plugin errors, failed restarts and
+	// calls skipped while waiting to restart.
+	Failures uint64
+	// Timeouts, Crashes and PluginErrors split Failures by cause: the call
+	// outlived its deadline; the process died or the connection broke; the
+	// plugin returned an error.
+	Timeouts, Crashes, PluginErrors uint64
+	// Starts counts plugin processes started; Restarts those after the
+	// first; StartFailures the starts that failed.
+	Starts, Restarts, StartFailures uint64
+	// DroppedVotes counts votes dropped as garbage: for a target not in the
+	// ballot, with an invalid value or voter id, or duplicated.
+	DroppedVotes uint64
+}
+
+// Source runs one vote-source plugin. Its methods may be called from
+// several goroutines; calls to the plugin are made one at a time.
+type Source struct {
+	spec     Spec
+	log      hclog.Logger
+	checksum []byte
+
+	mu         sync.Mutex // guards the fields below and serializes plugin calls
+	proc       *process
+	info       sdk.Info
+	cfg        sdk.Config
+	configured bool // Start succeeded once: cfg is valid
+	closed     bool
+	failStreak int       // consecutive failures
+	retryAt    time.Time // no restart before this
+
+	stats struct {
+		calls, failures, timeouts, crashes, pluginErrors atomic.Uint64
+		starts, restarts, startFailures, droppedVotes    atomic.Uint64
+	}
+}
+
+// New returns a Source for spec. It starts nothing: call [Source.Start].
+func New(spec Spec) *Source {
+	log := spec.Logger
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	return &Source{spec: spec, log: log.With("source", spec.Name)}
+}
+
+func (s *Source) timeout() time.Duration {
+	if s.spec.Timeout > 0 {
+		return s.spec.Timeout
+	}
+	return DefaultTimeout
+}
+
+// Name returns the source's name.
+func (s *Source) Name() string { return s.spec.Name }
+
+// Info returns what the plugin said about itself at the last start.
+func (s *Source) Info() sdk.Info {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.info
+}
+
+// Stats returns the source's counters.
+func (s *Source) Stats() Stats {
+	return Stats{
+		Calls:         s.stats.calls.Load(),
+		Failures:      s.stats.failures.Load(),
+		Timeouts:      s.stats.timeouts.Load(),
+		Crashes:       s.stats.crashes.Load(),
+		PluginErrors:  s.stats.pluginErrors.Load(),
+		Starts:        s.stats.starts.Load(),
+		Restarts:      s.stats.restarts.Load(),
+		StartFailures: s.stats.startFailures.Load(),
+		DroppedVotes:  s.stats.droppedVotes.Load(),
+	}
+}
+
+// Start launches the plugin, asks for its info and config schema, decodes
+// the config block against the schema and configures the plugin. Every
+// problem comes back as a diagnostic; the source is usable only when none is
+// an error. Start may be called again after a failure; after a success it
+// returns nil and does nothing.
+func (s *Source) Start(ctx context.Context) hcl.Diagnostics {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return s.diag("Vote source closed", "The source was closed; it cannot be started again.")
+	}
+	if s.configured {
+		return nil
+	}
+	if s.spec.Checksum != "" {
+		sum, err := parseChecksum(s.spec.Checksum)
+		if err != nil {
+			return s.diag("Invalid plugin checksum", err.Error())
+		}
+		s.checksum = sum
+	}
+	proc, err := s.launch()
+	s.stats.starts.Add(1)
+	if err != nil {
+		s.stats.startFailures.Add(1)
+		return s.diag("Cannot start vote-source plugin", err.Error())
+	}
+	info, schema, err := s.describe(ctx, proc)
+	if err != nil {
+		proc.kill()
+		s.stats.startFailures.Add(1)
+		return s.diag("Vote-source plugin failed", err.Error())
+	}
+	cfg, diags := decodeConfig(s.spec.Config, schema, s.spec.Range)
+	if diags.HasErrors() {
+		proc.kill()
+		return diags
+	}
+	if err := s.configure(ctx, proc, cfg); err != nil {
+		proc.kill()
+		var pds sdk.Diagnostics
+		if errors.As(err, &pds) {
+			body := s.spec.Config
+			if body == nil {
+				body = hcl.EmptyBody()
+			}
+			return append(diags, pluginDiagnostics(s.spec.Name, pds, attributeRanges(body, schema), s.spec.Range)...)
+		}
+		return append(diags, s.diag("Vote-source plugin failed", err.Error())...)
+	}
+	s.log.Info("vote source started", "plugin", info.Name, "version", info.Version, "protocol", info.ProtocolVersion, "pid", proc.cmd.Process.Pid)
+	s.proc, s.info, s.cfg, s.configured = proc, info, cfg, true
+	return diags
+}
+
+func (s *Source) diag(summary, detail string) hcl.Diagnostics {
+	return hcl.Diagnostics{{
+		Severity: hcl.DiagError,
+		Summary:  summary,
+		Detail:   fmt.Sprintf("Source %q: %s", s.spec.Name, detail),
+		Subject:  s.spec.Range.Ptr(),
+	}}
+}
+
+func (s *Source) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.timeout())
+}
+
+func (s *Source) describe(ctx context.Context, proc *process) (sdk.Info, sdk.Schema, error) {
+	cctx, cancel := s.call(ctx)
+	defer cancel()
+	info, err := proc.src.Info(cctx)
+	if err != nil {
+		return info, sdk.Schema{}, fmt.Errorf("Info: %w", err)
+	}
+	cctx2, cancel2 := s.call(ctx)
+	defer cancel2()
+	schema, err := proc.src.ConfigSchema(cctx2)
+	if err != nil {
+		return info, schema, fmt.Errorf("ConfigSchema: %w", err)
+	}
+	return info, schema, nil
+}
+
+func (s *Source) configure(ctx context.Context, proc *process, cfg sdk.Config) error {
+	cctx, cancel := s.call(ctx)
+	defer cancel()
+	err := proc.src.Configure(cctx, cfg)
+	var pds sdk.Diagnostics
+	if err != nil && !errors.As(err, &pds) {
+		return fmt.Errorf("Configure: %w", err)
+	}
+	return err
+}
+
+// Vote hands the ballot to the plugin and returns its valid votes. An error
+// means the source abstains on the whole ballot this round: the plugin is
+// down, failed, timed out or crashed. Garbage votes are dropped, logged and
+// counted, and the rest are returned.
+func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stats.calls.Add(1)
+	if s.closed {
+		return nil, fmt.Errorf("source %q: closed", s.spec.Name)
+	}
+	if !s.configured {
+		return nil, fmt.Errorf("source %q: not started: Start must succeed first", s.spec.Name)
+	}
+	if err := s.ensureRunning(ctx); err != nil {
+		s.stats.failures.Add(1)
+		return nil, err
+	}
+	cctx, cancel := s.call(ctx)
+	defer cancel()
+	votes, err := s.proc.src.Vote(cctx, ballot)
+	if err != nil {
+		s.stats.failures.Add(1)
+		return nil, s.failed(ctx, cctx, err)
+	}
+	s.failStreak = 0
+	return s.keepValid(ballot, votes), nil
+}
+
+// failed classifies a failed call, kills the plugin when it is broken and
+// returns the error for the caller.
+func (s *Source) failed(ctx, cctx context.Context, err error) error {
+	switch {
+	case errors.Is(ctx.Err(), context.Canceled):
+		// The caller gave up (shutdown): not the plugin's fault.
+		return fmt.Errorf("source %q: %w", s.spec.Name, err)
+	case cctx.Err() != nil:
+		s.stats.timeouts.Add(1)
+		s.log.Warn("vote source timed out; killing it, it restarts on next use", "timeout", s.timeout())
+		s.drop()
+		return fmt.Errorf("source %q: no answer within %v: the plugin was killed and restarts on next use", s.spec.Name, s.timeout())
+	case status.Code(err) == codes.Unknown:
+		s.stats.pluginErrors.Add(1)
+		s.log.Warn("vote source returned an error", "error", status.Convert(err).Message())
+		return fmt.Errorf("source %q: plugin error: %s", s.spec.Name, status.Convert(err).Message())
+	default:
+		s.stats.crashes.Add(1)
+		s.log.Error("vote source crashed or broke the connection; it restarts on next use", "error", err)
+		s.drop()
+		return fmt.Errorf("source %q: plugin crashed: %w", s.spec.Name, err)
+	}
+}
+
+// drop kills the current process and schedules the restart.
+func (s *Source) drop() {
+	if s.proc != nil {
+		s.proc.kill()
+		s.proc = nil
+	}
+	s.failStreak++
+	s.retryAt = time.Now().Add(s.backoff())
+}
+
+// backoff is the wait before the next restart after failStreak consecutive
+// failures: none after the first, then MinBackoff doubling to MaxBackoff.
+func (s *Source) backoff() time.Duration {
+	if s.failStreak <= 1 {
+		return 0
+	}
+	lo, hi := s.spec.MinBackoff, s.spec.MaxBackoff
+	if lo <= 0 {
+		lo = DefaultMinBackoff
+	}
+	if hi <= 0 {
+		hi = DefaultMaxBackoff
+	}
+	d := lo
+	for i := 2; i < s.failStreak && d < hi; i++ {
+		d *= 2
+	}
+	return min(d, hi)
+}
+
+// ensureRunning restarts the plugin if it is not running and its backoff
+// has passed.
+func (s *Source) ensureRunning(ctx context.Context) error {
+	if s.proc != nil && !s.proc.client.Exited() {
+		return nil
+	}
+	if s.proc != nil { // died between calls
+		s.stats.crashes.Add(1)
+		s.log.Error("vote source plugin exited; restarting it")
+		s.drop()
+	}
+	if wait := time.Until(s.retryAt); wait > 0 {
+		return fmt.Errorf("source %q: plugin down after %d failures in a row, next restart in %v", s.spec.Name, s.failStreak, wait.Round(time.Millisecond))
+	}
+	s.stats.starts.Add(1)
+	s.stats.restarts.Add(1)
+	proc, err := s.launch()
+	if err == nil {
+		err = s.configure(ctx, proc, s.cfg)
+		if err != nil {
+			proc.kill()
+		}
+	}
+	if err != nil {
+		s.stats.startFailures.Add(1)
+		s.failStreak++
+		s.retryAt = time.Now().Add(s.backoff())
+		s.log.Error("restarting vote source failed", "error", err, "retry_in", s.backoff())
+		return fmt.Errorf("source %q: restart failed: %w", s.spec.Name, err)
+	}
+	s.log.Info("vote source restarted", "pid", proc.cmd.Process.Pid)
+	s.proc = proc
+	return nil
+}
+
+// PID returns the process id of the running plugin, or 0 when none runs.
+func (s *Source) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil || s.proc.cmd.Process == nil {
+		return 0
+	}
+	return s.proc.cmd.Process.Pid
+}
+
+// Close stops the plugin. The Source cannot be used afterwards.
+func (s *Source) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	if s.proc != nil {
+		s.proc.kill()
+		s.proc = nil
+	}
+}

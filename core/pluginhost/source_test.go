@@ -1,0 +1,384 @@
+package pluginhost
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/vigilcdn/vigil/sdk"
+)
+
+func ballot(site string, n int) sdk.Ballot {
+	b := sdk.Ballot{Round: 1, Targets: make([]sdk.Target, n)}
+	for i := range b.Targets {
+		b.Targets[i] = sdk.Target{
+			Site: site, Origin: fmt.Sprintf("o%d", i), Address: "https://203.0.113.10:8443", Host: "www.example.com",
+			Path: "/cdn-health", Timeout: 5 * time.Second, UserAgent: "cdnca-control-api/origin-probe",
+			Expect: sdk.Expectations{Statuses: []int{200}, BodyContains: "ok", MaxLatency: time.Second},
+		}
+	}
+	return b
+}
+
+func TestStartAndVote(t *testing.T) {
+	src, _ := newSource(t, `
+voter    = "edge-1"
+tags     = ["a", "b"]
+count    = 3
+interval = "1m30s"
+enabled  = true
+`, nil)
+	if info := src.Info(); info.Name != "testsource" || info.Version != "1.2.3" || info.ProtocolVersion != sdk.ProtocolVersion {
+		t.Errorf("Info = %+v", info)
+	}
+	want := map[string]any{"voter": "edge-1", "tags": []string{"a", "b"}, "count": 3.0, "interval": 90 * time.Second, "enabled": true}
+	if fmt.Sprint(src.cfg.Values) != fmt.Sprint(want) {
+		t.Errorf("decoded config = %v, want %v", src.cfg.Values, want)
+	}
+	votes, err := src.Vote(context.Background(), ballot("www", 3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(votes) != 3 || votes[2].Origin != "o2" || votes[2].Voter != "edge-1" || votes[2].Value != sdk.Up || votes[2].Reason != sdk.ReasonOK {
+		t.Errorf("votes = %+v", votes)
+	}
+	if st := src.Stats(); st.Calls != 1 || st.Failures != 0 || st.Starts != 1 {
+		t.Errorf("stats = %+v", st)
+	}
+}
+
+func TestConfigDiagnostics(t *testing.T) {
+	for _, tc := range []struct {
+		name, config string
+		summary      string
+		pos          string // "line:col" of the diagnostic's subject start
+	}{
+		{"missing required", `count = 1`, "Missing required argument", ""},
+		{"wrong type", "voter = \"v\"\ncount = \"many\"", "Incorrect attribute value type", "2:9"},
+		{"unknown attribute", "voter = \"v\"\ncolour = \"red\"", "Unsupported argument", "2:1"},
+		{"bad duration", "voter = \"v\"\n\ninterval = \"soon\"", "Invalid duration", "3:12"},
+		{"plugin: attribute", "count = 1\nvoter = \"no spaces\"", "Invalid voter id", "2:9"},
+		{"plugin: list element", "voter = \"v\"\ntags = [\n  \"ok\",\n  \"bad\",\n]", "Bad tag", "4:3"},
+		{"plugin: number", "voter = \"v\"\ncount = 11", "Count too high", "2:9"},
+		{"plugin: whole block", "voter = \"v\"\ninterval = \"1s\"\nenabled = false", "interval needs enabled", "9:2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			blockRange := hcl.Range{Filename: "vigil.hcl", Start: hcl.Pos{Line: 9, Column: 2, Byte: 100}, End: hcl.Pos{Line: 9, Column: 20, Byte: 118}}
+			src := New(Spec{Name: "test", Plugin: testPlugin, Config: parseConfig(t, tc.config), Range: blockRange})
+			t.Cleanup(src.Close)
+			diags := src.Start(context.Background())
+			if !diags.HasErrors() {
+				t.Fatal("Start succeeded, want a diagnostic")
+			}
+			d := diags[0]
+			if d.Summary != tc.summary {
+				t.Errorf("summary = %q (%v), want %q", d.Summary, d, tc.summary)
+			}
+			if tc.pos != "" {
+				if d.Subject == nil {
+					t.Fatalf("diagnostic has no subject: %v", d)
+				}
+				if got := fmt.Sprintf("%d:%d", d.Subject.Start.Line, d.Subject.Start.Column); got != tc.pos {
+					t.Errorf("at %s:%s, want %s (%v)", d.Subject.Filename, got, tc.pos, d)
+				}
+			}
+			if src.PID() != 0 {
+				t.Errorf("plugin still running after a failed Start")
+			}
+		})
+	}
+}
+
+func TestStartFailures(t *testing.T) {
+	sum := sha256.New()
+	b, err := os.ReadFile(testPlugin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum.Write(b)
+	good := fmt.Sprintf("sha256:%x", sum.Sum(nil))
+	bad := "sha256:" + strings.Repeat("ab", 32)
+	notExec := filepath.Join(t.TempDir(), "vigil-source-noexec")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		spec Spec
+		want []string // substrings of the diagnostic's detail; none = success
+	}{
+		{"checksum matches", Spec{Plugin: testPlugin, Checksum: good}, nil},
+		{"checksum mismatch", Spec{Plugin: testPlugin, Checksum: bad},
+			[]string{testPlugin, "has checksum " + good, "expects " + bad, "refusing to start"}},
+		{"checksum malformed", Spec{Plugin: testPlugin, Checksum: "md5:1234"}, []string{`checksum "md5:1234"`, "64 hex digits"}},
+		{"missing binary in plugin_dir and PATH", Spec{Plugin: "vigil-source-nonexistent", PluginDir: t.TempDir()},
+			[]string{`plugin "vigil-source-nonexistent" not found in plugin_dir`, "nor in PATH"}},
+		{"missing binary by path", Spec{Plugin: "/nonexistent/vigil-source-x"}, []string{"/nonexistent/vigil-source-x", "no such file"}},
+		{"not executable", Spec{Plugin: notExec}, []string{"not executable"}},
+		{"found in plugin_dir", Spec{Plugin: filepath.Base(testPlugin), PluginDir: filepath.Dir(testPlugin)}, nil},
+		{"not a plugin", Spec{Plugin: "/bin/true"}, []string{"start plugin"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := tc.spec
+			spec.Name = "test"
+			spec.Config = parseConfig(t, `voter = "v"`)
+			spec.StartTimeout = 10 * time.Second
+			src := New(spec)
+			t.Cleanup(src.Close)
+			diags := src.Start(context.Background())
+			if tc.want == nil {
+				if diags.HasErrors() {
+					t.Fatalf("Start: %v", diags)
+				}
+				return
+			}
+			if !diags.HasErrors() {
+				t.Fatal("Start succeeded, want an error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(diags[0].Detail, w) {
+					t.Errorf("detail %q lacks %q", diags[0].Detail, w)
+				}
+			}
+		})
+	}
+}
+
+func TestEnvironmentOnlyNamedVariables(t *testing.T) {
+	t.Setenv("VIGIL_TEST_PASSED", "yes")
+	t.Setenv("VIGIL_TEST_SECRET", "must-not-leak")
+	src, _ := newSource(t, `voter = "v"`, func(s *Spec) { s.Env = []string{"VIGIL_TEST_PASSED", "VIGIL_TEST_UNSET"} })
+	votes, err := src.Vote(context.Background(), ballot("env", 1))
+	if err != nil || len(votes) != 1 {
+		t.Fatalf("Vote = %v, %v", votes, err)
+	}
+	for _, kv := range strings.Split(votes[0].Detail, "\n") {
+		name, _, _ := strings.Cut(kv, "=")
+		if name != "VIGIL_TEST_PASSED" && !strings.HasPrefix(name, "PLUGIN_") && name != sdk.Handshake.MagicCookieKey {
+			t.Errorf("plugin got host variable %q", name)
+		}
+	}
+	if !strings.Contains(votes[0].Detail, "VIGIL_TEST_PASSED=yes") {
+		t.Errorf("named variable not passed: %q", votes[0].Detail)
+	}
+}
+
+func TestCrashMidCall(t *testing.T) {
+	ready := filepath.Join(t.TempDir(), "ready")
+	src, _ := newSource(t, fmt.Sprintf("voter = \"v\"\nready_file = %q", ready), nil)
+	firstPID := src.PID()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := src.Vote(context.Background(), ballot("block", 1))
+		errc <- err
+	}()
+	waitFor(t, "the plugin to enter Vote", 10*time.Second, func() bool { _, err := os.Stat(ready); return err == nil })
+	b, _ := os.ReadFile(ready)
+	pid, _ := strconv.Atoi(string(b))
+	if pid != firstPID {
+		t.Fatalf("ready file pid %d, plugin pid %d", pid, firstPID)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if err == nil || !strings.Contains(err.Error(), "crashed") {
+			t.Errorf("Vote error = %v, want a crash", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Vote did not return after the plugin was killed")
+	}
+	st := src.Stats()
+	if st.Crashes != 1 || st.Failures != 1 {
+		t.Errorf("stats after crash = %+v", st)
+	}
+	// The next use restarts the plugin and votes normally.
+	votes, err := src.Vote(context.Background(), ballot("www", 2))
+	if err != nil || len(votes) != 2 {
+		t.Fatalf("Vote after restart = %v, %v", votes, err)
+	}
+	if st := src.Stats(); st.Restarts != 1 || st.Starts != 2 {
+		t.Errorf("stats after restart = %+v", st)
+	}
+	if src.PID() == firstPID || !processGone(firstPID) {
+		t.Errorf("old plugin %d not replaced", firstPID)
+	}
+}
+
+func TestExitBetweenCalls(t *testing.T) {
+	src, _ := newSource(t, `voter = "v"`, nil)
+	pid := src.PID()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the host to notice the exit", 10*time.Second, func() bool {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		return src.proc.client.Exited()
+	})
+	votes, err := src.Vote(context.Background(), ballot("www", 1))
+	if err != nil || len(votes) != 1 {
+		t.Fatalf("Vote = %v, %v", votes, err)
+	}
+	if st := src.Stats(); st.Crashes != 1 || st.Restarts != 1 || st.Failures != 0 {
+		t.Errorf("stats = %+v", st)
+	}
+}
+
+func TestHangPastDeadline(t *testing.T) {
+	for _, mode := range []string{"hang", "block", "exit"} {
+		t.Run(mode, func(t *testing.T) {
+			src, _ := newSource(t, `voter = "v"`, func(s *Spec) { s.Timeout = 2 * time.Second })
+			pid := src.PID()
+			start := time.Now()
+			_, err := src.Vote(context.Background(), ballot(mode, 1))
+			if err == nil {
+				t.Fatal("Vote succeeded")
+			}
+			if took := time.Since(start); took > 10*time.Second {
+				t.Errorf("Vote took %v with a 2s deadline", took)
+			}
+			st := src.Stats()
+			if mode == "exit" {
+				if st.Crashes != 1 {
+					t.Errorf("stats = %+v, want a crash", st)
+				}
+			} else if st.Timeouts != 1 || !strings.Contains(err.Error(), "no answer within 2s") {
+				t.Errorf("err = %v, stats = %+v, want a timeout", err, st)
+			}
+			waitFor(t, "the hung plugin to be gone", 10*time.Second, func() bool { return processGone(pid) })
+			if _, err := src.Vote(context.Background(), ballot("www", 1)); err != nil {
+				t.Errorf("Vote after restart: %v", err)
+			}
+		})
+	}
+}
+
+func TestPluginErrorKeepsProcess(t *testing.T) {
+	src, _ := newSource(t, `voter = "v"`, nil)
+	pid := src.PID()
+	_, err := src.Vote(context.Background(), ballot("error", 1))
+	if err == nil || !strings.Contains(err.Error(), "upstream API said no") {
+		t.Fatalf("err = %v", err)
+	}
+	if st := src.Stats(); st.PluginErrors != 1 || st.Failures != 1 || st.Restarts != 0 {
+		t.Errorf("stats = %+v", st)
+	}
+	if src.PID() != pid {
+		t.Error("plugin was restarted after a plain error")
+	}
+}
+
+func TestGarbageVotes(t *testing.T) {
+	src, logs := newSource(t, `voter = "v"`, nil)
+	votes, err := src.Vote(context.Background(), ballot("garbage", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sdk.Vote{Site: "garbage", Origin: "o0", Voter: "v", Value: sdk.Down, Reason: sdk.ReasonUnspecified}
+	if len(votes) != 1 || votes[0] != want {
+		t.Errorf("kept %+v, want only %+v", votes, want)
+	}
+	if st := src.Stats(); st.DroppedVotes != 7 || st.Failures != 0 {
+		t.Errorf("stats = %+v", st)
+	}
+	if !strings.Contains(logs.String(), "dropped garbage votes") {
+		t.Errorf("garbage not logged:\n%s", logs)
+	}
+}
+
+func TestLargeBallot(t *testing.T) {
+	src, _ := newSource(t, `voter = "v"`, nil)
+	b := ballot("big", 10000)
+	votes, err := src.Vote(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(votes) != 10000 || votes[9999].Origin != "o9999" {
+		t.Errorf("got %d votes", len(votes))
+	}
+}
+
+func TestPluginLogsReemitted(t *testing.T) {
+	src, logs := newSource(t, `voter = "v"`, nil)
+	if _, err := src.Vote(context.Background(), ballot("www", 4)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the plugin's log line", 10*time.Second, func() bool {
+		s := logs.String()
+		return strings.Contains(s, "vote: source=test") && strings.Contains(s, "targets=4")
+	})
+}
+
+func TestBackoff(t *testing.T) {
+	s := New(Spec{MinBackoff: time.Second, MaxBackoff: 10 * time.Second})
+	for streak, want := range []time.Duration{0, 0, time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second} {
+		s.failStreak = streak
+		if got := s.backoff(); got != want {
+			t.Errorf("backoff after %d failures = %v, want %v", streak, got, want)
+		}
+	}
+}
+
+func TestBackoffSkipsCallsWhileWaiting(t *testing.T) {
+	src, _ := newSource(t, `voter = "v"`, func(s *Spec) { s.Timeout = time.Second; s.MinBackoff = time.Hour })
+	for range 2 {
+		if _, err := src.Vote(context.Background(), ballot("exit", 1)); err == nil {
+			t.Fatal("Vote succeeded")
+		}
+	}
+	_, err := src.Vote(context.Background(), ballot("www", 1))
+	if err == nil || !strings.Contains(err.Error(), "next restart in") {
+		t.Fatalf("err = %v, want a backoff refusal", err)
+	}
+	if st := src.Stats(); st.Crashes != 2 || st.Restarts != 1 || st.Failures != 3 {
+		t.Errorf("stats = %+v", st)
+	}
+}
+
+func TestCloseStopsPlugin(t *testing.T) {
+	src, _ := newSource(t, `voter = "v"`, nil)
+	pid := src.PID()
+	src.Close()
+	waitFor(t, "the plugin to exit", 10*time.Second, func() bool { return processGone(pid) })
+	if _, err := src.Vote(context.Background(), ballot("www", 1)); err == nil {
+		t.Error("Vote after Close succeeded")
+	}
+}
+
+func TestNoOrphanAfterHostSIGKILL(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+testPlugin)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var pid int
+	if _, err := fmt.Fscan(out, &pid); err != nil || pid <= 0 {
+		t.Fatalf("helper host printed no plugin pid: %v", err)
+	}
+	if processGone(pid) {
+		t.Fatalf("plugin %d not running", pid)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	waitFor(t, fmt.Sprintf("plugin %d to die with its host", pid), 10*time.Second, func() bool { return processGone(pid) })
+}

@@ -1,0 +1,130 @@
+// Command testsource is the plugin the pluginhost tests run. Its behavior
+// for a ballot is chosen by the first target's site name:
+//
+//	hang     block forever, ignoring the deadline (after writing ready_file)
+//	block    write ready_file, then block until the call is cancelled
+//	exit     exit the process in the middle of the call
+//	error    return an error
+//	garbage  answer with invalid votes (and one valid one)
+//	env      vote Up with the environment's names in Detail
+//	anything else: one Up vote per target from the configured voter
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/vigilcdn/vigil/sdk"
+)
+
+type source struct {
+	log       hclog.Logger
+	voter     string
+	readyFile string
+}
+
+func (s *source) Info(context.Context) (sdk.Info, error) {
+	return sdk.Info{Name: "testsource", Version: "1.2.3"}, nil
+}
+
+func (s *source) ConfigSchema(context.Context) (sdk.Schema, error) {
+	return sdk.Schema{Attributes: []sdk.Attribute{
+		{Name: "voter", Type: sdk.TypeString, Required: true, Description: "voter id of the votes"},
+		{Name: "ready_file", Type: sdk.TypeString},
+		{Name: "tags", Type: sdk.TypeStringList},
+		{Name: "count", Type: sdk.TypeNumber},
+		{Name: "interval", Type: sdk.TypeDuration},
+		{Name: "enabled", Type: sdk.TypeBool},
+	}}, nil
+}
+
+func (s *source) Configure(_ context.Context, cfg sdk.Config) error {
+	var diags sdk.Diagnostics
+	s.voter, _ = cfg.String("voter")
+	if !sdk.ValidVoter(s.voter) {
+		diags = append(diags, sdk.AttributeError("voter", "Invalid voter id", "use letters, digits and ._:-@/ only"))
+	}
+	s.readyFile, _ = cfg.String("ready_file")
+	tags, _ := cfg.Strings("tags")
+	for i, t := range tags {
+		if t == "bad" {
+			diags = append(diags, sdk.ElementError("tags", i, "Bad tag", `"bad" is not a tag`))
+		}
+	}
+	if n, ok := cfg.Number("count"); ok && n > 10 {
+		diags = append(diags, sdk.AttributeError("count", "Count too high", "count must be at most 10"))
+	}
+	if _, ok := cfg.Duration("interval"); ok {
+		if on, set := cfg.Bool("enabled"); set && !on {
+			diags = append(diags, sdk.Diagnostic{Summary: "interval needs enabled", Detail: "remove interval or set enabled = true"})
+		}
+	}
+	return diags.Err()
+}
+
+func (s *source) ready() {
+	if s.readyFile != "" {
+		_ = os.WriteFile(s.readyFile, []byte(fmt.Sprint(os.Getpid())), 0o644)
+	}
+}
+
+func (s *source) Vote(ctx context.Context, b sdk.Ballot) ([]sdk.Vote, error) {
+	mode := ""
+	if len(b.Targets) > 0 {
+		mode = b.Targets[0].Site
+	}
+	s.log.Debug("vote", "mode", mode, "targets", len(b.Targets))
+	switch mode {
+	case "hang":
+		s.ready()
+		select {}
+	case "block":
+		s.ready()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	case "exit":
+		os.Exit(3)
+	case "error":
+		return nil, errors.New("upstream API said no")
+	case "garbage":
+		t := b.Targets[0]
+		return []sdk.Vote{
+			{Site: t.Site, Origin: "not-asked", Voter: s.voter, Value: sdk.Up},
+			{Site: "other", Origin: t.Origin, Voter: s.voter, Value: sdk.Up},
+			{Site: t.Site, Origin: t.Origin, Voter: s.voter, Value: 0},
+			{Site: t.Site, Origin: t.Origin, Voter: s.voter, Value: 7},
+			{Site: t.Site, Origin: t.Origin, Voter: "", Value: sdk.Down},
+			{Site: t.Site, Origin: t.Origin, Voter: "has space", Value: sdk.Down},
+			{Site: t.Site, Origin: t.Origin, Voter: s.voter, Value: sdk.Down, Reason: 99},
+			{Site: t.Site, Origin: t.Origin, Voter: s.voter, Value: sdk.Up}, // duplicate voter
+		}, nil
+	case "env":
+		// Names only (values may be multi-line certificates), with the
+		// values of VIGIL_ variables.
+		var env []string
+		for _, kv := range os.Environ() {
+			name, value, _ := strings.Cut(kv, "=")
+			if strings.HasPrefix(name, "VIGIL_") {
+				name += "=" + value
+			}
+			env = append(env, name)
+		}
+		sort.Strings(env)
+		return []sdk.Vote{{Site: b.Targets[0].Site, Origin: b.Targets[0].Origin, Voter: s.voter, Value: sdk.Up, Detail: strings.Join(env, "\n")}}, nil
+	}
+	votes := make([]sdk.Vote, len(b.Targets))
+	for i, t := range b.Targets {
+		votes[i] = sdk.Vote{Site: t.Site, Origin: t.Origin, Voter: s.voter, Value: sdk.Up, Reason: sdk.ReasonOK, Latency: 1}
+	}
+	return votes, nil
+}
+
+func main() {
+	sdk.Serve(func(log hclog.Logger) sdk.VoteSource { return &source{log: log} })
+}
