@@ -74,7 +74,7 @@ var originSchema = &hcl.BodySchema{
 func Load(path string) (*Config, hcl.Diagnostics) {
 	info, err := os.Stat(path)
 	if err != nil {
-		return nil, hcl.Diagnostics{{
+		return &Config{}, hcl.Diagnostics{{
 			Severity: hcl.DiagError,
 			Summary:  "Cannot read configuration",
 			Detail:   fmt.Sprintf("%v. Pass -config a .hcl file or a folder of .hcl files.", err),
@@ -84,11 +84,11 @@ func Load(path string) (*Config, hcl.Diagnostics) {
 	if info.IsDir() {
 		matches, err := filepath.Glob(filepath.Join(path, "*.hcl"))
 		if err != nil {
-			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot list configuration folder", Detail: err.Error()}}
+			return &Config{}, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot list configuration folder", Detail: err.Error()}}
 		}
 		sort.Strings(matches)
 		if len(matches) == 0 {
-			return nil, hcl.Diagnostics{{
+			return &Config{}, hcl.Diagnostics{{
 				Severity: hcl.DiagError,
 				Summary:  "No configuration files",
 				Detail:   fmt.Sprintf("The folder %s has no *.hcl file. Put the configuration in files ending in .hcl.", path),
@@ -102,7 +102,7 @@ func Load(path string) (*Config, hcl.Diagnostics) {
 	for _, n := range names {
 		b, err := os.ReadFile(n)
 		if err != nil {
-			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read configuration file", Detail: err.Error()}}
+			return &Config{}, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read configuration file", Detail: err.Error()}}
 		}
 		sources = append(sources, fileSource{name: n, src: b})
 	}
@@ -157,6 +157,7 @@ type loader struct {
 type siteBlock struct {
 	site        *Site
 	sourcesAttr *hcl.Attribute
+	duplicates  bool // a duplicate origin was reported: skip the count checks
 }
 
 func (l *loader) file(body hcl.Body) {
@@ -329,6 +330,7 @@ func (l *loader) site(b *hcl.Block) {
 	sb := siteBlock{site: s, sourcesAttr: content.Attributes["sources"]}
 	var hcSeen *hcl.Range
 	originAt := map[string]hcl.Range{}
+	duplicates := false
 	for _, blk := range content.Blocks {
 		switch blk.Type {
 		case "health_check":
@@ -344,6 +346,7 @@ func (l *loader) site(b *hcl.Block) {
 			if prev, ok := originAt[oname]; ok {
 				l.add(blk.DefRange, "Duplicate origin name",
 					fmt.Sprintf("Site %q already has an origin named %q at %s. Origin names must be unique within a site: rename or remove one of them.", name, oname, prev))
+				duplicates = true
 				continue
 			}
 			originAt[oname] = blk.DefRange
@@ -352,6 +355,7 @@ func (l *loader) site(b *hcl.Block) {
 			}
 		}
 	}
+	sb.duplicates = duplicates
 	l.cfg.Sites = append(l.cfg.Sites, s)
 	l.siteBlocks = append(l.siteBlocks, sb)
 }
@@ -478,7 +482,7 @@ func (l *loader) finish() {
 				enabled++
 			}
 		}
-		if s.HealthCheck.Enabled && enabled < 2 {
+		if s.HealthCheck.Enabled && enabled < 2 && !sb.duplicates {
 			l.add(s.DeclRange, "Health checks need at least two enabled origins",
 				fmt.Sprintf("Site %q has health checks enabled but %d enabled origin(s): with one origin there is nothing to switch to. Add an enabled origin, or set health_check { enabled = false }.", s.Name, enabled))
 		}
