@@ -1,0 +1,14 @@
+// Command vigil-source-direct is vigil's own vote source: the control plane
+// probes each origin itself. vigil starts it; it is not run by hand.
+package main
+
+import (
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/vigilcdn/vigil/plugins/direct"
+	"github.com/vigilcdn/vigil/sdk"
+)
+
+func main() {
+	sdk.Serve(func(log hclog.Logger) sdk.VoteSource { return direct.New(log) })
+}
