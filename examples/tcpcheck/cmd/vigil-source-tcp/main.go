@@ -1,0 +1,14 @@
+// Command vigil-source-tcp is an example vigil vote source: an origin is up
+// when a TCP connection to it opens. vigil starts it; see ../../README.md.
+package main
+
+import (
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/vigilcdn/vigil/examples/tcpcheck"
+	"github.com/vigilcdn/vigil/sdk"
+)
+
+func main() {
+	sdk.Serve(func(log hclog.Logger) sdk.VoteSource { return tcpcheck.New(log) })
+}
