@@ -31,9 +31,39 @@ type Config struct {
 	Sources []*Source
 	// Sites in declaration order.
 	Sites []*Site
+	// Notifiers are the `notify "KIND" "NAME"` blocks, in order.
+	Notifiers []*Notifier
+	// DNS is the `publish "dns"` block, nil when absent.
+	DNS *DNSPublisher
 	// Files holds the parsed files, for printing diagnostics with source
 	// snippets.
 	Files map[string]*hcl.File
+}
+
+// Notifier is one `notify "webhook" "NAME"` block.
+type Notifier struct {
+	Kind string // "webhook"
+	Name string
+	URL  string
+	// Format is "json", "slack" or "alertmanager".
+	Format string
+	// Timeout bounds one delivery attempt.
+	Timeout   time.Duration
+	DeclRange hcl.Range
+}
+
+// DNSPublisher is the `publish "dns"` block: vigil's authoritative DNS
+// server for the sites in Zone.
+type DNSPublisher struct {
+	Listen string
+	// Zone is a fully qualified zone name, such as "cdn.example.net.".
+	Zone string
+	TTL  int
+	NS   []string
+	// FailClosed answers SERVFAIL instead of failing open when every
+	// enabled origin of the current level is unhealthy.
+	FailClosed bool
+	DeclRange  hcl.Range
 }
 
 // Control is the `control` block.

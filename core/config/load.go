@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/agext/levenshtein"
 	"github.com/hashicorp/hcl/v2"
@@ -20,6 +21,21 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "control"},
 		{Type: "source", LabelNames: []string{"name"}},
 		{Type: "site", LabelNames: []string{"name"}},
+		{Type: "notify", LabelNames: []string{"kind", "name"}},
+		{Type: "publish", LabelNames: []string{"kind"}},
+	},
+}
+
+var webhookSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "url", Required: true}, {Name: "format"}, {Name: "timeout"},
+	},
+}
+
+var dnsSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "listen", Required: true}, {Name: "zone", Required: true}, {Name: "ttl"},
+		{Name: "ns"}, {Name: "fail_closed"},
 	},
 }
 
@@ -151,6 +167,7 @@ type loader struct {
 	controlAt  *hcl.Range
 	sourceAt   map[string]hcl.Range
 	siteAt     map[string]hcl.Range
+	notifyAt   map[string]hcl.Range
 	siteBlocks []siteBlock
 }
 
@@ -164,7 +181,7 @@ func (l *loader) file(body hcl.Body) {
 	content, diags := body.Content(rootSchema)
 	l.diags = append(l.diags, diags...)
 	if l.sourceAt == nil {
-		l.sourceAt, l.siteAt = map[string]hcl.Range{}, map[string]hcl.Range{}
+		l.sourceAt, l.siteAt, l.notifyAt = map[string]hcl.Range{}, map[string]hcl.Range{}, map[string]hcl.Range{}
 		l.cfg.Control = Control{
 			RoundInterval: DefaultRoundInterval, SitesPerRound: DefaultSitesPerRound,
 			DataDir: DefaultDataDir, PluginDir: DefaultPluginDir,
@@ -185,6 +202,10 @@ func (l *loader) file(body hcl.Body) {
 			l.source(b)
 		case "site":
 			l.site(b)
+		case "notify":
+			l.notify(b)
+		case "publish":
+			l.publish(b)
 		}
 	}
 }
@@ -561,4 +582,97 @@ func suggest(s string, candidates []string) string {
 		}
 	}
 	return best
+}
+
+func (l *loader) notify(b *hcl.Block) {
+	kind, name := b.Labels[0], b.Labels[1]
+	if kind != "webhook" {
+		detail := fmt.Sprintf("Notifier kind %q is not known; the kinds are \"webhook\".", kind)
+		if s := suggest(kind, []string{"webhook"}); s != "" {
+			detail = fmt.Sprintf("Notifier kind %q is not known. Did you mean %q?", kind, s)
+		}
+		l.add(b.LabelRanges[0], "Unknown notifier kind", detail)
+		return
+	}
+	if prev, ok := l.notifyAt[name]; ok {
+		l.add(b.DefRange, "Duplicate notifier name",
+			fmt.Sprintf("A notifier named %q was already declared at %s. Notifier names must be unique (they key the delivery cursor): rename or remove one of them.", name, prev))
+		return
+	}
+	l.notifyAt[name] = b.DefRange
+	content, diags := b.Body.Content(webhookSchema)
+	l.diags = append(l.diags, diags...)
+	n := &Notifier{Kind: kind, Name: name, Format: "json", Timeout: 10 * time.Second, DeclRange: b.DefRange}
+	if attr := content.Attributes["url"]; attr != nil {
+		var raw string
+		if l.decode(attr, &raw) {
+			u, err := url.Parse(raw)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				l.add(attr.Expr.Range(), "Invalid webhook url",
+					"url must be an absolute http or https URL, such as \"https://hooks.example.com/vigil\".")
+			} else {
+				n.URL = raw
+			}
+		}
+	}
+	if attr := content.Attributes["format"]; attr != nil {
+		var f string
+		if l.decode(attr, &f) {
+			switch f {
+			case "json", "slack", "alertmanager":
+				n.Format = f
+			default:
+				l.add(attr.Expr.Range(), "Invalid webhook format",
+					fmt.Sprintf("format must be \"json\", \"slack\" or \"alertmanager\"; got %q.", f))
+			}
+		}
+	}
+	l.duration(content.Attributes, "timeout", &n.Timeout)
+	l.cfg.Notifiers = append(l.cfg.Notifiers, n)
+}
+
+func (l *loader) publish(b *hcl.Block) {
+	kind := b.Labels[0]
+	if kind != "dns" {
+		l.add(b.LabelRanges[0], "Unknown publisher kind",
+			fmt.Sprintf("Publisher kind %q is not known; the kinds are \"dns\". (Nodes follow the publication through the API without a block.)", kind))
+		return
+	}
+	if l.cfg.DNS != nil {
+		l.add(b.DefRange, "Duplicate publish \"dns\" block",
+			fmt.Sprintf("A publish \"dns\" block was already declared at %s; merge them.", l.cfg.DNS.DeclRange))
+		return
+	}
+	content, diags := b.Body.Content(dnsSchema)
+	l.diags = append(l.diags, diags...)
+	d := &DNSPublisher{TTL: 30, DeclRange: b.DefRange}
+	l.nonEmpty(content.Attributes, "listen", &d.Listen)
+	if attr := content.Attributes["zone"]; attr != nil {
+		var z string
+		if l.decode(attr, &z) {
+			if err := checkHostname(strings.TrimSuffix(z, ".")); err != nil || !strings.HasSuffix(z, ".") {
+				l.add(attr.Expr.Range(), "Invalid zone",
+					fmt.Sprintf("zone must be a fully qualified DNS name ending in a dot, such as \"cdn.example.net.\"; got %q.", z))
+			} else {
+				d.Zone = strings.ToLower(z)
+			}
+		}
+	}
+	l.integer(content.Attributes, "ttl", 0, &d.TTL)
+	if attr := content.Attributes["ns"]; attr != nil {
+		var ns []string
+		if l.decode(attr, &ns) {
+			for _, n := range ns {
+				if !strings.HasSuffix(n, ".") || checkHostname(strings.TrimSuffix(n, ".")) != nil {
+					l.add(attr.Expr.Range(), "Invalid name server",
+						fmt.Sprintf("ns entries must be fully qualified names ending in a dot, such as \"ns1.cdn.example.net.\"; got %q.", n))
+					ns = nil
+					break
+				}
+			}
+			d.NS = ns
+		}
+	}
+	l.boolean(content.Attributes, "fail_closed", &d.FailClosed)
+	l.cfg.DNS = d
 }

@@ -1,0 +1,101 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/vigilcdn/vigil/core/decide"
+)
+
+// Site is what is kept of one site.
+type Site struct {
+	Name       string `json:"name"`
+	Level      int    `json:"level"`
+	ManualHold bool   `json:"manual_hold,omitempty"`
+	Alerted    bool   `json:"alerted,omitempty"`
+	// Baseline is each level's health at the end of the site's last probed
+	// round, by level number; nil before the first round.
+	Baseline map[int]string `json:"baseline,omitempty"`
+	// LastProbed is the round sequence number that last probed the site.
+	LastProbed   uint64    `json:"last_probed,omitempty"`
+	LastProbedAt time.Time `json:"last_probed_at,omitzero"`
+	Origins      map[string]Origin `json:"origins"`
+}
+
+// Origin is what is kept of one origin.
+type Origin struct {
+	State     string `json:"state"`
+	Failures  int32  `json:"failures,omitempty"`
+	Successes int32  `json:"successes,omitempty"`
+	// The last round's outcome, for status displays.
+	Verdict string   `json:"verdict,omitempty"`
+	By      string   `json:"by,omitempty"`
+	Asked   []string `json:"asked,omitempty"`
+	Reason  string   `json:"reason,omitempty"`
+	// Since is when State last changed.
+	Since time.Time `json:"since,omitzero"`
+}
+
+// Event is one journal entry.
+type Event struct {
+	// Seq numbers events from 1, without gaps, across restarts.
+	Seq   uint64       `json:"seq"`
+	Time  time.Time    `json:"time"`
+	Site  string       `json:"site"`
+	Round uint64       `json:"round,omitempty"` // 0 for an operator action
+	Actor string       `json:"actor,omitempty"` // who acted, for operator actions
+	Event decide.Event `json:"event"`
+}
+
+// Meta holds the counters.
+type Meta struct {
+	// Round is the sequence number of the last committed round.
+	Round uint64 `json:"round"`
+	// LastEvent is the Seq of the last event written.
+	LastEvent uint64 `json:"last_event"`
+	// Publication is the publication version.
+	Publication uint64 `json:"publication"`
+}
+
+// State is everything Load returns.
+type State struct {
+	Meta  Meta
+	Sites map[string]Site
+	// Cursors maps a notifier name to the Seq of the last event it
+	// delivered.
+	Cursors map[string]uint64
+}
+
+// Batch is one atomic write.
+type Batch struct {
+	Meta Meta
+	// Sites are written whole (replacing what was there).
+	Sites []Site
+	// Deleted are sites removed from the configuration.
+	Deleted []string
+	// Events are appended; their Seq must follow Meta.LastEvent of the
+	// previous commit.
+	Events []Event
+}
+
+// Store is the persistence interface the engine uses.
+type Store interface {
+	// Load reads everything (an empty State on first start).
+	Load(ctx context.Context) (*State, error)
+	// Commit writes a batch atomically: all of it or none.
+	Commit(ctx context.Context, b Batch) error
+	// Events returns up to limit journal events with Seq > after, oldest
+	// first, only of site when site is not empty.
+	Events(ctx context.Context, after uint64, site string, limit int) ([]Event, error)
+	// SetCursor records that notifier delivered every event up to seq.
+	SetCursor(ctx context.Context, notifier string, seq uint64) error
+	// Close flushes and releases the store.
+	Close() error
+}
+
+// ErrClosed is returned by a store used after Close.
+var ErrClosed = errors.New("store is closed")
+
+// DefaultJournalSize is how many events the journal keeps by default.
+const DefaultJournalSize = 10000

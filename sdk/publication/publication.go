@@ -1,0 +1,129 @@
+package publication
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Snapshot is the whole publication at one version. Versions only grow; a
+// new version is published whenever a site's current level, or the set or
+// state of that level's enabled origins, changes.
+type Snapshot struct {
+	// Version is the publication version, starting at 1.
+	Version uint64 `json:"version"`
+	// Sites lists every site, sorted by name.
+	Sites []Site `json:"sites"`
+}
+
+// Site is one site as published.
+type Site struct {
+	// Name is the site's name in the configuration.
+	Name string `json:"site"`
+	// Hostname is the site's DNS name (the Host header visitors send).
+	Hostname string `json:"hostname"`
+	// Level is the current level number: nodes choose origins from it.
+	Level int `json:"level"`
+	// Origins are the current level's enabled origins.
+	Origins []Origin `json:"origins"`
+}
+
+// Origin is one enabled origin of a site's current level.
+type Origin struct {
+	Name string `json:"name"`
+	// Address is the origin URL: scheme, host and optional port.
+	Address string `json:"address"`
+	// State is "unknown", "healthy" or "unhealthy" as the control plane
+	// judges it.
+	State string `json:"state"`
+}
+
+// Site returns the site whose hostname is host (case-insensitive, port and
+// trailing dot ignored), or nil.
+func (s *Snapshot) Site(host string) *Site {
+	if h, _, ok := strings.Cut(host, ":"); ok && !strings.Contains(h, "]") {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	for i := range s.Sites {
+		if s.Sites[i].Hostname == host {
+			return &s.Sites[i]
+		}
+	}
+	return nil
+}
+
+// ErrNotModified is returned by Follower.Next when the wait ended with no
+// version newer than the one asked after.
+var ErrNotModified = errors.New("publication not modified")
+
+// Follower reads the publication from a control plane.
+type Follower struct {
+	// BaseURL is the control plane's API address, such as
+	// "http://127.0.0.1:8470".
+	BaseURL string
+	// Token is sent as a bearer token when not empty.
+	Token string
+	// Wait is how long the control plane holds a request open when nothing
+	// is newer (default 30s).
+	Wait time.Duration
+	// Client is the HTTP client (default: one with a timeout of Wait plus
+	// 10 seconds).
+	Client *http.Client
+}
+
+// Next returns the first snapshot with a version greater than after. It
+// blocks up to Wait; when nothing changed it returns ErrNotModified.
+func (f *Follower) Next(ctx context.Context, after uint64) (*Snapshot, error) {
+	wait := f.Wait
+	if wait <= 0 {
+		wait = 30 * time.Second
+	}
+	client := f.Client
+	if client == nil {
+		client = &http.Client{Timeout: wait + 10*time.Second}
+	}
+	u, err := url.Parse(strings.TrimSuffix(f.BaseURL, "/") + "/v1/publication")
+	if err != nil {
+		return nil, fmt.Errorf("publication: control plane address %q: %w", f.BaseURL, err)
+	}
+	q := u.Query()
+	q.Set("after", strconv.FormatUint(after, 10))
+	q.Set("wait", wait.String())
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("publication: %w", err)
+	}
+	if f.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+f.Token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("publication: GET %s: %w", u.Redacted(), err)
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotModified:
+		return nil, ErrNotModified
+	default:
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return nil, fmt.Errorf("publication: GET %s: %s: %s", u.Redacted(), resp.Status, strings.TrimSpace(string(b)))
+	}
+	var snap Snapshot
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 256<<20)).Decode(&snap); err != nil {
+		return nil, fmt.Errorf("publication: decoding the snapshot: %w", err)
+	}
+	if snap.Version <= after {
+		return nil, fmt.Errorf("publication: the control plane answered version %d to a request for a version after %d", snap.Version, after)
+	}
+	return &snap, nil
+}
