@@ -141,6 +141,9 @@ func pluginDiagnostics(source string, pds sdk.Diagnostics, attrs ranges, blockRa
 			summary = "Invalid configuration"
 		}
 		detail := d.Detail
+		if detail == "" {
+			detail = summary
+		}
 		if d.AttributePath != "" && subject == blockRange {
 			detail = fmt.Sprintf("%s (about %s)", detail, d.AttributePath)
 		}
