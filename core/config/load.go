@@ -474,6 +474,7 @@ func checkAddress(addr string) (*url.URL, error) {
 
 // finish checks the rules that need the whole configuration.
 func (l *loader) finish() {
+	defer l.dnsWarnings()
 	declared := make([]string, len(l.cfg.Sources))
 	for i, s := range l.cfg.Sources {
 		declared[i] = s.Name
@@ -512,6 +513,37 @@ func (l *loader) finish() {
 				fmt.Sprintf("Site %q has health checks enabled but no source block is declared, so nothing can vote. Declare a source, such as source \"direct\" { plugin = \"vigil-source-direct\" }.", s.Name))
 		}
 	}
+}
+
+// dnsWarnings warns when the DNS TTL outlives a site's detection time
+// (unhealthy_threshold x round_interval): resolvers would keep a dead
+// answer longer than vigil needs to notice the failure.
+func (l *loader) dnsWarnings() {
+	d := l.cfg.DNS
+	if d == nil {
+		return
+	}
+	ttl := time.Duration(d.TTL) * time.Second
+	for _, s := range l.cfg.Sites {
+		if !s.HealthCheck.Enabled || !inZone(s.Hostname, d.Zone) {
+			continue
+		}
+		detect := time.Duration(s.HealthCheck.UnhealthyThreshold) * l.cfg.Control.RoundInterval
+		if ttl > detect {
+			l.diags = append(l.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagWarning,
+				Summary:  "DNS TTL longer than failure detection",
+				Detail: fmt.Sprintf("ttl is %s but site %q detects a failure in %s (unhealthy_threshold %d x round_interval %s): resolvers may keep serving a dead origin for up to %s after vigil notices. Lower ttl to %d or less.",
+					ttl, s.Name, detect, s.HealthCheck.UnhealthyThreshold, l.cfg.Control.RoundInterval, ttl-detect, int(detect.Seconds())),
+				Subject: d.DeclRange.Ptr(),
+			})
+		}
+	}
+}
+
+func inZone(host, zone string) bool {
+	host = strings.TrimSuffix(host, ".") + "."
+	return host == zone || strings.HasSuffix(host, "."+zone)
 }
 
 // siteSources checks a site's `sources` list and returns it in chain order.
