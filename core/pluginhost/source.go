@@ -218,13 +218,13 @@ func (s *Source) describe(ctx context.Context, proc *process) (sdk.Info, sdk.Sch
 	defer cancel()
 	info, err := proc.src.Info(cctx)
 	if err != nil {
-		return info, sdk.Schema{}, fmt.Errorf("Info: %w", err)
+		return info, sdk.Schema{}, fmt.Errorf("plugin Info call: %w", err)
 	}
 	cctx2, cancel2 := s.call(ctx)
 	defer cancel2()
 	schema, err := proc.src.ConfigSchema(cctx2)
 	if err != nil {
-		return info, schema, fmt.Errorf("ConfigSchema: %w", err)
+		return info, schema, fmt.Errorf("plugin ConfigSchema call: %w", err)
 	}
 	return info, schema, nil
 }
@@ -235,7 +235,7 @@ func (s *Source) configure(ctx context.Context, proc *process, cfg sdk.Config) e
 	err := proc.src.Configure(cctx, cfg)
 	var pds sdk.Diagnostics
 	if err != nil && !errors.As(err, &pds) {
-		return fmt.Errorf("Configure: %w", err)
+		return fmt.Errorf("plugin Configure call: %w", err)
 	}
 	return err
 }
