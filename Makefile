@@ -43,8 +43,9 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.0
 TOOLS_DIR   := $(CURDIR)/$(BIN)/.tools
 GEN_GO      := $(TOOLS_DIR)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)/protoc-gen-go
 GEN_GO_GRPC := $(TOOLS_DIR)/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION)/protoc-gen-go-grpc
-PROTO_ROOT  := sdk/internal/proto
-PROTO_FILES  = $(shell cd $(PROTO_ROOT) && find . -name '*.proto' | sort)
+# Every root holds its own .proto tree: the SDK's vote-source protocol and the
+# node gateway protocol (plugins/node) are generated and checked the same way.
+PROTO_ROOTS := sdk/internal/proto plugins/node/internal/proto
 
 $(GEN_GO):
 	GOBIN=$(dir $@) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
@@ -52,24 +53,26 @@ $(GEN_GO):
 $(GEN_GO_GRPC):
 	GOBIN=$(dir $@) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 
-# $(call protogen,OUTDIR)
-protogen = cd $(PROTO_ROOT) && protoc -I . \
+# $(call protogen,ROOT,OUTDIR): OUTDIR is relative to ROOT (or absolute).
+protogen = cd $(1) && protoc -I . \
 	--plugin=protoc-gen-go=$(GEN_GO) --plugin=protoc-gen-go-grpc=$(GEN_GO_GRPC) \
-	--go_out=$(1) --go_opt=paths=source_relative \
-	--go-grpc_out=$(1) --go-grpc_opt=paths=source_relative \
-	$(PROTO_FILES)
+	--go_out=$(2) --go_opt=paths=source_relative \
+	--go-grpc_out=$(2) --go-grpc_opt=paths=source_relative \
+	$$(find . -name '*.proto' | sort)
 
 proto: $(GEN_GO) $(GEN_GO_GRPC)
 	@command -v protoc >/dev/null || { echo "protoc missing: apt-get install -y protobuf-compiler"; exit 1; }
-	$(call protogen,.)
+	@set -e; for root in $(PROTO_ROOTS); do ( $(call protogen,$$root,.) ); done
 
 proto-check: $(GEN_GO) $(GEN_GO_GRPC)
 	@command -v protoc >/dev/null || { echo "protoc missing: apt-get install -y protobuf-compiler"; exit 1; }
-	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	( $(call protogen,$$tmp) ) && \
-	if ! diff -ru -x '*.proto' "$$tmp" $(PROTO_ROOT); then \
-		echo "generated protobuf code is stale: run 'make proto' and commit the result"; exit 1; \
-	fi
+	@set -e; for root in $(PROTO_ROOTS); do \
+		tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+		( $(call protogen,$$root,$$tmp) ) && \
+		if ! diff -ru -x '*.proto' "$$tmp" $$root; then \
+			echo "generated protobuf code under $$root is stale: run 'make proto' and commit the result"; exit 1; \
+		fi; rm -rf "$$tmp"; \
+	done
 
 demo: build
 	./examples/demo.sh
