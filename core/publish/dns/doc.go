@@ -1,0 +1,78 @@
+// Package dns is vigil's authoritative DNS server: it publishes each site's
+// current level through DNS, handing out only origins that are not
+// confirmed down. It is built on github.com/miekg/dns and started by
+// `vigil agent` from the `publish "dns"` block.
+//
+// # Answers
+//
+// The server answers for the configured zone only; a question outside it
+// gets REFUSED. Inside the zone:
+//
+//   - the apex has the SOA and the NS records; the SOA serial is the
+//     publication version (its low 32 bits; serial arithmetic copes with the
+//     wrap), so a switch also shows as a new serial;
+//   - a site whose hostname is in the zone has A records for the IPv4
+//     origins and AAAA records for the IPv6 origins of its current level
+//     that are not unhealthy ("healthy" and "unknown" are answered). The
+//     origin URL's scheme and port are not publishable and are dropped;
+//   - when every enabled origin of the current level is unhealthy, or the
+//     level has none, the site fails open: every enabled origin is answered
+//     (nothing, hence NODATA, when there is none). With fail_closed the
+//     address questions (A, AAAA, CNAME, ANY) get SERVFAIL instead;
+//   - origins addressed by hostname: a CNAME cannot stand beside other
+//     records, so the rule is that IP origins win. When the chosen set
+//     (after the health and fail-open rules above) holds any IP origin, only
+//     the IP origins are answered and the hostname origins are left out.
+//     When it holds only hostname origins, the site is a CNAME to one of
+//     them: the first healthy one in publication order, else the first. A
+//     CNAME whose target is another name of the zone is followed (at most 8
+//     hops) for A, AAAA and ANY questions. A site at the zone apex never
+//     gets a CNAME;
+//   - a name with no record of the asked type gets NOERROR with no answer
+//     and the SOA in the authority section (NODATA); so do the names
+//     between a site and the apex (empty non-terminals, RFC 8020);
+//   - any other name in the zone gets NXDOMAIN with the SOA;
+//   - zone transfers (AXFR, IXFR) get REFUSED.
+//
+// Every record has the configured ttl; so has the SOA, whose minimum (the
+// negative-caching TTL) is the ttl too. Names are matched without regard
+// to case.
+//
+// # Transport and malformed requests
+//
+// The server listens on UDP and TCP on the same port. It speaks EDNS0:
+// a UDP answer is sized to the client's advertised buffer (at least 512,
+// at most 4096 bytes), to 512 bytes without EDNS0, and gets the TC bit
+// when records had to be left out; TCP answers are complete. A request
+// with no question or several questions gets FORMERR, an opcode other than
+// QUERY or a class other than IN gets NOTIMP, an EDNS version other than 0
+// gets BADVERS; a request the library cannot parse gets FORMERR, and one
+// too short for a header gets nothing.
+//
+// # Following the publication
+//
+// Nothing polls. The answers live in an immutable table rebuilt from each
+// publication snapshot and swapped atomically; a goroutine loops on
+// publish.Hub.Wait, so a switch shows in the answers as soon as the table
+// is rebuilt (well under a millisecond for a few thousand sites).
+//
+// # Metrics
+//
+// Stats returns the counters; Collector exposes them to Prometheus as
+// vigil_dns_queries_total{type,rcode}, vigil_dns_truncated_total and
+// vigil_dns_publication_version.
+//
+// # Configuration
+//
+//	publish "dns" {
+//	  listen      = "127.0.0.1:5353"
+//	  zone        = "cdn.example.net."
+//	  ttl         = 30
+//	  ns          = ["ns1.cdn.example.net."]
+//	  fail_closed = false
+//	}
+//
+// Without ns the apex has no NS records and the SOA names the zone apex as
+// its primary server. Keep ttl at or below the sites' detection time
+// (unhealthy_threshold x round_interval); the loader warns otherwise.
+package dns

@@ -1,0 +1,81 @@
+package dns
+
+import (
+	"net"
+	"strings"
+
+	"github.com/miekg/dns"
+)
+
+// accept is the server's first look at a request's header: it applies the
+// library's default checks and counts what they reject.
+func (s *Server) accept(dh dns.Header) dns.MsgAcceptAction {
+	action := dns.DefaultMsgAcceptFunc(dh)
+	switch action {
+	case dns.MsgReject:
+		s.counters.count(typeNone, rcodeIndex(dns.RcodeFormatError))
+	case dns.MsgRejectNotImplemented:
+		s.counters.count(typeNone, rcodeIndex(dns.RcodeNotImplemented))
+	}
+	return action
+}
+
+func (s *Server) serveDNS(w dns.ResponseWriter, req *dns.Msg) {
+	_, tcp := w.RemoteAddr().(*net.TCPAddr)
+	m := s.reply(req, tcp)
+	if m == nil {
+		return
+	}
+	if err := w.WriteMsg(m); err != nil {
+		s.log.Debug("writing an answer", "client", w.RemoteAddr().String(), "error", err)
+	}
+}
+
+// reply builds the answer to req, received over TCP or UDP, sized for the
+// client. It returns nil when nothing should be sent (req is a response).
+func (s *Server) reply(req *dns.Msg, tcp bool) *dns.Msg {
+	if req.Response {
+		return nil
+	}
+	m := new(dns.Msg)
+	m.SetReply(req)
+	qtype := typeNone
+	opt := req.IsEdns0()
+	switch {
+	case req.Opcode != dns.OpcodeQuery:
+		m.Rcode = dns.RcodeNotImplemented
+	case len(req.Question) != 1:
+		m.Rcode = dns.RcodeFormatError
+	case opt != nil && opt.Version() != 0:
+		m.Rcode = dns.RcodeBadVers
+	default:
+		q := req.Question[0]
+		qtype = typeIndex(q.Qtype)
+		switch {
+		case q.Qclass != dns.ClassINET:
+			m.Rcode = dns.RcodeNotImplemented
+		case q.Qtype == dns.TypeAXFR || q.Qtype == dns.TypeIXFR:
+			m.Rcode = dns.RcodeRefused // no zone transfers
+		case q.Qtype == dns.TypeOPT:
+			m.Rcode = dns.RcodeFormatError
+		default:
+			s.table.Load().resolve(m, strings.ToLower(q.Name), q.Qtype)
+		}
+	}
+	size := dns.MaxMsgSize
+	if opt != nil {
+		m.SetEdns0(advertisedUDPSize, opt.Do())
+	}
+	if !tcp {
+		size = dns.MinMsgSize
+		if opt != nil {
+			size = min(max(int(opt.UDPSize()), dns.MinMsgSize), readBuffer)
+		}
+	}
+	m.Truncate(size)
+	if m.Truncated {
+		s.counters.truncated.Add(1)
+	}
+	s.counters.count(qtype, rcodeIndex(m.Rcode))
+	return m
+}
