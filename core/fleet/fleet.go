@@ -234,3 +234,11 @@ func (f *Fleet) Enable(site, origin string) ([]decide.Event, error) {
 	}
 	return ev, err
 }
+
+// SiteIndex returns the index of the named site in Sites, or -1.
+func (f *Fleet) SiteIndex(name string) int {
+	if i, ok := f.byName[name]; ok {
+		return i
+	}
+	return -1
+}

@@ -18,8 +18,8 @@ type Site struct {
 	// round, by level number; nil before the first round.
 	Baseline map[int]string `json:"baseline,omitempty"`
 	// LastProbed is the round sequence number that last probed the site.
-	LastProbed   uint64    `json:"last_probed,omitempty"`
-	LastProbedAt time.Time `json:"last_probed_at,omitzero"`
+	LastProbed   uint64            `json:"last_probed,omitempty"`
+	LastProbedAt time.Time         `json:"last_probed_at,omitzero"`
 	Origins      map[string]Origin `json:"origins"`
 }
 
@@ -35,6 +35,8 @@ type Origin struct {
 	Reason  string   `json:"reason,omitempty"`
 	// Since is when State last changed.
 	Since time.Time `json:"since,omitzero"`
+	// DisabledBy says who disabled the origin: "config" or "operator".
+	DisabledBy string `json:"disabled_by,omitempty"`
 }
 
 // Event is one journal entry.

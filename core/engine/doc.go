@@ -1,0 +1,9 @@
+// Package engine is `vigil agent`'s heart: it drives the fleet round after
+// round (never overlapping), asks the vote-source plugins, commits each
+// round's state and events atomically to the store, publishes the new
+// publication, wakes the notifiers, applies operator actions between rounds,
+// reloads the configuration and keeps read-only views for the API.
+//
+// The decisions themselves are the fleet's (and so the same as
+// `vigil simulate`); the engine only does the I/O around them.
+package engine
