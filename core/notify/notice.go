@@ -1,0 +1,131 @@
+package notify
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/vigilcdn/vigil/core/decide"
+	"github.com/vigilcdn/vigil/core/store"
+)
+
+// The titles of the notices, as the product names them.
+const (
+	TitleSwitchedAutomatically = "Origin level switched automatically"
+	TitleSwitchedManually      = "Origin level switched manually"
+	TitleResetByConfig         = "Origin level reset by configuration"
+	TitleFailbackAvailable     = "Origin recovered (manual failback available)"
+	TitleAllLevelsUnhealthy    = "All origin levels unhealthy"
+	TitleOriginState           = "Origin state changed"
+)
+
+// Severities of a notice.
+const (
+	SeverityCritical = "critical"
+	SeverityWarning  = "warning"
+	SeverityInfo     = "info"
+)
+
+// Notice is one journal event worded for people. Its JSON form is the body
+// of a format = "json" webhook (see the package documentation).
+type Notice struct {
+	// Seq is the journal sequence number of the event: unique, increasing,
+	// and the same on every redelivery (receivers may deduplicate on it).
+	Seq  uint64    `json:"seq"`
+	Time time.Time `json:"time"`
+	Site string    `json:"site"`
+	// Kind is the event kind: level_switched, failback_available,
+	// all_levels_unhealthy or origin_state.
+	Kind string `json:"kind"`
+	// Reason is why a level_switched happened: failover, failback, manual
+	// or config.
+	Reason   string `json:"reason,omitempty"`
+	Severity string `json:"severity"`
+	Title    string `json:"title"`
+	Text     string `json:"text"`
+	Levels   Levels `json:"levels"`
+	// Origin is set for origin_state.
+	Origin *OriginChange `json:"origin,omitempty"`
+	// Actor is who acted, for operator actions (a manual switch).
+	Actor string `json:"actor,omitempty"`
+	// Round is the round that emitted the event, 0 for an operator action.
+	Round uint64 `json:"round,omitempty"`
+}
+
+// Levels are the level numbers a notice is about; fields that do not apply
+// to the kind are left out.
+type Levels struct {
+	// From and To are the levels of a level_switched.
+	From int `json:"from,omitempty"`
+	To   int `json:"to,omitempty"`
+	// Current is the level the site is on after the event (level_switched
+	// and all_levels_unhealthy).
+	Current int `json:"current,omitempty"`
+	// Available is the healthy higher level of a failback_available.
+	Available int `json:"available,omitempty"`
+}
+
+// OriginChange is the state change of an origin_state notice.
+type OriginChange struct {
+	Name string `json:"name"`
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// NoticeOf words a journal event. Every event kind has a notice; which ones
+// are sent where is the Dispatcher's business.
+func NoticeOf(e store.Event) Notice {
+	ev := e.Event
+	n := Notice{
+		Seq:   e.Seq,
+		Time:  e.Time.UTC(),
+		Site:  e.Site,
+		Kind:  ev.Kind.String(),
+		Actor: e.Actor,
+		Round: e.Round,
+	}
+	switch ev.Kind {
+	case decide.KindLevelSwitched:
+		n.Reason = ev.Reason.String()
+		n.Levels = Levels{From: ev.FromLevel, To: ev.ToLevel, Current: ev.ToLevel}
+		switch ev.Reason {
+		case decide.ReasonFailover:
+			n.Severity, n.Title = SeverityWarning, TitleSwitchedAutomatically
+			n.Text = fmt.Sprintf("Site %s switched from level %d to level %d (failover: level %d is unhealthy).", e.Site, ev.FromLevel, ev.ToLevel, ev.FromLevel)
+		case decide.ReasonFailback:
+			n.Severity, n.Title = SeverityInfo, TitleSwitchedAutomatically
+			n.Text = fmt.Sprintf("Site %s switched from level %d back to level %d (failback: level %d is healthy again).", e.Site, ev.FromLevel, ev.ToLevel, ev.ToLevel)
+		case decide.ReasonManual:
+			who := e.Actor
+			if who == "" {
+				who = "an unnamed operator"
+			}
+			n.Severity, n.Title = SeverityInfo, TitleSwitchedManually
+			n.Text = fmt.Sprintf("Site %s was switched from level %d to level %d by %s at %s.", e.Site, ev.FromLevel, ev.ToLevel, who, n.Time.Format(time.RFC3339))
+		case decide.ReasonConfig:
+			n.Severity, n.Title = SeverityWarning, TitleResetByConfig
+			n.Text = fmt.Sprintf("Site %s moved from level %d to level %d, its top level: the configuration no longer has level %d.", e.Site, ev.FromLevel, ev.ToLevel, ev.FromLevel)
+		default:
+			n.Severity, n.Title = SeverityWarning, TitleSwitchedAutomatically
+			n.Text = fmt.Sprintf("Site %s switched from level %d to level %d (%s).", e.Site, ev.FromLevel, ev.ToLevel, ev.Reason)
+		}
+	case decide.KindFailbackAvailable:
+		n.Severity, n.Title = SeverityInfo, TitleFailbackAvailable
+		n.Levels = Levels{Available: ev.Level}
+		n.Text = fmt.Sprintf("Site %s: level %d is healthy again. Failback is manual: switch back with `vigil switch %s %d`.", e.Site, ev.Level, e.Site, ev.Level)
+	case decide.KindAllLevelsUnhealthy:
+		n.Severity, n.Title = SeverityCritical, TitleAllLevelsUnhealthy
+		n.Levels = Levels{Current: ev.Level}
+		n.Text = fmt.Sprintf("Site %s: every origin level is unhealthy; it stays on level %d.", e.Site, ev.Level)
+	case decide.KindOriginState:
+		n.Severity, n.Title = SeverityInfo, TitleOriginState
+		if ev.To == decide.Unhealthy {
+			n.Severity = SeverityWarning
+		}
+		n.Origin = &OriginChange{Name: ev.Origin, From: ev.From.String(), To: ev.To.String()}
+		n.Text = fmt.Sprintf("Site %s: origin %s is now %s (was %s).", e.Site, ev.Origin, ev.To, ev.From)
+	default:
+		n.Severity, n.Title = SeverityInfo, ev.Kind.String()
+		n.Text = fmt.Sprintf("Site %s: %s.", e.Site, ev)
+	}
+	return n
+}
