@@ -1,0 +1,295 @@
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/vigilcdn/vigil/plugins/node/proxy"
+	"github.com/vigilcdn/vigil/sdk"
+	"github.com/vigilcdn/vigil/sdk/probe"
+	"github.com/vigilcdn/vigil/sdk/publication"
+)
+
+// Version is the agent's version, sent to the gateway.
+const Version = "0.1.0"
+
+// Defaults of Config.
+const (
+	DefaultMinBackoff  = 500 * time.Millisecond
+	DefaultMaxBackoff  = 30 * time.Second
+	DefaultConcurrency = 64
+)
+
+// Config is an agent's configuration; the vigil-node flags fill it.
+type Config struct {
+	// Gateway is the vigil-source-node address (host:port); empty: the
+	// node does not probe.
+	Gateway string
+	// ID is the node's id, its voter id in votes.
+	ID string
+	// Labels describe the node (region, provider...) for site_labels.
+	Labels map[string]string
+	// Token is the shared gateway token ("" with mTLS only).
+	Token string
+	// GatewayTLS, when not nil, turns TLS on for the gateway link (with a
+	// client certificate for mTLS).
+	GatewayTLS *tls.Config
+
+	// ControlPlane is the vigil API base URL; empty: no publication.
+	ControlPlane string
+	// ControlPlaneToken is the API bearer token, if the API needs one.
+	ControlPlaneToken string
+	// PollWait is the long-poll wait (default 30s).
+	PollWait time.Duration
+	// StateDir keeps the last publication; empty: none kept.
+	StateDir string
+
+	// ProxyListen is the visitor listener (host:port); empty: no proxy.
+	ProxyListen string
+	// Proxy tunes the proxy.
+	Proxy proxy.Options
+	// MetricsListen serves /metrics (host:port); empty: none.
+	MetricsListen string
+
+	// Concurrency bounds the probes of one batch in flight.
+	Concurrency int
+	// ProbeRootCAs verifies origins behind a private CA (nil: system roots).
+	ProbeRootCAs *x509.CertPool
+	// Prober runs one probe (default probe.Do); tests replace it.
+	Prober func(context.Context, probe.Request) (probe.Result, error)
+	// MinBackoff and MaxBackoff bound the reconnect backoff.
+	MinBackoff, MaxBackoff time.Duration
+
+	// Log is the agent's logger.
+	Log hclog.Logger
+	// OnEvent, when set, is called (synchronously) on every Event.
+	OnEvent func(Event)
+	// Registry receives the metrics (default: a new registry).
+	Registry *prometheus.Registry
+}
+
+// EventKind says what happened.
+type EventKind int
+
+// The events an agent reports through Config.OnEvent.
+const (
+	// EventAttached: the gateway welcomed the node.
+	EventAttached EventKind = iota + 1
+	// EventDetached: the link is down (Err says why); a retry follows.
+	EventDetached
+	// EventRefused: the gateway refused the node (wrong token, duplicate
+	// id, bad certificate); Err says why. A retry follows with backoff.
+	EventRefused
+	// EventPublication: a publication (Version) is being served.
+	EventPublication
+	// EventListening: the proxy listens (Addr).
+	EventListening
+)
+
+// Event is something an agent reports.
+type Event struct {
+	Kind    EventKind
+	Err     error
+	Version uint64
+	Addr    net.Addr
+}
+
+// Agent is a vigil-node agent.
+type Agent struct {
+	cfg     Config
+	log     hclog.Logger
+	proxy   *proxy.Proxy
+	metrics *agentMetrics
+	current atomic.Pointer[publication.Snapshot]
+
+	mu          sync.Mutex
+	proxyAddr   net.Addr
+	metricsAddr net.Addr
+}
+
+// New checks cfg and returns an agent; Run starts it.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Gateway == "" && cfg.ControlPlane == "" {
+		return nil, errors.New("nothing to do: give -gateway (to probe for vigil) and/or -control-plane (to follow the publication)")
+	}
+	if cfg.Gateway != "" {
+		if !sdk.ValidVoter(cfg.ID) {
+			return nil, fmt.Errorf("node id %q is invalid: give -id 1 to 128 letters, digits and ._:-@/ (it is the voter id in vigil's votes)", cfg.ID)
+		}
+		if _, _, err := net.SplitHostPort(cfg.Gateway); err != nil {
+			return nil, fmt.Errorf("gateway address %q: %w (write host:port)", cfg.Gateway, err)
+		}
+		if cfg.Token == "" && (cfg.GatewayTLS == nil || len(cfg.GatewayTLS.Certificates) == 0 && cfg.GatewayTLS.GetClientCertificate == nil) {
+			return nil, errors.New("no gateway credentials: give -token-env (a variable holding the gateway's token) or a client certificate (-tls-cert, -tls-key)")
+		}
+	}
+	if cfg.ProxyListen != "" && cfg.ControlPlane == "" && cfg.StateDir == "" {
+		return nil, errors.New("-proxy-listen needs a publication: give -control-plane (and -state-dir to survive its absence)")
+	}
+	if cfg.Log == nil {
+		cfg.Log = hclog.NewNullLogger()
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = DefaultMinBackoff
+	}
+	if cfg.MaxBackoff < cfg.MinBackoff {
+		cfg.MaxBackoff = max(DefaultMaxBackoff, cfg.MinBackoff)
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.Prober == nil {
+		cfg.Prober = probe.Do
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+		cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	a := &Agent{cfg: cfg, log: cfg.Log, metrics: newAgentMetrics()}
+	if err := a.metrics.register(cfg.Registry); err != nil {
+		return nil, fmt.Errorf("agent metrics: %w", err)
+	}
+	if cfg.ProxyListen != "" {
+		opts := cfg.Proxy
+		opts.Registerer = cfg.Registry
+		if opts.Log == nil {
+			opts.Log = cfg.Log.Named("proxy")
+		}
+		p, err := proxy.New(opts)
+		if err != nil {
+			return nil, err
+		}
+		a.proxy = p
+	}
+	return a, nil
+}
+
+func (a *Agent) event(e Event) {
+	if a.cfg.OnEvent != nil {
+		a.cfg.OnEvent(e)
+	}
+}
+
+// Snapshot returns the publication in use, or nil.
+func (a *Agent) Snapshot() *publication.Snapshot { return a.current.Load() }
+
+// ProxyAddr returns the proxy's listening address once it listens.
+func (a *Agent) ProxyAddr() net.Addr {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.proxyAddr
+}
+
+// MetricsAddr returns the metrics listener's address once it listens.
+func (a *Agent) MetricsAddr() net.Addr {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.metricsAddr
+}
+
+// Run runs the agent until ctx ends: it loads the saved publication,
+// starts the listeners, follows the publication and attaches to the
+// gateway. It returns an error only when it cannot start.
+func (a *Agent) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if a.cfg.StateDir != "" {
+		snap, err := LoadSnapshot(a.cfg.StateDir)
+		if err != nil {
+			a.log.Error("saved publication unusable; waiting for the control plane", "error", err)
+		} else if snap != nil {
+			a.log.Info("serving the saved publication until the control plane answers", "version", snap.Version)
+			a.apply(snap, false)
+		}
+	}
+	var servers []*http.Server
+	serve := func(addr string, h http.Handler, slot *net.Addr) error {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return err
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+		servers = append(servers, srv)
+		a.mu.Lock()
+		*slot = ln.Addr()
+		a.mu.Unlock()
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				a.log.Error("listener stopped", "address", ln.Addr().String(), "error", err)
+				cancel()
+			}
+		}()
+		return nil
+	}
+	defer func() {
+		for _, s := range servers {
+			_ = s.Close()
+		}
+	}()
+	if a.cfg.MetricsListen != "" {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(a.cfg.Registry, promhttp.HandlerOpts{}))
+		if err := serve(a.cfg.MetricsListen, mux, &a.metricsAddr); err != nil {
+			return fmt.Errorf("metrics listener: %w (pick a free -metrics-listen address)", err)
+		}
+		a.log.Info("serving metrics", "address", a.MetricsAddr().String())
+	}
+	if a.proxy != nil {
+		if err := serve(a.cfg.ProxyListen, a.proxy, &a.proxyAddr); err != nil {
+			return fmt.Errorf("proxy listener: %w (pick a free -proxy-listen address)", err)
+		}
+		a.log.Info("proxying visitor traffic", "address", a.ProxyAddr().String())
+		a.event(Event{Kind: EventListening, Addr: a.ProxyAddr()})
+	}
+	var wg sync.WaitGroup
+	if a.cfg.ControlPlane != "" {
+		wg.Go(func() { a.follow(ctx) })
+	}
+	if a.cfg.Gateway != "" {
+		l, err := newLink(a)
+		if err != nil {
+			return err
+		}
+		wg.Go(func() { l.run(ctx) })
+	}
+	<-ctx.Done()
+	wg.Wait()
+	return nil
+}
+
+type agentMetrics struct {
+	attached     prometheus.Gauge
+	jobs         *prometheus.CounterVec
+	version      prometheus.Gauge
+	followErrors prometheus.Counter
+}
+
+func newAgentMetrics() *agentMetrics {
+	return &agentMetrics{
+		attached:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "vigil_node_gateway_attached", Help: "1 while the node is attached to the gateway."}),
+		jobs:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vigil_node_probe_jobs_total", Help: "Probe jobs run for the gateway, by result: up, down, not_run."}, []string{"result"}),
+		version:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "vigil_node_publication_version", Help: "Version of the publication being served."}),
+		followErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "vigil_node_publication_errors_total", Help: "Failed requests for the publication (the last one stays in use)."}),
+	}
+}
+
+func (m *agentMetrics) register(r prometheus.Registerer) error {
+	var errs []error
+	for _, c := range []prometheus.Collector{m.attached, m.jobs, m.version, m.followErrors} {
+		errs = append(errs, r.Register(c))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,72 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/vigilcdn/vigil/sdk/publication"
+)
+
+// follow long-polls the control plane's publication and applies every new
+// snapshot: saved in the state directory first, then served. While the
+// control plane cannot be reached, the last snapshot stays in use and the
+// agent retries with backoff and jitter.
+func (a *Agent) follow(ctx context.Context) {
+	f := &publication.Follower{BaseURL: a.cfg.ControlPlane, Token: a.cfg.ControlPlaneToken, Wait: a.cfg.PollWait}
+	backoff := a.cfg.MinBackoff
+	failing := false
+	for ctx.Err() == nil {
+		after := uint64(0)
+		if cur := a.current.Load(); cur != nil {
+			after = cur.Version
+		}
+		snap, err := f.Next(ctx, after)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, publication.ErrNotModified):
+			continue
+		case err != nil:
+			a.metrics.followErrors.Inc()
+			if !failing {
+				a.log.Warn("control plane unreachable: serving the last publication", "version", after, "error", err)
+				failing = true
+			} else {
+				a.log.Debug("control plane still unreachable", "error", err)
+			}
+			wait := backoff/2 + rand.N(backoff/2+1)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			backoff = min(backoff*2, a.cfg.MaxBackoff)
+			continue
+		}
+		if failing {
+			a.log.Info("control plane reachable again")
+			failing = false
+		}
+		backoff = a.cfg.MinBackoff
+		a.apply(snap, true)
+	}
+}
+
+// apply makes snap the current publication; save writes it to the state
+// directory first.
+func (a *Agent) apply(snap *publication.Snapshot, save bool) {
+	if save && a.cfg.StateDir != "" {
+		if err := SaveSnapshot(a.cfg.StateDir, snap); err != nil {
+			a.log.Error("publication not saved; it is served but would be lost at a restart", "version", snap.Version, "error", err)
+		}
+	}
+	a.current.Store(snap)
+	if a.proxy != nil {
+		a.proxy.SetSnapshot(snap)
+	}
+	a.metrics.version.Set(float64(snap.Version))
+	a.log.Info("publication applied", "version", snap.Version, "sites", len(snap.Sites))
+	a.event(Event{Kind: EventPublication, Version: snap.Version})
+}

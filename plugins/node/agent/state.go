@@ -1,0 +1,97 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/vigilcdn/vigil/sdk/publication"
+)
+
+// SnapshotFile is the name of the saved publication in the state directory.
+const SnapshotFile = "publication.json"
+
+// maxSnapshotFile bounds the saved publication read at start.
+const maxSnapshotFile = 256 << 20
+
+// SaveSnapshot writes snap to dir/publication.json atomically: a temporary
+// file in dir, synced, then renamed over the old one, so that a crash leaves
+// either the old or the new snapshot, never half of one.
+func SaveSnapshot(dir string, snap *publication.Snapshot) error {
+	b, err := json.Marshal(snap)
+	if err != nil {
+		return fmt.Errorf("saving the publication: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, SnapshotFile+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("saving the publication in %s: %w (check -state-dir exists and is writable)", dir, err)
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename this is a no-op error
+	if _, err := tmp.Write(b); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("saving the publication: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("saving the publication: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("saving the publication: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, SnapshotFile)); err != nil {
+		return fmt.Errorf("saving the publication: %w", err)
+	}
+	if d, err := os.Open(dir); err == nil { // make the rename durable
+		_ = d.Sync()
+		_ = d.Close()
+	}
+	return nil
+}
+
+// LoadSnapshot reads dir/publication.json. It returns (nil, nil) when there
+// is none yet.
+func LoadSnapshot(dir string) (*publication.Snapshot, error) {
+	f, err := os.Open(filepath.Join(dir, SnapshotFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the saved publication: %w", err)
+	}
+	defer f.Close()
+	snap, err := DecodeSnapshot(io.LimitReader(f, maxSnapshotFile))
+	if err != nil {
+		return nil, fmt.Errorf("reading the saved publication %s: %w (delete it to start without one; the control plane sends a fresh one)", f.Name(), err)
+	}
+	return snap, nil
+}
+
+// DecodeSnapshot parses and checks a saved publication.
+func DecodeSnapshot(r io.Reader) (*publication.Snapshot, error) {
+	var snap publication.Snapshot
+	dec := json.NewDecoder(r)
+	if err := dec.Decode(&snap); err != nil {
+		return nil, fmt.Errorf("not a publication: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("not a publication: data after the JSON object")
+	}
+	if snap.Version == 0 {
+		return nil, errors.New("publication version 0: versions start at 1")
+	}
+	seen := map[string]bool{}
+	for i, s := range snap.Sites {
+		if s.Hostname == "" {
+			return nil, fmt.Errorf("site %d (%q) has no hostname", i, s.Name)
+		}
+		if seen[s.Hostname] {
+			return nil, fmt.Errorf("hostname %q is published twice", s.Hostname)
+		}
+		seen[s.Hostname] = true
+	}
+	return &snap, nil
+}

@@ -1,0 +1,131 @@
+// Command vigil-node is the agent on each edge node: it probes origins for
+// the vigil-source-node gateway, follows the control plane's publication
+// (kept in -state-dir across restarts and control plane outages) and, with
+// -proxy-listen, serves visitor traffic as a reverse proxy to the current
+// level's origins.
+//
+//	vigil-node -id edge-par-1 -labels region=eu -gateway 10.0.0.5:8471 -token-env VIGIL_NODE_TOKEN \
+//	    -control-plane http://10.0.0.5:8470 -state-dir /var/lib/vigil-node -proxy-listen :80 -metrics-listen :9471
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/vigilcdn/vigil/plugins/node/agent"
+	"github.com/vigilcdn/vigil/plugins/node/internal/labels"
+	"github.com/vigilcdn/vigil/plugins/node/proxy"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "vigil-node:", err)
+		os.Exit(2)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("vigil-node", flag.ContinueOnError)
+	var (
+		gateway      = fs.String("gateway", "", "vigil-source-node address `host:port` (empty: do not probe)")
+		id           = fs.String("id", "", "node id, its voter id in vigil (letters, digits, ._:-@/)")
+		labelSpec    = fs.String("labels", "", "node labels `k=v,k=v`, matched by the gateway's site_labels")
+		tokenEnv     = fs.String("token-env", "", "`NAME` of the environment variable holding the gateway token")
+		tlsCA        = fs.String("tls-ca", "", "PEM `file` of the CA that signed the gateway's certificate (turns TLS on)")
+		tlsCert      = fs.String("tls-cert", "", "PEM client certificate `file` for mTLS (CN or DNS name = the node id)")
+		tlsKey       = fs.String("tls-key", "", "PEM private key `file` of -tls-cert")
+		tlsName      = fs.String("tls-server-name", "", "name to verify the gateway's certificate against (default: the -gateway host)")
+		controlPlane = fs.String("control-plane", "", "vigil API base `URL` to follow the publication from, e.g. http://10.0.0.5:8470")
+		cpTokenEnv   = fs.String("control-plane-token-env", "", "`NAME` of the environment variable holding the API token, if the API needs one")
+		stateDir     = fs.String("state-dir", "", "`directory` keeping the last publication across restarts and control plane outages")
+		proxyListen  = fs.String("proxy-listen", "", "serve visitor traffic on `host:port` as a reverse proxy")
+		metrics      = fs.String("metrics-listen", "", "serve Prometheus /metrics on `host:port`")
+		concurrency  = fs.Int("concurrency", agent.DefaultConcurrency, "probes of one batch in flight at once")
+		failCount    = fs.Int("fail-count", proxy.DefaultFailCount, "proxy: failures within -fail-window that skip an origin")
+		failWindow   = fs.Duration("fail-window", proxy.DefaultFailWindow, "proxy: window for -fail-count")
+		skipFor      = fs.Duration("skip-for", proxy.DefaultSkipFor, "proxy: how long a failing origin is skipped")
+		retries      = fs.Int("retries", proxy.DefaultRetries, "proxy: retries of a failed idempotent request on another origin (0: none)")
+		retryBudget  = fs.Duration("retry-budget", proxy.DefaultRetryBudget, "proxy: no retry starts this long after the request arrived")
+		replayMax    = fs.Int64("retry-body-max", proxy.DefaultMaxReplayBody, "proxy: largest request body (bytes) buffered so it can be retried")
+		connTimeout  = fs.Duration("connect-timeout", proxy.DefaultConnectTimeout, "proxy: timeout connecting to an origin")
+		respTimeout  = fs.Duration("response-timeout", proxy.DefaultResponseTimeout, "proxy: timeout waiting for an origin's response headers")
+		logLevel     = fs.String("log-level", "info", "log level: debug, info, warn, error")
+		logJSON      = fs.Bool("log-json", false, "log JSON lines")
+	)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q: every setting is a flag (see -h)", fs.Args())
+	}
+	set, err := labels.Parse(*labelSpec)
+	if err != nil {
+		return fmt.Errorf("-labels: %w", err)
+	}
+	cfg := agent.Config{
+		Gateway: *gateway, ID: *id, Labels: set, ControlPlane: *controlPlane, StateDir: *stateDir,
+		ProxyListen: *proxyListen, MetricsListen: *metrics, Concurrency: *concurrency,
+		Proxy: proxy.Options{FailCount: *failCount, FailWindow: *failWindow, SkipFor: *skipFor, Retries: *retries,
+			RetryBudget: *retryBudget, MaxReplayBody: *replayMax, ConnectTimeout: *connTimeout, ResponseTimeout: *respTimeout},
+		Log: hclog.New(&hclog.LoggerOptions{Name: "vigil-node", Level: hclog.LevelFromString(*logLevel), JSONFormat: *logJSON, Output: os.Stderr}),
+	}
+	if *retries == 0 {
+		cfg.Proxy.Retries = proxy.NoRetries
+	}
+	if *tokenEnv != "" {
+		cfg.Token = os.Getenv(*tokenEnv)
+		if cfg.Token == "" {
+			return fmt.Errorf("-token-env %s: the variable is empty or not set: export it with the gateway's token", *tokenEnv)
+		}
+	}
+	if *cpTokenEnv != "" {
+		cfg.ControlPlaneToken = os.Getenv(*cpTokenEnv)
+		if cfg.ControlPlaneToken == "" {
+			return fmt.Errorf("-control-plane-token-env %s: the variable is empty or not set", *cpTokenEnv)
+		}
+	}
+	if *tlsCA != "" || *tlsCert != "" {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: *tlsName}
+		if *tlsCA != "" {
+			pem, err := os.ReadFile(*tlsCA)
+			if err != nil {
+				return fmt.Errorf("-tls-ca: %w", err)
+			}
+			tc.RootCAs = x509.NewCertPool()
+			if !tc.RootCAs.AppendCertsFromPEM(pem) {
+				return fmt.Errorf("-tls-ca %s: no PEM certificate in it", *tlsCA)
+			}
+		}
+		if (*tlsCert == "") != (*tlsKey == "") {
+			return fmt.Errorf("give both -tls-cert and -tls-key, or neither")
+		}
+		if *tlsCert != "" {
+			cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
+			if err != nil {
+				return fmt.Errorf("-tls-cert/-tls-key: %w", err)
+			}
+			tc.Certificates = []tls.Certificate{cert}
+		}
+		cfg.GatewayTLS = tc
+	}
+	if *stateDir != "" {
+		if err := os.MkdirAll(*stateDir, 0o750); err != nil {
+			return fmt.Errorf("-state-dir: %w", err)
+		}
+	}
+	a, err := agent.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return a.Run(ctx)
+}

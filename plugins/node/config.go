@@ -1,0 +1,151 @@
+package node
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"time"
+
+	"github.com/vigilcdn/vigil/plugins/node/internal/labels"
+	"github.com/vigilcdn/vigil/sdk"
+)
+
+// Defaults of the config attributes.
+const (
+	// DefaultNodesPerRound is how many nodes probe each origin per round:
+	// three, so that the shipped min_votes = 2 can be reached with one node
+	// missing and a 2-1 split still has a majority.
+	DefaultNodesPerRound = 3
+	// DefaultOnlineTimeout is how long a node stays online without a
+	// heartbeat. Nodes send one every third of it, so one or two lost
+	// heartbeats do not drop a node, and a dead one is noticed within a
+	// round of the default 30s round interval.
+	DefaultOnlineTimeout = 15 * time.Second
+	// MaxNodesPerRound bounds nodes_per_round.
+	MaxNodesPerRound = 100
+)
+
+// settings is a checked configuration.
+type settings struct {
+	listen        string
+	token         []byte // nil: no token check
+	tlsConfig     *tls.Config
+	mtls          bool
+	nodesPerRound int
+	onlineTimeout time.Duration
+	siteLabels    map[string]labels.Set
+	statusListen  string
+}
+
+func schema() sdk.Schema {
+	return sdk.Schema{Attributes: []sdk.Attribute{
+		{Name: "listen", Type: sdk.TypeString, Required: true, Description: "Address (host:port) the gateway listens on for node agents, e.g. \"0.0.0.0:8471\"."},
+		{Name: "token_env", Type: sdk.TypeString, Description: "Name of an environment variable holding the token nodes must present (list it in the source's env = [...])."},
+		{Name: "tls_cert_file", Type: sdk.TypeString, Description: "PEM certificate the gateway presents to nodes (turns TLS on)."},
+		{Name: "tls_key_file", Type: sdk.TypeString, Description: "PEM private key of tls_cert_file."},
+		{Name: "client_ca_file", Type: sdk.TypeString, Description: "PEM CA bundle: nodes must present a certificate it signed, naming their id (mTLS)."},
+		{Name: "nodes_per_round", Type: sdk.TypeNumber, Description: fmt.Sprintf("Online nodes asked per origin in each round (default %d).", DefaultNodesPerRound)},
+		{Name: "online_timeout", Type: sdk.TypeDuration, Description: fmt.Sprintf("A node without a heartbeat for this long is offline (default %s).", DefaultOnlineTimeout)},
+		{Name: "site_labels", Type: sdk.TypeStringList, Description: "Per-site node selection, entries \"SITE: key=value,...\": only nodes with all those labels probe SITE."},
+		{Name: "status_listen", Type: sdk.TypeString, Description: "Optional host:port serving GET /v1/nodes, the nodes and whether they are online, as JSON."},
+	}}
+}
+
+// parseConfig checks cfg. getenv reads the plugin's environment.
+func parseConfig(cfg sdk.Config, getenv func(string) string) (settings, error) {
+	var diags sdk.Diagnostics
+	st := settings{nodesPerRound: DefaultNodesPerRound, onlineTimeout: DefaultOnlineTimeout, siteLabels: map[string]labels.Set{}}
+
+	st.listen, _ = cfg.String("listen")
+	if _, _, err := net.SplitHostPort(st.listen); err != nil {
+		diags = append(diags, sdk.AttributeError("listen", "Invalid listen address",
+			fmt.Sprintf("listen = %q: write host:port, e.g. \"0.0.0.0:8471\" (%v).", st.listen, err)))
+	}
+	if name, ok := cfg.String("token_env"); ok {
+		tok := getenv(name)
+		switch {
+		case name == "":
+			diags = append(diags, sdk.AttributeError("token_env", "Empty token_env", "Name the environment variable that holds the node token."))
+		case tok == "":
+			diags = append(diags, sdk.AttributeError("token_env", "Node token not set",
+				fmt.Sprintf("The environment variable %s is empty or not passed to the plugin: set it in vigil's environment and list it in the source's env = [\"%s\"].", name, name)))
+		default:
+			st.token = []byte(tok)
+		}
+	}
+	certFile, hasCert := cfg.String("tls_cert_file")
+	keyFile, hasKey := cfg.String("tls_key_file")
+	caFile, hasCA := cfg.String("client_ca_file")
+	switch {
+	case hasCert != hasKey:
+		diags = append(diags, sdk.AttributeError("tls_cert_file", "Incomplete TLS settings", "Set both tls_cert_file and tls_key_file, or neither."))
+	case hasCA && !hasCert:
+		diags = append(diags, sdk.AttributeError("client_ca_file", "mTLS needs a server certificate", "Set tls_cert_file and tls_key_file too: client certificates are only checked over TLS."))
+	case hasCert:
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			diags = append(diags, sdk.AttributeError("tls_cert_file", "Cannot load the TLS certificate", fmt.Sprintf("%v: check both files are PEM and belong together.", err)))
+			break
+		}
+		st.tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		if hasCA {
+			pem, err := os.ReadFile(caFile)
+			pool := x509.NewCertPool()
+			if err == nil && !pool.AppendCertsFromPEM(pem) {
+				err = fmt.Errorf("no PEM certificate in %s", caFile)
+			}
+			if err != nil {
+				diags = append(diags, sdk.AttributeError("client_ca_file", "Cannot load the client CA", fmt.Sprintf("%v: point it at a PEM CA bundle.", err)))
+				break
+			}
+			st.tlsConfig.ClientCAs = pool
+			st.tlsConfig.ClientAuth = tls.RequireAndVerifyClientCert
+			st.mtls = true
+		}
+	}
+	if st.token == nil && !hasCA && len(diags) == 0 {
+		diags = append(diags, sdk.AttributeError("", "Nodes are not authenticated",
+			"Set token_env (a shared token) or client_ca_file (mTLS), or both: the gateway refuses to take votes from anyone who can reach it."))
+	}
+	if n, ok := cfg.Number("nodes_per_round"); ok {
+		if n != math.Trunc(n) || n < 1 || n > MaxNodesPerRound {
+			diags = append(diags, sdk.AttributeError("nodes_per_round", "Invalid nodes_per_round",
+				fmt.Sprintf("nodes_per_round = %v: use a whole number from 1 to %d.", n, MaxNodesPerRound)))
+		} else {
+			st.nodesPerRound = int(n)
+		}
+	}
+	if d, ok := cfg.Duration("online_timeout"); ok {
+		if d < 300*time.Millisecond {
+			diags = append(diags, sdk.AttributeError("online_timeout", "online_timeout too short",
+				fmt.Sprintf("online_timeout = %s: use at least 300ms (nodes heartbeat every third of it).", d)))
+		} else {
+			st.onlineTimeout = d
+		}
+	}
+	if list, ok := cfg.Strings("site_labels"); ok {
+		for i, entry := range list {
+			site, sel, err := labels.ParseSiteSelector(entry)
+			if err != nil {
+				diags = append(diags, sdk.ElementError("site_labels", i, "Invalid site_labels entry", err.Error()))
+				continue
+			}
+			if _, dup := st.siteLabels[site]; dup {
+				diags = append(diags, sdk.ElementError("site_labels", i, "Site listed twice", fmt.Sprintf("site %q already has labels: merge the entries into one.", site)))
+				continue
+			}
+			st.siteLabels[site] = sel
+		}
+	}
+	if addr, ok := cfg.String("status_listen"); ok {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			diags = append(diags, sdk.AttributeError("status_listen", "Invalid status_listen address",
+				fmt.Sprintf("status_listen = %q: write host:port, e.g. \"127.0.0.1:8472\" (%v).", addr, err)))
+		}
+		st.statusListen = addr
+	}
+	return st, diags.Err()
+}

@@ -1,0 +1,57 @@
+// Package node is vigil-source-node, the gateway that the operator's own
+// edge nodes attach to, as a vote source: in each round it has up to
+// nodes_per_round online nodes probe each origin and casts one vote per
+// answering node, with the node id as the voter.
+//
+// Nodes run vigil-node (package agent). Each keeps one gRPC stream open to
+// the gateway (service NodeGateway, internal/proto/nodegateway/v1): it says
+// hello with its id and labels, sends a heartbeat every third of
+// online_timeout, and answers each batch of probe jobs the gateway pushes
+// with one batch of results. A node is online while it has been heard from
+// within online_timeout; a node whose stream breaks is offline at once.
+//
+// Configuration (the source's `config { }` block):
+//
+//	config {
+//	  listen          = "0.0.0.0:8471"      # required: where nodes attach
+//	  token_env       = "VIGIL_NODE_TOKEN"  # shared token, from this env var (list it in env = [...])
+//	  tls_cert_file   = "gateway.pem"       # optional TLS for the node link ...
+//	  tls_key_file    = "gateway-key.pem"
+//	  client_ca_file  = "nodes-ca.pem"      # ... and mTLS: node certs must name the node id (CN or DNS SAN)
+//	  nodes_per_round = 3                   # nodes asked per origin and round
+//	  online_timeout  = "15s"               # no heartbeat for this long = offline
+//	  site_labels     = ["www: region=eu"]  # only nodes with all these labels probe site www
+//	  status_listen   = "127.0.0.1:8472"    # optional: GET /v1/nodes lists the nodes as JSON
+//	}
+//
+// At least one of token_env and client_ca_file is required. Without
+// tls_cert_file the link is plain gRPC and the token crosses the network in
+// clear: use TLS outside a trusted network.
+//
+// # Choosing nodes
+//
+// For each origin the eligible nodes are the online nodes carrying every
+// label of the site's site_labels entry (all online nodes if it has none),
+// sorted by id. The gateway takes nodes_per_round consecutive nodes starting
+// at an offset that is a hash of (site, origin) plus round*nodes_per_round:
+// the window moves every round, so each of n eligible nodes is asked at
+// least once every ceil(n/nodes_per_round) rounds, and the origins of one
+// round spread over different nodes. Each chosen node gets all its jobs of
+// the round in one batch.
+//
+// # Votes and deadlines
+//
+// The gateway waits for every batch until a little before the call's
+// deadline (a tenth of the time left, at most a second, is kept to deliver
+// the votes). A node that answers late, or whose stream breaks, gives no
+// vote; the others' votes are kept. A 1-1 split of two answering nodes is
+// returned as two votes: under min_votes = 2 it has no majority, and the
+// engine passes the origin on to the next source.
+//
+// # Who is online
+//
+// Attach and detach are logged ("node online" / "node offline", with the
+// number online), as is every round in which a chosen node gave no answer.
+// Source.Nodes lists the attached nodes, and status_listen serves the same
+// list at GET /v1/nodes, for `vigil status`.
+package node

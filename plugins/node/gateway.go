@@ -1,0 +1,301 @@
+package node
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/vigilcdn/vigil/plugins/node/internal/labels"
+	pb "github.com/vigilcdn/vigil/plugins/node/internal/proto/nodegateway/v1"
+	"github.com/vigilcdn/vigil/sdk"
+)
+
+// ProtocolVersion is the gateway protocol version nodes must speak.
+const ProtocolVersion = 1
+
+// MaxMessageSize bounds one gateway message (a batch or its results).
+const MaxMessageSize = 16 << 20
+
+// conn is one attached node.
+type conn struct {
+	id      string
+	labels  map[string]string
+	version string
+	remote  string
+	since   time.Time
+	seen    atomic.Int64 // unix nanoseconds of the last message
+	out     chan *pb.GatewayMessage
+	done    chan struct{} // closed when the stream ended
+}
+
+func (c *conn) lastSeen() time.Time { return time.Unix(0, c.seen.Load()) }
+
+// pending is a batch sent to a node and not answered yet.
+type pending struct {
+	node    *conn
+	answers chan<- answer
+}
+
+// answer is a node's answer to a batch; results is nil when the node went
+// away before answering.
+type answer struct {
+	batch   uint64
+	node    *conn
+	results *pb.BatchResult
+}
+
+// registry tracks the attached nodes and the batches they owe.
+type registry struct {
+	log     hclog.Logger
+	timeout func() time.Duration
+
+	mu      sync.Mutex
+	nodes   map[string]*conn
+	batches map[uint64]pending
+	changed chan struct{} // closed and replaced on every attach/detach
+	nextID  uint64
+}
+
+func newRegistry(log hclog.Logger, timeout func() time.Duration) *registry {
+	return &registry{log: log, timeout: timeout, nodes: map[string]*conn{}, batches: map[uint64]pending{}, changed: make(chan struct{})}
+}
+
+// attach registers c, refusing an id whose holder is still online.
+func (r *registry) attach(c *conn) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if old, ok := r.nodes[c.id]; ok {
+		if time.Since(old.lastSeen()) < r.timeout() {
+			return status.Errorf(codes.AlreadyExists,
+				"node id %q is already attached from %s: give each node its own -id (a node that lost its connection gets back in within online_timeout)", c.id, old.remote)
+		}
+		r.dropLocked(old, "replaced after missing heartbeats")
+	}
+	r.nodes[c.id] = c
+	r.notifyLocked()
+	r.log.Info("node online", "node", c.id, "labels", labels.Set(c.labels).String(), "remote", c.remote, "agent_version", c.version, "online", len(r.nodes))
+	return nil
+}
+
+// detach removes c (if still registered) and fails its pending batches.
+func (r *registry) detach(c *conn, why string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.nodes[c.id] == c {
+		r.dropLocked(c, why)
+	}
+}
+
+func (r *registry) dropLocked(c *conn, why string) {
+	delete(r.nodes, c.id)
+	for id, p := range r.batches {
+		if p.node == c {
+			p.answers <- answer{batch: id, node: c}
+			delete(r.batches, id)
+		}
+	}
+	r.notifyLocked()
+	r.log.Info("node offline", "node", c.id, "reason", why, "online", len(r.nodes))
+}
+
+func (r *registry) notifyLocked() {
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// online returns the nodes heard from within the timeout, sorted by id.
+func (r *registry) online() []*conn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	limit := time.Now().Add(-r.timeout())
+	out := make([]*conn, 0, len(r.nodes))
+	for _, id := range slices.Sorted(maps.Keys(r.nodes)) {
+		if c := r.nodes[id]; c.lastSeen().After(limit) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// expect registers a batch for c whose answer goes to answers.
+func (r *registry) expect(c *conn, answers chan<- answer) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.nextID++
+	r.batches[r.nextID] = pending{node: c, answers: answers}
+	return r.nextID
+}
+
+// forget drops batches that will not be waited for any more.
+func (r *registry) forget(ids []uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range ids {
+		delete(r.batches, id)
+	}
+}
+
+// deliver hands a node's result to the round waiting for it. Results for
+// batches of another node, or that nobody waits for (late), are dropped.
+func (r *registry) deliver(c *conn, res *pb.BatchResult) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, ok := r.batches[res.GetBatchId()]
+	if !ok || p.node != c {
+		return false
+	}
+	delete(r.batches, res.GetBatchId())
+	p.answers <- answer{batch: res.GetBatchId(), node: c, results: res}
+	return true
+}
+
+// gatewayServer is the NodeGateway gRPC service.
+type gatewayServer struct {
+	pb.UnimplementedNodeGatewayServer
+	log      hclog.Logger
+	reg      *registry
+	settings func() settings
+}
+
+// authorize checks the shared token of every call.
+func authorize(token []byte) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if token != nil {
+			md, _ := metadata.FromIncomingContext(ss.Context())
+			got := ""
+			if v := md.Get("authorization"); len(v) == 1 {
+				got, _ = strings.CutPrefix(v[0], "Bearer ")
+			}
+			if subtle.ConstantTimeCompare([]byte(got), token) != 1 {
+				return status.Error(codes.Unauthenticated,
+					"the gateway refused this node's token: start vigil-node with -token-env naming a variable that holds the gateway's token (its token_env)")
+			}
+		}
+		return handler(srv, ss)
+	}
+}
+
+func (g *gatewayServer) Attach(stream grpc.BidiStreamingServer[pb.NodeMessage, pb.GatewayMessage]) error {
+	ctx := stream.Context()
+	st := g.settings()
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	hello := first.GetHello()
+	if hello == nil {
+		return status.Error(codes.InvalidArgument, "the first message must be a hello")
+	}
+	if hello.GetProtocolVersion() != ProtocolVersion {
+		return status.Errorf(codes.FailedPrecondition, "the node speaks gateway protocol %d, the gateway %d: run the same vigil release on both", hello.GetProtocolVersion(), ProtocolVersion)
+	}
+	if !sdk.ValidVoter(hello.GetNodeId()) {
+		return status.Errorf(codes.InvalidArgument, "node id %q is invalid: use 1 to 128 letters, digits and ._:-@/", clip(hello.GetNodeId()))
+	}
+	if err := labels.Check(hello.GetLabels()); err != nil {
+		return status.Errorf(codes.InvalidArgument, "node %q labels: %v", hello.GetNodeId(), err)
+	}
+	remote := "unknown"
+	if p, ok := peer.FromContext(ctx); ok {
+		remote = p.Addr.String()
+		if st.mtls {
+			if err := certNames(p, hello.GetNodeId()); err != nil {
+				return status.Errorf(codes.PermissionDenied, "node %q: %v", hello.GetNodeId(), err)
+			}
+		}
+	}
+	c := &conn{
+		id: hello.GetNodeId(), labels: hello.GetLabels(), version: hello.GetAgentVersion(), remote: remote,
+		since: time.Now(), out: make(chan *pb.GatewayMessage, 4), done: make(chan struct{}),
+	}
+	c.seen.Store(time.Now().UnixNano())
+	if err := g.reg.attach(c); err != nil {
+		return err
+	}
+	reason := "stream ended"
+	defer func() { close(c.done); g.reg.detach(c, reason) }()
+
+	welcome := &pb.GatewayMessage{Msg: &pb.GatewayMessage_Welcome{Welcome: &pb.Welcome{HeartbeatIntervalMs: (st.onlineTimeout / 3).Milliseconds()}}}
+	if err := stream.Send(welcome); err != nil {
+		reason = "send failed"
+		return err
+	}
+
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			c.seen.Store(time.Now().UnixNano())
+			if res := m.GetResult(); res != nil && !g.reg.deliver(c, res) {
+				g.log.Debug("late or unknown batch result dropped", "node", c.id, "batch", res.GetBatchId())
+			}
+		}
+	}()
+	check := time.NewTicker(st.onlineTimeout / 3)
+	defer check.Stop()
+	for {
+		select {
+		case m := <-c.out:
+			if err := stream.Send(m); err != nil {
+				reason = "send failed"
+				return err
+			}
+		case err := <-recvErr:
+			if errors.Is(err, context.Canceled) || status.Code(err) == codes.Canceled {
+				reason = "node closed the connection"
+			} else {
+				reason = fmt.Sprintf("receive: %v", err)
+			}
+			return nil
+		case <-check.C:
+			if since := time.Since(c.lastSeen()); since > st.onlineTimeout {
+				reason = fmt.Sprintf("no heartbeat for %s", since.Round(time.Millisecond))
+				return status.Errorf(codes.DeadlineExceeded, "no heartbeat for %s (online_timeout %s)", since.Round(time.Millisecond), st.onlineTimeout)
+			}
+		case <-ctx.Done():
+			reason = "connection lost"
+			return ctx.Err()
+		}
+	}
+}
+
+// certNames checks that the node's client certificate names id (as its
+// common name or one of its DNS names), so that a node cannot vote under
+// another node's id.
+func certNames(p *peer.Peer, id string) error {
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.VerifiedChains[0]) == 0 {
+		return errors.New("no verified client certificate: the gateway requires mTLS (client_ca_file)")
+	}
+	leaf := ti.State.VerifiedChains[0][0]
+	if leaf.Subject.CommonName == id || slices.Contains(leaf.DNSNames, id) {
+		return nil
+	}
+	return fmt.Errorf("the client certificate (CN %q) does not name this node id: issue the node a certificate with CN or DNS name %q", leaf.Subject.CommonName, id)
+}
+
+func clip(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
+}

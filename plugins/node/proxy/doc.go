@@ -1,0 +1,66 @@
+// Package proxy is vigil-node's reverse proxy: it serves visitor traffic for
+// every site of the current publication, picked by the Host header, and
+// sends each request to one of the enabled origins of the site's current
+// level, as the control plane published it.
+//
+// The node's own judgement never changes the level: passive failure
+// tracking and retries only choose among the current level's origins.
+//
+// # Choosing an origin
+//
+// Requests go round-robin over the current level's origins that are neither
+// skipped (below) nor judged unhealthy by the control plane. When none is
+// left, origins the control plane judges unhealthy are used, and when every
+// origin is skipped too, all of them are: a skip is a hint, never a reason to
+// refuse traffic. An unknown Host gets 421 Misdirected Request; a node with
+// no publication yet answers 503.
+//
+// # Passive failure tracking
+//
+// A failure is a connection error, a timeout (connect, or response headers)
+// or a 502, 503 or 504 answer. An origin with FailCount failures within
+// FailWindow is skipped for SkipFor. Defaults: 3 failures in 10s, skipped
+// for 10s. For comparison: nginx marks a server down after max_fails=1
+// failure within fail_timeout=10s, for 10s; HAProxy's observe layer7 with
+// error-limit defaults to 10 errors; Envoy's outlier detection ejects after 5
+// consecutive 5xx for a base 30s (growing with each ejection). vigil-node
+// sits between them: one failure is often a single bad connection (nginx's
+// 1 is known to be jumpy), while the control plane already judges real
+// health every round, so the node only needs to smooth over a burst, and
+// skipping for long would pile a level's traffic on fewer origins for no
+// reason the control plane agrees with. 10s is shorter than a round (30s by
+// default), so the control plane's verdict takes over quickly.
+//
+// # Retries
+//
+// A failed request is retried on another origin of the current level (never
+// the same one twice, never another level) when all of these hold:
+//
+//   - the method is idempotent per RFC 9110 section 9.2.2: GET, HEAD,
+//     OPTIONS, TRACE (the safe methods) and PUT, DELETE. Repeating them has
+//     the same effect on the origin as sending them once, so a retry cannot
+//     double an effect even if the first attempt reached the origin. POST
+//     and PATCH (and any other method) are never retried;
+//   - the body can be replayed: no body, or one of at most MaxReplayBody
+//     bytes (default 64 KiB), which is buffered. Larger bodies are streamed
+//     and their requests are not retried;
+//   - fewer than Retries retries were made (default 1: a second origin, as
+//     Envoy's default retry policy; HAProxy's default is 3 connection
+//     retries, nginx's proxy_next_upstream_tries is unlimited);
+//   - less than RetryBudget has passed since the request arrived (default
+//     10s; nginx's proxy_next_upstream_timeout is unlimited by default, which
+//     lets a visitor wait for every origin's timeout in turn).
+//
+// When no retry is possible, the last failing answer is passed on (a 5xx as
+// the origin sent it; 502 for a connection failure or a timeout).
+//
+// # Metrics
+//
+// Registered on Options.Registerer, labelled by site and origin names from
+// the publication (so bounded by the configuration, never by what visitors
+// send): vigil_node_proxy_requests_total{site,code},
+// vigil_node_proxy_retries_total{site},
+// vigil_node_proxy_origin_skips_total{site,origin},
+// vigil_node_proxy_origin_errors_total{site,origin,outcome} and
+// vigil_node_proxy_request_duration_seconds{site}.
+package proxy

@@ -1,0 +1,49 @@
+package proxy
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	requests     *prometheus.CounterVec
+	retries      *prometheus.CounterVec
+	skips        *prometheus.CounterVec
+	originErrors *prometheus.CounterVec
+	duration     *prometheus.HistogramVec
+}
+
+func newMetrics() *metrics {
+	return &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vigil_node_proxy_requests_total",
+			Help: "Visitor requests by site and status class (2xx..5xx), or unknown_host, no_origin, no_publication with site \"\" or the site.",
+		}, []string{"site", "code"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vigil_node_proxy_retries_total",
+			Help: "Requests retried on another origin of the current level.",
+		}, []string{"site"}),
+		skips: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vigil_node_proxy_origin_skips_total",
+			Help: "Times an origin was skipped after fail_count failures within fail_window.",
+		}, []string{"site", "origin"}),
+		originErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vigil_node_proxy_origin_errors_total",
+			Help: "Failed attempts on an origin by outcome: connect_error, timeout, http_502, http_503, http_504.",
+		}, []string{"site", "origin", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "vigil_node_proxy_request_duration_seconds",
+			Help:    "Time to serve a visitor request, retries and the response body included.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
+		}, []string{"site"}),
+	}
+}
+
+func (m *metrics) register(r prometheus.Registerer) error {
+	var errs []error
+	for _, c := range []prometheus.Collector{m.requests, m.retries, m.skips, m.originErrors, m.duration} {
+		errs = append(errs, r.Register(c))
+	}
+	return errors.Join(errs...)
+}

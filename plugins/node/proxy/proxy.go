@@ -1,0 +1,440 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vigilcdn/vigil/sdk/publication"
+)
+
+// Defaults of Options, justified in the package documentation.
+const (
+	DefaultFailCount       = 3
+	DefaultFailWindow      = 10 * time.Second
+	DefaultSkipFor         = 10 * time.Second
+	DefaultRetries         = 1
+	DefaultRetryBudget     = 10 * time.Second
+	DefaultMaxReplayBody   = 64 << 10
+	DefaultConnectTimeout  = 5 * time.Second
+	DefaultResponseTimeout = 30 * time.Second
+)
+
+// Options tune the proxy. Zero values take the defaults.
+type Options struct {
+	// FailCount failures of an origin within FailWindow skip it for SkipFor.
+	FailCount  int
+	FailWindow time.Duration
+	SkipFor    time.Duration
+	// Retries is the most retries of one request (0 takes the default; use
+	// NoRetries to turn retries off).
+	Retries int
+	// RetryBudget: no retry starts once this much time has passed since the
+	// request arrived.
+	RetryBudget time.Duration
+	// MaxReplayBody is the largest request body buffered for a retry.
+	MaxReplayBody int64
+	// ConnectTimeout bounds connecting to an origin (TCP and TLS).
+	ConnectTimeout time.Duration
+	// ResponseTimeout bounds the wait for an origin's response headers.
+	ResponseTimeout time.Duration
+	// TLS is the base TLS configuration for https origins (RootCAs for a
+	// private CA); ServerName is set to the site's hostname.
+	TLS *tls.Config
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Registerer receives the metrics (default: none registered).
+	Registerer prometheus.Registerer
+	// Log receives failures and skips.
+	Log hclog.Logger
+}
+
+// NoRetries in Options.Retries turns retries off.
+const NoRetries = -1
+
+func (o *Options) defaults() {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	if o.FailCount <= 0 {
+		o.FailCount = DefaultFailCount
+	}
+	def(&o.FailWindow, DefaultFailWindow)
+	def(&o.SkipFor, DefaultSkipFor)
+	switch {
+	case o.Retries == 0:
+		o.Retries = DefaultRetries
+	case o.Retries < 0:
+		o.Retries = 0
+	}
+	def(&o.RetryBudget, DefaultRetryBudget)
+	if o.MaxReplayBody <= 0 {
+		o.MaxReplayBody = DefaultMaxReplayBody
+	}
+	def(&o.ConnectTimeout, DefaultConnectTimeout)
+	def(&o.ResponseTimeout, DefaultResponseTimeout)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = hclog.NewNullLogger()
+	}
+}
+
+// Proxy is the reverse proxy. It serves nothing until SetSnapshot.
+type Proxy struct {
+	opts    Options
+	track   *tracker
+	m       *metrics
+	reverse *httputil.ReverseProxy
+
+	state atomic.Pointer[state]
+	mu    sync.Mutex // serializes SetSnapshot
+}
+
+// state is one publication, ready to serve.
+type state struct {
+	snap  *publication.Snapshot
+	sites map[string]*site // by hostname
+}
+
+type site struct {
+	pub       publication.Site
+	origins   []origin
+	rr        atomic.Uint64
+	transport *http.Transport
+}
+
+type origin struct {
+	pub       publication.Origin
+	url       *url.URL
+	key       originKey
+	unhealthy bool
+}
+
+// New returns a proxy with opts.
+func New(opts Options) (*Proxy, error) {
+	opts.defaults()
+	p := &Proxy{opts: opts, track: newTracker(opts.Now, opts.FailCount, opts.FailWindow, opts.SkipFor), m: newMetrics()}
+	if opts.Registerer != nil {
+		if err := p.m.register(opts.Registerer); err != nil {
+			return nil, fmt.Errorf("proxy metrics: %w", err)
+		}
+	}
+	p.reverse = &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.Out.URL.Scheme, r.Out.URL.Host = "http", "origin.invalid" // set per attempt by the transport
+			r.Out.Host = r.In.Host
+			r.SetXForwarded()
+		},
+		Transport:     (*retrier)(p),
+		FlushInterval: -1,
+		ErrorHandler:  p.fail,
+		ErrorLog:      nil,
+	}
+	return p, nil
+}
+
+// Snapshot returns the publication being served, or nil.
+func (p *Proxy) Snapshot() *publication.Snapshot {
+	if st := p.state.Load(); st != nil {
+		return st.snap
+	}
+	return nil
+}
+
+// SetSnapshot makes snap the publication served from the next request on.
+// Invalid origin addresses are logged and left out.
+func (p *Proxy) SetSnapshot(snap *publication.Snapshot) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := p.state.Load()
+	next := &state{snap: snap, sites: make(map[string]*site, len(snap.Sites))}
+	live := map[originKey]bool{}
+	for _, ps := range snap.Sites {
+		s := &site{pub: ps}
+		for _, o := range ps.Origins {
+			u, err := url.Parse(o.Address)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				p.opts.Log.Error("published origin address unusable: origin left out", "site", ps.Name, "origin", o.Name, "address", o.Address)
+				continue
+			}
+			k := originKey{ps.Name, o.Name, o.Address}
+			live[k] = true
+			s.origins = append(s.origins, origin{pub: o, url: u, key: k, unhealthy: o.State == "unhealthy"})
+		}
+		if old != nil {
+			if prev, ok := old.sites[ps.Hostname]; ok {
+				s.transport = prev.transport
+			}
+		}
+		if s.transport == nil {
+			s.transport = p.newTransport(ps.Hostname)
+		}
+		next.sites[ps.Hostname] = s
+	}
+	if old != nil {
+		for h, s := range old.sites {
+			if _, ok := next.sites[h]; !ok {
+				s.transport.CloseIdleConnections()
+			}
+		}
+	}
+	p.track.keep(live)
+	p.state.Store(next)
+}
+
+func (p *Proxy) newTransport(hostname string) *http.Transport {
+	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12}
+	if p.opts.TLS != nil {
+		tlsConf = p.opts.TLS.Clone()
+	}
+	tlsConf.ServerName = hostname
+	d := &net.Dialer{Timeout: p.opts.ConnectTimeout, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		DialContext:           d.DialContext,
+		TLSClientConfig:       tlsConf,
+		TLSHandshakeTimeout:   p.opts.ConnectTimeout,
+		ResponseHeaderTimeout: p.opts.ResponseTimeout,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		ForceAttemptHTTP2:     true,
+	}
+}
+
+type ctxKey struct{}
+
+type request struct {
+	site    *site
+	start   time.Time
+	retries int
+}
+
+// ServeHTTP implements http.Handler.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	st := p.state.Load()
+	if st == nil {
+		p.m.requests.WithLabelValues("", "no_publication").Inc()
+		http.Error(w, "vigil-node: no publication yet: the node has not reached the control plane and has no saved snapshot (check -control-plane and -state-dir)", http.StatusServiceUnavailable)
+		return
+	}
+	s := st.snap.Site(r.Host)
+	if s == nil {
+		p.m.requests.WithLabelValues("", "unknown_host").Inc()
+		http.Error(w, fmt.Sprintf("vigil-node: no published site has hostname %q: check the Host header, or the site's hostname in the vigil configuration", hostOnly(r.Host)), http.StatusMisdirectedRequest)
+		return
+	}
+	ss := st.sites[s.Hostname]
+	if len(ss.origins) == 0 {
+		p.m.requests.WithLabelValues(ss.pub.Name, "no_origin").Inc()
+		http.Error(w, fmt.Sprintf("vigil-node: site %q has no enabled origin at its current level %d", ss.pub.Name, ss.pub.Level), http.StatusServiceUnavailable)
+		return
+	}
+	start := p.opts.Now()
+	rw := &recorder{ResponseWriter: w}
+	req := &request{site: ss, start: start}
+	p.reverse.ServeHTTP(rw, r.WithContext(context.WithValue(r.Context(), ctxKey{}, req)))
+	code := rw.code
+	if code == 0 {
+		code = http.StatusOK
+	}
+	p.m.requests.WithLabelValues(ss.pub.Name, strconv.Itoa(code/100)+"xx").Inc()
+	p.m.duration.WithLabelValues(ss.pub.Name).Observe(p.opts.Now().Sub(start).Seconds())
+}
+
+// fail answers a request that no origin answered.
+func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
+	name := ""
+	if req, ok := r.Context().Value(ctxKey{}).(*request); ok {
+		name = req.site.pub.Name
+	}
+	if r.Context().Err() != nil {
+		w.WriteHeader(499) // the visitor went away; nobody reads this
+		return
+	}
+	p.opts.Log.Warn("request failed on every origin tried", "site", name, "method", r.Method, "error", err)
+	http.Error(w, fmt.Sprintf("vigil-node: no origin of site %q answered; try again later", name), http.StatusBadGateway)
+}
+
+// retrier is the proxy's transport: it runs the attempts of one request.
+type retrier Proxy
+
+func (rt *retrier) RoundTrip(out *http.Request) (*http.Response, error) {
+	p := (*Proxy)(rt)
+	req := out.Context().Value(ctxKey{}).(*request)
+	s := req.site
+	retryable := idempotent(out.Method)
+	var body []byte
+	if retryable && out.Body != nil && out.Body != http.NoBody {
+		var err error
+		body, out.Body, retryable, err = buffer(out.Body, out.ContentLength, p.opts.MaxReplayBody)
+		if err != nil {
+			return nil, fmt.Errorf("reading the request body: %w", err)
+		}
+	}
+	tried := make([]bool, len(s.origins))
+	for {
+		i := p.pick(s, tried)
+		o := &s.origins[i]
+		tried[i] = true
+		attempt := out.Clone(out.Context())
+		attempt.URL.Scheme, attempt.URL.Host = o.url.Scheme, o.url.Host
+		if body != nil {
+			attempt.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		resp, err := s.transport.RoundTrip(attempt)
+		outcome := classify(resp, err)
+		if outcome == "" || out.Context().Err() != nil {
+			return resp, err
+		}
+		p.m.originErrors.WithLabelValues(s.pub.Name, o.pub.Name, outcome).Inc()
+		if p.track.failed(o.key) {
+			p.m.skips.WithLabelValues(s.pub.Name, o.pub.Name).Inc()
+			p.opts.Log.Warn("origin skipped after repeated failures", "site", s.pub.Name, "origin", o.pub.Name,
+				"failures", p.opts.FailCount, "within", p.opts.FailWindow.String(), "skip_for", p.opts.SkipFor.String())
+		}
+		if !retryable || req.retries >= p.opts.Retries || p.opts.Now().Sub(req.start) >= p.opts.RetryBudget || !untried(tried) {
+			return resp, err
+		}
+		if resp != nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			_ = resp.Body.Close()
+		}
+		req.retries++
+		p.m.retries.WithLabelValues(s.pub.Name).Inc()
+	}
+}
+
+// pick returns the next origin to try: round-robin over the untried origins
+// of the best tier (neither skipped nor unhealthy; then not skipped; then
+// any). Some origin is untried when pick is called.
+func (p *Proxy) pick(s *site, tried []bool) int {
+	n := len(s.origins)
+	start := int(s.rr.Add(1) % uint64(n))
+	for tier := 0; tier < 3; tier++ {
+		for j := 0; j < n; j++ {
+			i := (start + j) % n
+			o := &s.origins[i]
+			if tried[i] {
+				continue
+			}
+			switch tier {
+			case 0:
+				if o.unhealthy || p.track.skipped(o.key) {
+					continue
+				}
+			case 1:
+				if p.track.skipped(o.key) {
+					continue
+				}
+			}
+			return i
+		}
+	}
+	return -1
+}
+
+func untried(tried []bool) bool {
+	for _, t := range tried {
+		if !t {
+			return true
+		}
+	}
+	return false
+}
+
+// idempotent reports whether RFC 9110 section 9.2.2 makes method idempotent.
+func idempotent(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// buffer reads a body of at most max bytes into memory. For a larger (or
+// unknown and larger) body it returns a reader streaming what was read and
+// the rest, and replayable = false.
+func buffer(body io.ReadCloser, length, max int64) (buf []byte, rest io.ReadCloser, replayable bool, err error) {
+	if length > max {
+		return nil, body, false, nil
+	}
+	buf, err = io.ReadAll(io.LimitReader(body, max+1))
+	if err != nil {
+		_ = body.Close()
+		return nil, nil, false, err
+	}
+	if int64(len(buf)) > max {
+		return nil, struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(buf), body), body}, false, nil
+	}
+	_ = body.Close()
+	return buf, io.NopCloser(bytes.NewReader(buf)), true, nil
+}
+
+// classify names a failed attempt's outcome, or "" for a success.
+func classify(resp *http.Response, err error) string {
+	if err != nil {
+		var ne net.Error
+		if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+			return "timeout"
+		}
+		return "connect_error"
+	}
+	switch resp.StatusCode {
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return "http_" + strconv.Itoa(resp.StatusCode)
+	}
+	return ""
+}
+
+func hostOnly(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		return host
+	}
+	if len(h) > 255 {
+		return h[:255]
+	}
+	return h
+}
+
+// recorder remembers the status written.
+type recorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if r.code == 0 && code >= 200 {
+		r.code = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
