@@ -50,8 +50,10 @@ func (e *Engine) act(ctx context.Context, site, actor string, do func(f *fleet.F
 			ox.votes = nil
 			if ev.To == decide.Disabled {
 				ox.disabledBy = "operator"
+				ox.reason = "disabled by " + actor
 			} else {
 				ox.disabledBy = ""
+				ox.reason = "enabled by " + actor + "; not probed since"
 			}
 		}
 		e.addEvent(site, 0, actor, ev)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/fleet"
 	"github.com/vigilcdn/vigil/core/vote"
@@ -17,19 +19,21 @@ import (
 // share of the round into one batched ballot and keeps every vote for the
 // status views.
 type chainAsker struct {
-	e     *Engine
-	round uint64
-	votes map[vote.Target][]VoteView
+	fleet   *fleet.Fleet
+	sources []VoteSource
+	log     hclog.Logger
+	metrics *metrics // nil: not counted (vigil probe)
+	round   uint64
+	votes   map[vote.Target][]VoteView
 }
 
 func (a *chainAsker) Ask(ctx context.Context, source int, targets []vote.Target, counts []vote.Counts) {
-	e := a.e
-	src := e.sources[source]
-	name := e.fleet.Chain[source].Name
+	src := a.sources[source]
+	name := a.fleet.Chain[source].Name
 	ballot := sdk.Ballot{Round: a.round, Targets: make([]sdk.Target, len(targets))}
 	index := make(map[[2]string]int, len(targets))
 	for i, t := range targets {
-		s := e.fleet.Sites[t.Site]
+		s := a.fleet.Sites[t.Site]
 		o := s.Config.Origins[t.Origin]
 		hc := s.Config.HealthCheck
 		ballot.Targets[i] = sdk.Target{
@@ -41,7 +45,7 @@ func (a *chainAsker) Ask(ctx context.Context, source int, targets []vote.Target,
 	}
 	votes, err := src.Vote(ctx, ballot)
 	if err != nil {
-		e.log.Warn("vote source failed this round; its origins pass on to the next source", "source", name, "targets", len(targets), "error", err)
+		a.log.Warn("vote source failed this round; its origins pass on to the next source", "source", name, "targets", len(targets), "error", err)
 		return
 	}
 	for _, v := range votes {
@@ -52,10 +56,14 @@ func (a *chainAsker) Ask(ctx context.Context, source int, targets []vote.Target,
 		switch v.Value {
 		case sdk.Up:
 			counts[i].Up++
-			e.metrics.votes.WithLabelValues(name, "up").Inc()
+			if a.metrics != nil {
+				a.metrics.votes.WithLabelValues(name, "up").Inc()
+			}
 		case sdk.Down:
 			counts[i].Down++
-			e.metrics.votes.WithLabelValues(name, "down").Inc()
+			if a.metrics != nil {
+				a.metrics.votes.WithLabelValues(name, "down").Inc()
+			}
 		default:
 			continue
 		}
@@ -80,7 +88,7 @@ func (e *Engine) RunRound(ctx context.Context) RoundResult {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	start := e.opts.Now()
-	asker := &chainAsker{e: e, round: e.fleet.Seq + 1, votes: map[vote.Target][]VoteView{}}
+	asker := &chainAsker{fleet: e.fleet, sources: e.sources, log: e.log, metrics: e.metrics, round: e.fleet.Seq + 1, votes: map[vote.Target][]VoteView{}}
 	reports := e.fleet.Round(ctx, asker)
 	e.meta.Round = e.fleet.Seq
 	res := RoundResult{Round: e.fleet.Seq}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"time"
+
+	"github.com/vigilcdn/vigil/core/api"
+)
+
+func init() {
+	register("events", "print the event journal; -follow waits for new events", runEvents)
+}
+
+func runEvents(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("events", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr, token, asJSON := clientFlags(fs)
+	follow := fs.Bool("follow", false, "keep waiting for new events")
+	site := fs.String("site", "", "only this site's events")
+	after := fs.Uint64("after", 0, "only events after this sequence number")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	c := newClient(*addr, *token)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	cursor := *after
+	for {
+		q := url.Values{"after": {strconv.FormatUint(cursor, 10)}, "limit": {"1000"}}
+		if *site != "" {
+			q.Set("site", *site)
+		}
+		if *follow {
+			q.Set("wait", "30s")
+		}
+		var page struct {
+			Events []json.RawMessage `json:"events"`
+		}
+		if err := c.do(ctx, "GET", "/v1/events?"+q.Encode(), nil, &page); err != nil {
+			if ctx.Err() != nil {
+				return 0
+			}
+			fmt.Fprintf(stderr, "vigil events: %v\n", err)
+			if !*follow {
+				return 1
+			}
+			select {
+			case <-ctx.Done():
+				return 0
+			case <-time.After(2 * time.Second):
+			}
+			continue
+		}
+		for _, raw := range page.Events {
+			var e api.EventLine
+			if err := json.Unmarshal(raw, &e); err != nil {
+				fmt.Fprintf(stderr, "vigil events: %v\n", err)
+				return 1
+			}
+			cursor = e.Seq
+			if *asJSON {
+				fmt.Fprintln(stdout, string(compact(raw)))
+				continue
+			}
+			who := ""
+			if e.Actor != "" {
+				who = " by " + e.Actor
+			}
+			fmt.Fprintf(stdout, "%6d  %s  %-10s %s%s\n", e.Seq, e.Time.Local().Format("2006-01-02 15:04:05"), e.Site, e.Event, who)
+		}
+		if !*follow && len(page.Events) < 1000 {
+			return 0
+		}
+	}
+}
+
+func compact(raw json.RawMessage) []byte {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return raw
+	}
+	b, _ := json.Marshal(v)
+	return b
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/vigilcdn/vigil/core/config"
+	"github.com/vigilcdn/vigil/core/engine"
+	"github.com/vigilcdn/vigil/core/pluginhost"
+)
+
+func init() {
+	register("probe", "run one real round for a site through the chain, changing nothing: why is my origin failing?", runProbe)
+}
+
+func runProbe(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "configuration file or folder (required)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	verbose := fs.Bool("v", false, "show the plugins' logs")
+	// Accept flags after the site name too: vigil probe -config c.hcl www -json
+	var site string
+	rest := args
+	for {
+		if err := fs.Parse(rest); err != nil {
+			return 2
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		if site != "" {
+			fmt.Fprintln(stderr, "usage: vigil probe -config PATH SITE [-json]")
+			return 2
+		}
+		site, rest = fs.Arg(0), fs.Args()[1:]
+	}
+	if *path == "" || site == "" {
+		fmt.Fprintln(stderr, "usage: vigil probe -config PATH SITE [-json]")
+		return 2
+	}
+	cfg, diags := config.Load(*path)
+	if diags.HasErrors() {
+		_ = config.WriteDiagnostics(stderr, cfg.Files, diags)
+		return 1
+	}
+	cs := cfg.Site(site)
+	if cs == nil {
+		names := make([]string, len(cfg.Sites))
+		for i, s := range cfg.Sites {
+			names[i] = s.Name
+		}
+		fmt.Fprintf(stderr, "vigil probe: no site %s (sites: %s)\n", site, strings.Join(names, ", "))
+		return 1
+	}
+	level := hclog.Warn
+	if *verbose {
+		level = hclog.Debug
+	}
+	log := hclog.New(&hclog.LoggerOptions{Name: "vigil", Level: level, Output: stderr})
+	ctx := context.Background()
+	uses := map[string]bool{}
+	for _, n := range cs.Sources {
+		uses[n] = true
+	}
+	sources := make([]engine.VoteSource, len(cfg.Sources))
+	for i, s := range cfg.Sources {
+		if !uses[s.Name] {
+			sources[i] = idleSource{s.Name}
+			continue
+		}
+		src := pluginhost.New(pluginhost.Spec{
+			Name: s.Name, Plugin: s.Plugin, PluginDir: cfg.Control.PluginDir, Checksum: s.Checksum,
+			Env: s.Env, Timeout: s.Timeout, Config: s.Config, Range: s.DeclRange, Logger: log,
+		})
+		if d := src.Start(ctx); d.HasErrors() {
+			_ = config.WriteDiagnostics(stderr, cfg.Files, d)
+			for _, started := range sources[:i] {
+				started.Close()
+			}
+			return 1
+		}
+		sources[i] = src
+	}
+	defer func() {
+		for _, s := range sources {
+			s.Close()
+		}
+	}()
+	res, err := engine.Probe(ctx, cfg, site, sources, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "vigil probe: %v\n", err)
+		return 1
+	}
+	if *asJSON {
+		b, _ := json.MarshalIndent(res, "", "  ")
+		fmt.Fprintln(stdout, string(b))
+		return 0
+	}
+	fmt.Fprintf(stdout, "%s (%s): one dry-run round through %s; nothing is saved\n", res.Site, res.Hostname, strings.Join(cs.Sources, " → "))
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	for _, o := range res.Origins {
+		if !o.Enabled {
+			fmt.Fprintf(tw, "%s\tlevel %d\t%s\tdisabled: not probed\n", o.Origin, o.Level, o.Address)
+			continue
+		}
+		by := "no source settled it"
+		if o.By != nil {
+			by = "settled by " + *o.By
+		}
+		fmt.Fprintf(tw, "%s\tlevel %d\t%s\tverdict %s\t%s\tasked %s\n", o.Origin, o.Level, o.Address, o.Verdict, by, strings.Join(o.Asked, ", "))
+		if len(o.Votes) == 0 {
+			fmt.Fprintf(tw, "\t\t\tno votes\n")
+		}
+		for _, v := range o.Votes {
+			detail := v.Reason
+			if v.Detail != "" {
+				detail += ": " + v.Detail
+			}
+			fmt.Fprintf(tw, "\t%s/%s\t%s\t%s\t%.1f ms\n", v.Source, v.Voter, v.Value, detail, v.LatencyMS)
+		}
+	}
+	tw.Flush()
+	return 0
+}

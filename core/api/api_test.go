@@ -1,0 +1,170 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vigilcdn/vigil/core/api"
+	"github.com/vigilcdn/vigil/core/engine"
+	"github.com/vigilcdn/vigil/core/engine/enginetest"
+)
+
+const cfg = `
+source "direct" { plugin = "vigil-source-direct" }
+site "www" {
+  hostname = "www.example.com"
+  origin "a1" { address = "http://127.0.0.1:18001" }
+  origin "b1" {
+    address = "http://127.0.0.1:18003"
+    level   = 2
+  }
+}
+`
+
+func server(t *testing.T, token string, readsNeedToken bool) (*httptest.Server, *engine.Engine) {
+	t.Helper()
+	e, _ := enginetest.Start(t, enginetest.Config(t, cfg), enginetest.Sources{}, "")
+	srv := httptest.NewServer(api.New(api.Options{Engine: e, Token: token, ReadsNeedToken: readsNeedToken, MaxWait: 5 * time.Second}))
+	t.Cleanup(srv.Close)
+	return srv, e
+}
+
+func call(t *testing.T, srv *httptest.Server, method, path, token, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	if len(b) > 0 && resp.Header.Get("Content-Type") == "application/json" {
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("%s %s: not JSON: %s", method, path, b)
+		}
+	}
+	return resp.StatusCode, m
+}
+
+func errCode(m map[string]any) string {
+	e, _ := m["error"].(map[string]any)
+	c, _ := e["code"].(string)
+	return c
+}
+
+func TestAuthAndBadInput(t *testing.T) {
+	srv, _ := server(t, "s3cret", false)
+	tests := []struct {
+		name, method, path, token, body string
+		status                           int
+		code                             string
+	}{
+		{"read open", "GET", "/v1/sites", "", "", 200, ""},
+		{"site", "GET", "/v1/sites/www", "", "", 200, ""},
+		{"unknown site", "GET", "/v1/sites/nope", "", "", 404, "unknown_site"},
+		{"mutation without token", "POST", "/v1/sites/www/switch", "", `{"level":2}`, 401, "unauthorized"},
+		{"mutation with a wrong token", "POST", "/v1/sites/www/switch", "wrong", `{"level":2}`, 401, "unauthorized"},
+		{"bad JSON", "POST", "/v1/sites/www/switch", "s3cret", `{"level":`, 400, "bad_request"},
+		{"unknown field", "POST", "/v1/sites/www/switch", "s3cret", `{"levle":2}`, 400, "bad_request"},
+		{"missing level", "POST", "/v1/sites/www/switch", "s3cret", `{}`, 400, "bad_request"},
+		{"level not a number", "POST", "/v1/sites/www/switch", "s3cret", `{"level":"two"}`, 400, "bad_request"},
+		{"unknown level", "POST", "/v1/sites/www/switch", "s3cret", `{"level":7}`, 400, "unknown_level"},
+		{"switch unknown site", "POST", "/v1/sites/nope/switch", "s3cret", `{"level":1}`, 404, "unknown_site"},
+		{"unknown origin", "POST", "/v1/sites/www/origins/zz/disable", "s3cret", ``, 404, "unknown_origin"},
+		{"unknown origin action", "POST", "/v1/sites/www/origins/a1/reboot", "s3cret", ``, 404, "not_found"},
+		{"switch", "POST", "/v1/sites/www/switch", "s3cret", `{"level":2}`, 200, ""},
+		{"disable", "POST", "/v1/sites/www/origins/a1/disable", "s3cret", ``, 200, ""},
+		{"events bad after", "GET", "/v1/events?after=-1", "", "", 400, "bad_request"},
+		{"events bad limit", "GET", "/v1/events?limit=999999", "", "", 400, "bad_request"},
+		{"events bad wait", "GET", "/v1/events?wait=soon", "", "", 400, "bad_request"},
+		{"events unknown site", "GET", "/v1/events?site=nope", "", "", 404, "unknown_site"},
+		{"events", "GET", "/v1/events?site=www", "", "", 200, ""},
+		{"unknown endpoint", "GET", "/v1/nothing", "", "", 404, "not_found"},
+		{"healthz", "GET", "/healthz", "", "", 200, ""},
+		{"metrics", "GET", "/metrics", "", "", 200, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, body := call(t, srv, tt.method, tt.path, tt.token, tt.body)
+			if status != tt.status || errCode(body) != tt.code {
+				t.Fatalf("%d %v, want %d %q", status, body, tt.status, tt.code)
+			}
+			if tt.code != "" {
+				msg := body["error"].(map[string]any)["message"].(string)
+				if msg == "" || strings.Contains(msg, "s3cret") {
+					t.Fatalf("error message %q must name the problem and never the token", msg)
+				}
+			}
+		})
+	}
+	// The actions were applied, with their events.
+	status, body := call(t, srv, "GET", "/v1/events?site=www", "", "")
+	evs := body["events"].([]any)
+	if status != 200 || len(evs) != 2 {
+		t.Fatalf("events %v", body)
+	}
+}
+
+func TestNoTokenRefusesMutations(t *testing.T) {
+	srv, _ := server(t, "", false)
+	status, body := call(t, srv, "POST", "/v1/sites/www/switch", "", `{"level":2}`)
+	if status != 403 || errCode(body) != "mutations_disabled" {
+		t.Fatalf("%d %v", status, body)
+	}
+}
+
+func TestReadsNeedToken(t *testing.T) {
+	srv, _ := server(t, "s3cret", true)
+	if status, _ := call(t, srv, "GET", "/v1/sites", "", ""); status != 401 {
+		t.Fatalf("read without token: %d", status)
+	}
+	if status, _ := call(t, srv, "GET", "/v1/sites", "s3cret", ""); status != 200 {
+		t.Fatalf("read with token: %d", status)
+	}
+	if status, _ := call(t, srv, "GET", "/healthz", "", ""); status != 200 {
+		t.Fatalf("healthz must stay open: %d", status)
+	}
+}
+
+func TestPublicationLongPoll(t *testing.T) {
+	srv, e := server(t, "s3cret", false)
+	cur := e.Hub().Current().Version
+	// Nothing newer: 304 once the wait ends.
+	if status, _ := call(t, srv, "GET", "/v1/publication?after="+itoa(cur)+"&wait=50ms", "", ""); status != 304 {
+		t.Fatalf("want 304, got %d", status)
+	}
+	type result struct {
+		status int
+		body   map[string]any
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, b := call(t, srv, "GET", "/v1/publication?after="+itoa(cur)+"&wait=5s", "", "")
+		done <- result{s, b}
+	}()
+	// Whether the poll is parked yet or not, it must see the switch.
+	if _, err := e.Switch(context.Background(), "www", 2, "t"); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.status != 200 || uint64(r.body["version"].(float64)) <= cur {
+		t.Fatalf("long-poll: %d %v", r.status, r.body)
+	}
+	sites := r.body["sites"].([]any)
+	if lvl := sites[0].(map[string]any)["level"].(float64); lvl != 2 {
+		t.Fatalf("published level %v, want 2", lvl)
+	}
+}
+
+func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
