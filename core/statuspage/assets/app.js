@@ -1,0 +1,675 @@
+// vigil status page: a client of the agent's API (see core/statuspage/doc.go).
+//
+// How it stays current: a long-poll of GET v1/events?wait=25s returns the
+// moment anything happens (an origin changes state, a level switches, an
+// operator acts), and the page then re-reads GET v1/sites at once. Votes,
+// verdicts and reasons change every round without an event, so v1/sites is
+// also re-read every few seconds while the tab is visible. Both are cheap for
+// the agent: the views are an in-memory snapshot and the long-poll waits on
+// the journal without work.
+'use strict';
+(() => {
+  const POLL_MS = 4000; // per-round details (votes, verdicts, last probe)
+  const NODES_RETRY_MS = 60000; // re-check v1/nodes after a 404 this often
+  const EVENTS_KEPT = 100; // events shown in the site view
+  const PAGE = 1000; // events per catch-up request
+
+  const $ = (id) => document.getElementById(id);
+  const store = window.sessionStorage;
+
+  const STATES = {
+    healthy: ['●', 'healthy'],
+    unhealthy: ['✕', 'unhealthy'],
+    unknown: ['?', 'unknown'],
+    disabled: ['–', 'disabled'],
+  };
+  const VERDICTS = { up: ['▲', 'up'], down: ['▼', 'down'], none: ['·', 'none'] };
+
+  const st = {
+    sites: [], // SiteView list
+    round: 0,
+    loaded: false,
+    lastSeq: 0,
+    caughtUp: false,
+    events: [], // recent events of the routed site, oldest first
+    eventsFor: null,
+    nodes: null, // null: unknown or unavailable
+    nodesCheckedAt: 0,
+    nodesMissing: false,
+    skew: 0, // server clock minus browser clock, in ms
+    lastOK: 0,
+    error: '',
+    needToken: false,
+    askedToken: false,
+    rendered: '',
+  };
+
+  // ---- token ----------------------------------------------------------------
+  const token = () => store.getItem('vigil.token') || '';
+  const actor = () => {
+    const name = (store.getItem('vigil.actor') || '').replace(/[\r\n]/g, ' ').trim();
+    return name ? `${name} (status page)` : 'status page';
+  };
+
+  // ---- API ------------------------------------------------------------------
+  class APIError extends Error {
+    constructor(status, body) {
+      const e = (body && body.error) || {};
+      super(e.message || `the agent answered ${status}`);
+      this.status = status;
+      this.code = e.code || '';
+      this.hint = e.hint || '';
+    }
+  }
+
+  async function api(method, path, body) {
+    const headers = { Accept: 'application/json' };
+    if (token()) headers.Authorization = `Bearer ${token()}`;
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    if (method !== 'GET') headers['X-Vigil-Actor'] = actor();
+    let res;
+    try {
+      res = await fetch(path, {
+        method, headers, cache: 'no-store', credentials: 'same-origin',
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    } catch (err) {
+      throw new APIError(0, { error: { message: `cannot reach the agent (${err.message})` } });
+    }
+    const date = Date.parse(res.headers.get('Date') || '');
+    if (!Number.isNaN(date)) {
+      const skew = date - Date.now();
+      st.skew = Math.abs(skew) > 2000 ? skew : 0;
+    }
+    let data = null;
+    try { data = await res.json(); } catch (_) { /* not JSON */ }
+    if (!res.ok) throw new APIError(res.status, data);
+    return data;
+  }
+
+  // ---- formatting -----------------------------------------------------------
+  const now = () => Date.now() + st.skew;
+
+  function ago(iso) {
+    const t = Date.parse(iso);
+    if (Number.isNaN(t)) return '';
+    let s = Math.max(0, Math.floor((now() - t) / 1000));
+    const d = Math.floor(s / 86400); s -= d * 86400;
+    const h = Math.floor(s / 3600); s -= h * 3600;
+    const m = Math.floor(s / 60); s -= m * 60;
+    if (d) return `${d}d ${h}h`;
+    if (h) return `${h}h ${m}m`;
+    if (m) return `${m}m ${s}s`;
+    return `${s}s`;
+  }
+
+  function h(tag, attrs, ...kids) {
+    const el = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k === 'class') el.className = v;
+      else if (k === 'text') el.textContent = v;
+      else if (k === 'data') Object.assign(el.dataset, v);
+      else if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+      else el.setAttribute(k, v === true ? '' : String(v));
+    }
+    for (const kid of kids.flat(Infinity)) {
+      if (kid === null || kid === undefined || kid === false) continue;
+      el.append(kid instanceof Node ? kid : String(kid));
+    }
+    return el;
+  }
+
+  // A time that counts up: the ticker rewrites every [data-ago] each second.
+  function since(iso, suffix) {
+    if (!iso) return h('span', { class: 'muted', text: '—' });
+    const abs = new Date(iso);
+    return h('time', { datetime: iso, title: abs.toLocaleString(), data: { ago: iso, suffix: suffix || '' } },
+      ago(iso) + (suffix || ''));
+  }
+
+  function badge(state) {
+    const [icon, label] = STATES[state] || ['?', state || 'unknown'];
+    return h('span', { class: `badge s-${label}` }, h('span', { class: 'icon', 'aria-hidden': 'true' }, icon), ' ', label);
+  }
+
+  function verdict(v) {
+    const [icon, label] = VERDICTS[v] || ['·', v || 'none'];
+    return h('span', { class: `verdict v-${label}` }, h('span', { class: 'icon', 'aria-hidden': 'true' }, icon), ' ', label);
+  }
+
+  function levelNumbers(site) {
+    return Object.keys(site.levels || {}).map(Number).sort((a, b) => a - b);
+  }
+
+  function originsOf(site) {
+    return Object.entries(site.origins || {})
+      .map(([name, o]) => ({ name, ...o }))
+      .sort((a, b) => a.level - b.level || a.name.localeCompare(b.name));
+  }
+
+  function describe(ev) {
+    const e = ev.event || ev;
+    switch (e.kind) {
+      case 'origin_state':
+        return [`Origin ${e.origin}: `, badge(e.from), ' → ', badge(e.to)];
+      case 'level_switched':
+        return [`Switched from level ${e.from} to level ${e.to} (${e.reason})`];
+      case 'failback_available':
+        return [`Level ${e.level} is healthy again: failback available (manual failback)`];
+      case 'all_levels_unhealthy':
+        return [`Every level is unhealthy; staying on level ${e.level}`];
+      default:
+        return [e.kind || 'event'];
+    }
+  }
+
+  function describeText(ev) {
+    return describe(ev).map((p) => (p instanceof Node ? p.textContent : p)).join('').replace(/[●✕?–]\s/g, '');
+  }
+
+  // Gives a table explicit roles so it stays a table for assistive
+  // technology when the phone layout displays its rows as blocks.
+  function tableRoles(table) {
+    table.setAttribute('role', 'table');
+    for (const g of table.querySelectorAll('thead, tbody')) g.setAttribute('role', 'rowgroup');
+    for (const r of table.querySelectorAll('tr')) r.setAttribute('role', 'row');
+    for (const c of table.querySelectorAll('th[scope=col]')) c.setAttribute('role', 'columnheader');
+    for (const c of table.querySelectorAll('th[scope=row]')) c.setAttribute('role', 'rowheader');
+    for (const c of table.querySelectorAll('td')) c.setAttribute('role', 'cell');
+    return table;
+  }
+
+  // ---- routing --------------------------------------------------------------
+  function route() {
+    const m = /^#\/site\/(.+)$/.exec(window.location.hash);
+    if (m) {
+      try { return decodeURIComponent(m[1]); } catch (_) { return m[1]; }
+    }
+    return null;
+  }
+
+  // ---- rendering ------------------------------------------------------------
+  function actionButton(key, label, describedBy, onclick) {
+    return h('button', { type: 'button', class: 'act', data: { key }, 'aria-describedby': describedBy, onclick }, label);
+  }
+
+  function renderSite(site, idx, detail) {
+    const id = `site-${idx}`;
+    const canAct = !!token();
+    const levels = levelNumbers(site);
+    const top = levels[0];
+    const cur = site.level;
+    const curHealth = (site.levels || {})[String(cur)] || 'unknown';
+    const sec = h('section', { class: `site${detail ? ' detail' : ''}`, 'aria-labelledby': `${id}-title`, data: { site: site.site } });
+
+    const title = detail
+      ? h('h2', { id: `${id}-title`, tabindex: '-1', data: { key: `site:${site.site}` } }, `${site.site}`)
+      : h('h2', { id: `${id}-title`, tabindex: '-1', data: { key: `site:${site.site}` } },
+        h('a', { href: `#/site/${encodeURIComponent(site.site)}`, data: { key: `open:${site.site}` } }, site.site));
+    sec.append(h('div', { class: 'site-head' },
+      title,
+      h('p', { class: 'host' }, site.hostname),
+      h('p', { class: 'cur-level', data: { health: curHealth } }, 'On level ', h('strong', { class: 'level-no' }, String(cur)), ' ', badge(curHealth))));
+
+    const probing = site.probing === 'active'
+      ? ['active', site.last_probe ? [' · last probe ', since(site.last_probe, ' ago')] : ' · not probed yet']
+      : ['paused: ', site.paused_why || 'no reason given'];
+    sec.append(h('dl', { class: 'facts' },
+      h('div', null, h('dt', null, 'Failback'), h('dd', null, site.failback === 'manual' && cur !== top
+        ? `manual (held on level ${cur} until someone switches back to level ${top})` : site.failback)),
+      h('div', null, h('dt', null, 'Health checks'), h('dd', { data: { probing: site.probing } }, probing)),
+      h('div', null, h('dt', null, 'Round'), h('dd', null, site.round ? String(site.round) : '—'))));
+
+    // Levels.
+    const lvList = h('ul', { class: 'levels', 'aria-label': `Levels of ${site.site}` });
+    for (const l of levels) {
+      const health = site.levels[String(l)];
+      const isCur = l === cur;
+      lvList.append(h('li', { class: `level${isCur ? ' current' : ''}`, data: { level: l, health } },
+        h('span', { class: 'lv' }, `Level ${l}`), ' ', badge(health),
+        isCur ? h('span', { class: 'tag' }, '◆ current') : null,
+        canAct && !isCur ? actionButton(`switch:${site.site}:${l}`, `Switch to level ${l}`, null,
+          () => confirmSwitch(site.site, l)) : null));
+    }
+    sec.append(h('h3', null, 'Levels'), lvList);
+
+    // Origins.
+    const cols = ['Origin', 'Level', 'State', 'Last verdict', 'Settled by', 'Reason', 'Changed'];
+    if (canAct) cols.push('Action');
+    const thead = h('thead', null, h('tr', null, cols.map((c) => h('th', { scope: 'col' }, c))));
+    const tbody = h('tbody');
+    for (const o of originsOf(site)) {
+      const by = o.by ? o.by : (o.state === 'disabled' ? '—' : 'no source');
+      const row = h('tr', { data: { origin: o.name, state: o.state } },
+        h('th', { scope: 'row' }, h('span', { class: 'oname' }, o.name), h('span', { class: 'addr' }, o.address)),
+        h('td', { 'data-label': 'Level' }, String(o.level)),
+        h('td', { 'data-label': 'State', class: 'state' }, badge(o.state)),
+        h('td', { 'data-label': 'Last verdict', class: 'verdict-cell' }, o.state === 'disabled' ? h('span', { class: 'muted' }, '—') : verdict(o.verdict)),
+        h('td', { 'data-label': 'Settled by', class: 'by' }, by),
+        h('td', { 'data-label': 'Reason', class: 'reason' }, o.reason || h('span', { class: 'muted' }, '—')),
+        h('td', { 'data-label': 'Changed', class: 'since' }, o.since ? since(o.since, ' ago') : h('span', { class: 'muted' }, '—')));
+      if (canAct) {
+        const disabled = o.state === 'disabled';
+        row.append(h('td', { 'data-label': 'Action' }, actionButton(
+          `${disabled ? 'enable' : 'disable'}:${site.site}:${o.name}`,
+          [disabled ? 'Enable' : 'Disable', h('span', { class: 'vh' }, ` ${o.name}`)], null,
+          () => confirmOrigin(site.site, o.name, disabled ? 'enable' : 'disable'))));
+      }
+      tbody.append(row);
+    }
+    const table = tableRoles(h('table', { class: 'origins' },
+      h('caption', { class: 'vh' }, `Origins of ${site.site}`), thead, tbody));
+    sec.append(h('h3', null, 'Origins'), h('div', { class: 'scroll' }, table));
+
+    if (detail) sec.append(renderVotes(site));
+    else sec.append(h('p', { class: 'more' }, h('a', { href: `#/site/${encodeURIComponent(site.site)}` }, `Votes and events of ${site.site} `, h('span', { 'aria-hidden': 'true' }, '→'))));
+    return sec;
+  }
+
+  function renderVotes(site) {
+    const nodeIDs = new Set((st.nodes || []).map((n) => n.id));
+    const box = h('div', { class: 'votes' }, h('h3', null, 'Votes of the last round'));
+    for (const o of originsOf(site)) {
+      const votes = o.votes || [];
+      const asked = (o.asked || []).length ? `asked: ${o.asked.join(', ')}` : 'not asked';
+      box.append(h('h4', null, `${o.name} `, h('span', { class: 'muted' }, `(${asked})`)));
+      if (!votes.length) {
+        box.append(h('p', { class: 'muted' }, o.state === 'disabled' ? 'Disabled: not probed.' : 'No votes.'));
+        continue;
+      }
+      const rows = votes.map((v) => h('tr', { data: { voter: v.voter } },
+        h('th', { scope: 'row' }, v.voter, nodeIDs.has(v.voter) ? h('span', { class: 'tag' }, 'node') : null),
+        h('td', { 'data-label': 'Source' }, v.source),
+        h('td', { 'data-label': 'Vote' }, verdict(v.value)),
+        h('td', { 'data-label': 'Reason' }, v.reason, v.detail ? h('span', { class: 'detail' }, ` ${v.detail}`) : null),
+        h('td', { 'data-label': 'Latency', class: 'num' }, v.latency_ms ? `${v.latency_ms.toFixed(1)} ms` : '—')));
+      box.append(h('div', { class: 'scroll' }, tableRoles(h('table', { class: 'votes-table' },
+        h('caption', { class: 'vh' }, `Votes for ${o.name}`),
+        h('thead', null, h('tr', null, ['Voter', 'Source', 'Vote', 'Reason', 'Latency'].map((c) => h('th', { scope: 'col' }, c)))),
+        h('tbody', null, rows)))));
+    }
+    return box;
+  }
+
+  function renderEvents() {
+    const site = route();
+    const sec = $('events-section');
+    sec.hidden = !site;
+    if (!site) return;
+    const body = $('events-body');
+    body.replaceChildren(...st.events.slice().reverse().map((ev) => h('tr', { data: { seq: ev.seq } },
+      h('td', null, since(ev.time, ' ago')),
+      h('td', null, describe(ev)),
+      h('td', null, ev.actor || 'vigil'),
+      h('td', { class: 'num' }, ev.round ? String(ev.round) : '—'))));
+    $('events-empty').hidden = st.events.length > 0;
+  }
+
+  function renderNodes() {
+    const sec = $('nodes-section');
+    sec.hidden = st.nodes === null;
+    if (st.nodes === null) return;
+    $('nodes-title').textContent = `Online nodes (${st.nodes.length})`;
+    $('nodes-body').replaceChildren(...st.nodes.map((n) => h('tr', { data: { node: n.id } },
+      h('th', { scope: 'row' }, n.id),
+      h('td', null, n.source || '—'),
+      h('td', null, Object.entries(n.labels || {}).map(([k, v]) => h('span', { class: 'label' }, `${k}=${v}`))),
+      h('td', null, n.last_seen ? since(n.last_seen, ' ago') : '—'))));
+    $('nodes-empty').hidden = st.nodes.length > 0;
+  }
+
+  function render(force) {
+    const site = route();
+    const key = JSON.stringify([site, !!token(), st.sites, st.nodes, st.events.length && st.events[st.events.length - 1].seq]);
+    if (!force && key === st.rendered) return;
+    st.rendered = key;
+    const focused = document.activeElement && document.activeElement.dataset ? document.activeElement.dataset.key : null;
+
+    $('crumbs').hidden = !site;
+    $('crumb-site').textContent = site || '';
+    $('page-title').textContent = site ? `Site ${site}` : 'Sites';
+    document.title = `${site ? `${site} · ` : ''}${document.querySelector('.name a').textContent} status`;
+
+    const box = $('sites');
+    if (!st.loaded) {
+      box.replaceChildren(h('p', { class: 'muted' }, st.needToken ? 'This agent needs its API token to show anything.' : 'Loading sites…'));
+    } else if (site) {
+      const idx = st.sites.findIndex((s) => s.site === site);
+      box.replaceChildren(idx < 0
+        ? h('p', { class: 'error' }, `There is no site ${site} on this agent. `, h('a', { href: '#/' }, 'See all sites.'))
+        : renderSite(st.sites[idx], idx, true));
+    } else if (!st.sites.length) {
+      box.replaceChildren(h('p', { class: 'muted' }, 'This agent has no sites configured.'));
+    } else {
+      box.replaceChildren(h('div', { class: 'grid' }, st.sites.map((s, i) => renderSite(s, i, false))));
+    }
+    renderEvents();
+    renderNodes();
+    if (focused) {
+      const el = document.querySelector(`[data-key="${CSS.escape(focused)}"]`);
+      if (el && document.activeElement !== el) el.focus();
+    }
+  }
+
+  // ---- status line and ticking times ------------------------------------------
+  function renderConn() {
+    const p = $('conn');
+    let state, icon, text;
+    if (st.needToken && !st.loaded) {
+      [state, icon, text] = ['locked', '🔒', 'Token needed to read'];
+    } else if (st.error) {
+      [state, icon, text] = ['down', '✕', `Disconnected: ${st.error}. Retrying…`];
+    } else if (st.lastOK) {
+      [state, icon, text] = ['live', '●', `Live · updated ${ago(new Date(st.lastOK + st.skew).toISOString())} ago`];
+    } else {
+      [state, icon, text] = ['connecting', '…', 'Connecting…'];
+    }
+    p.dataset.state = state;
+    p.querySelector('.dot').textContent = icon;
+    $('conn-text').textContent = text;
+  }
+
+  function tick() {
+    for (const el of document.querySelectorAll('[data-ago]')) {
+      el.textContent = ago(el.dataset.ago) + (el.dataset.suffix || '');
+    }
+    renderConn();
+  }
+
+  function announce(text) {
+    const live = $('live');
+    live.append(h('p', null, text));
+    while (live.childElementCount > 5) live.firstElementChild.remove();
+  }
+
+  function notice(text) {
+    const n = $('notice');
+    n.hidden = !text;
+    n.textContent = text || '';
+  }
+
+  function tokenState() {
+    $('token-state').textContent = token() ? '✓ Operator actions on' : 'Read only';
+    $('token-button').textContent = token() ? 'Change token' : 'Enter token';
+  }
+
+  // ---- reading --------------------------------------------------------------
+  function failed(err) {
+    if (err.status === 401) {
+      st.needToken = true;
+      st.error = '';
+      notice(`${err.message}${token() ? ' The token in use was refused.' : ''}`);
+      if (!st.askedToken) {
+        st.askedToken = true;
+        openToken('This agent needs its API token even to show its status.');
+      }
+    } else {
+      st.error = err.message;
+    }
+    renderConn();
+  }
+
+  let refreshing = null;
+  let again = false;
+  async function refresh() {
+    if (refreshing) { again = true; return refreshing; }
+    refreshing = (async () => {
+      do {
+        again = false;
+        try {
+          const data = await api('GET', 'v1/sites');
+          st.sites = data.sites || [];
+          st.round = data.round;
+          st.loaded = true;
+          st.needToken = false;
+          st.error = '';
+          st.lastOK = Date.now();
+          if ($('notice').textContent.startsWith('reads need')) notice('');
+          await refreshNodes();
+          render(false);
+        } catch (err) {
+          failed(err);
+          if (!st.loaded) render(true);
+        }
+      } while (again);
+      refreshing = null;
+      renderConn();
+    })();
+    return refreshing;
+  }
+
+  async function refreshNodes() {
+    if (st.nodesMissing && Date.now() - st.nodesCheckedAt < NODES_RETRY_MS) return;
+    st.nodesCheckedAt = Date.now();
+    try {
+      const data = await api('GET', 'v1/nodes');
+      st.nodes = (data.nodes || []).slice().sort((a, b) => String(a.id).localeCompare(String(b.id)));
+      st.nodesMissing = false;
+    } catch (err) {
+      if (err.status === 404) { st.nodes = null; st.nodesMissing = true; }
+      // other errors: keep what we had; v1/sites reports the connection
+    }
+  }
+
+  // Reads the journal from after to its end, page by page.
+  async function readAll(after, site, keep) {
+    let out = [];
+    for (let page = 0; page < 20; page++) {
+      const q = `v1/events?after=${after}&limit=${PAGE}${site ? `&site=${encodeURIComponent(site)}` : ''}`;
+      const data = await api('GET', q);
+      const evs = data.events || [];
+      if (evs.length) after = evs[evs.length - 1].seq;
+      out = out.concat(evs).slice(-keep);
+      if (evs.length < PAGE) break;
+    }
+    return { events: out, last: after };
+  }
+
+  async function loadSiteEvents() {
+    const site = route();
+    st.eventsFor = site;
+    st.events = [];
+    if (!site) return;
+    try {
+      const { events } = await readAll(0, site, EVENTS_KEPT);
+      if (st.eventsFor === site) st.events = events;
+    } catch (err) {
+      if (err.status !== 404) failed(err);
+    }
+  }
+
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+  // Follows the journal: returns at once when something happened.
+  async function watch() {
+    let backoff = 1000;
+    for (;;) {
+      try {
+        if (!st.caughtUp) {
+          const { last } = await readAll(st.lastSeq, null, 1);
+          st.lastSeq = last;
+          st.caughtUp = true;
+        }
+        const data = await api('GET', `v1/events?after=${st.lastSeq}&limit=500&wait=25s`);
+        const evs = data.events || [];
+        backoff = 1000;
+        if (!evs.length) continue;
+        st.lastSeq = evs[evs.length - 1].seq;
+        const site = route();
+        for (const ev of evs) {
+          if (!site || ev.site === site) announce(`${ev.site}: ${describeText(ev)}`);
+          if (site && ev.site === site && st.eventsFor === site) st.events.push(ev);
+        }
+        if (st.events.length > EVENTS_KEPT) st.events = st.events.slice(-EVENTS_KEPT);
+        await refresh();
+      } catch (err) {
+        failed(err);
+        await sleep(backoff);
+        backoff = Math.min(backoff * 2, 30000);
+      }
+    }
+  }
+
+  // ---- dialogs --------------------------------------------------------------
+  let returnKey = null;
+  let pending = null;
+
+  function openDialog(dlg, invoker) {
+    returnKey = invoker && invoker.dataset ? invoker.dataset.key || null : null;
+    dlg.showModal();
+  }
+
+  function restoreFocus(fallbackSite) {
+    let el = returnKey ? document.querySelector(`[data-key="${CSS.escape(returnKey)}"]`) : null;
+    if (!el && fallbackSite) el = document.querySelector(`[data-key="${CSS.escape(`site:${fallbackSite}`)}"]`);
+    if (!el) el = $('page-title');
+    el.focus();
+    returnKey = null;
+  }
+
+  function showConfirm(title, text, extra, okLabel, run, site) {
+    $('confirm-title').textContent = title;
+    $('confirm-text').textContent = text;
+    $('confirm-extra').textContent = extra || '';
+    $('confirm-extra').hidden = !extra;
+    $('confirm-error').hidden = true;
+    $('confirm-ok').textContent = okLabel;
+    $('confirm-ok').disabled = false;
+    pending = { run, site };
+    openDialog($('confirm'), document.activeElement);
+    $('confirm-cancel').focus();
+  }
+
+  function findSite(name) { return st.sites.find((s) => s.site === name); }
+
+  function confirmSwitch(name, to) {
+    const site = findSite(name);
+    if (!site) return;
+    const levels = levelNumbers(site);
+    const top = levels[0];
+    const from = site.level;
+    let text = `Switch ${name} from level ${from} to level ${to}? `;
+    text += to !== top
+      ? `Automatic failback will be held until someone switches back to level ${top}.`
+      : 'This clears the manual hold: the site\'s configured failback applies again.';
+    text += ` Nodes and every publisher get level ${to} at once.`;
+    const health = site.levels[String(to)];
+    const extra = health !== 'healthy' ? `Warning: level ${to} is ${health} right now; visitors may reach failing origins.` : '';
+    showConfirm(`Switch ${name} to level ${to}`, text, extra, `Switch to level ${to}`,
+      () => api('POST', `v1/sites/${encodeURIComponent(name)}/switch`, { level: to })
+        .then(() => announce(`Switched ${name} to level ${to}.`)), name);
+  }
+
+  function confirmOrigin(name, origin, action) {
+    const site = findSite(name);
+    if (!site) return;
+    const o = site.origins[origin];
+    let text;
+    let extra = '';
+    if (action === 'disable') {
+      text = `Disable origin ${origin} of ${name}? It stops being probed and leaves level ${o.level}'s health and the publication until someone enables it.`;
+      const enabled = originsOf(site).filter((x) => x.state !== 'disabled');
+      const inLevel = enabled.filter((x) => x.level === o.level);
+      const notes = [];
+      if (inLevel.length === 1) notes.push(`Level ${o.level} will have no enabled origin, so it counts as unhealthy.`);
+      if (enabled.length - 1 < 2 && site.probing === 'active') {
+        notes.push(`${name} will have fewer than two enabled origins, so its health checks pause and it stays on level ${site.level}.`);
+      }
+      extra = notes.join(' ');
+    } else {
+      text = `Enable origin ${origin} of ${name}? It starts as unknown and is probed again from the site's next round.`;
+    }
+    const verb = action === 'disable' ? 'Disable' : 'Enable';
+    showConfirm(`${verb} ${origin}`, text, extra, `${verb} ${origin}`,
+      () => api('POST', `v1/sites/${encodeURIComponent(name)}/origins/${encodeURIComponent(origin)}/${action}`, {})
+        .then(() => announce(`${verb}d ${origin} of ${name}.`)), name);
+  }
+
+  $('confirm-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    if (!pending) return;
+    const ok = $('confirm-ok');
+    ok.disabled = true;
+    ok.setAttribute('aria-busy', 'true');
+    $('confirm-error').hidden = true;
+    try {
+      await pending.run();
+      const site = pending.site;
+      pending = null;
+      $('confirm').close();
+      await refresh();
+      restoreFocus(site);
+    } catch (err) {
+      const box = $('confirm-error');
+      box.textContent = `The agent refused: ${err.message}${err.hint ? ` (${err.hint})` : ''}`;
+      box.hidden = false;
+      ok.disabled = false;
+      if (err.status === 401 || err.status === 403) box.append(' ', h('button', { type: 'button', class: 'linkish', onclick: () => { $('confirm').close(); openToken(); } }, 'Change the token'));
+    } finally {
+      ok.removeAttribute('aria-busy');
+    }
+  });
+  $('confirm-cancel').addEventListener('click', () => $('confirm').close());
+  $('confirm').addEventListener('close', () => {
+    if (pending) { const s = pending.site; pending = null; restoreFocus(s); }
+  });
+
+  function openToken(why) {
+    $('token-why').textContent = why || 'With the agent\'s API token this page offers the operator actions: switch a site\'s level, disable or enable an origin.';
+    $('token-input').value = '';
+    $('actor-input').value = store.getItem('vigil.actor') || '';
+    $('token-error').hidden = true;
+    $('token-forget').hidden = !token();
+    if (!$('token-dialog').open) openDialog($('token-dialog'), document.activeElement);
+    $('token-input').focus();
+  }
+
+  $('token-button').addEventListener('click', () => openToken());
+  $('token-cancel').addEventListener('click', () => $('token-dialog').close());
+  $('token-forget').addEventListener('click', () => {
+    store.removeItem('vigil.token');
+    $('token-dialog').close();
+    tokenState();
+    announce('Token forgotten: the page is read only.');
+    refresh();
+    render(true);
+  });
+  $('token-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const t = $('token-input').value.trim();
+    if (!t) {
+      $('token-error').textContent = 'Type the token, or press Cancel.';
+      $('token-error').hidden = false;
+      return;
+    }
+    store.setItem('vigil.token', t);
+    store.setItem('vigil.actor', $('actor-input').value.trim());
+    $('token-dialog').close();
+    tokenState();
+    announce('Token saved for this tab: operator actions are on.');
+    st.askedToken = false;
+    refresh().then(() => render(true));
+  });
+  $('token-dialog').addEventListener('close', () => restoreFocus(null));
+
+  // ---- start ----------------------------------------------------------------
+  async function onRoute(moveFocus) {
+    render(true);
+    await loadSiteEvents();
+    render(true);
+    if (moveFocus) $('page-title').focus();
+  }
+
+  // ?site=www is accepted as a link to the site view.
+  const qs = new URLSearchParams(window.location.search).get('site');
+  if (qs && !route()) window.history.replaceState(null, '', `./#/site/${encodeURIComponent(qs)}`);
+  $('page-title').setAttribute('tabindex', '-1');
+  window.addEventListener('hashchange', () => onRoute(true));
+  document.addEventListener('visibilitychange', () => { if (!document.hidden) refresh(); });
+  tokenState();
+  refresh().then(() => onRoute(false));
+  watch();
+  setInterval(() => { if (!document.hidden) refresh(); }, POLL_MS);
+  setInterval(tick, 1000);
+})();
