@@ -54,7 +54,7 @@
 // Nothing polls. The answers live in an immutable table rebuilt from each
 // publication snapshot and swapped atomically; a goroutine loops on
 // publish.Hub.Wait, so a switch shows in the answers as soon as the table
-// is rebuilt (well under a millisecond for a few thousand sites).
+// is rebuilt (about 2 µs per site: some 10 ms for 5000 sites).
 //
 // # Metrics
 //

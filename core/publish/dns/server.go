@@ -132,6 +132,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.udp, s.tcp = mk(), mk()
 	s.udp.PacketConn, s.tcp.Listener = pc, ln
+	s.tcp.MaxTCPQueries = -1 // keep a resolver's connection open (RFC 7766); IdleTimeout still ends it
 	for _, srv := range []*dns.Server{s.udp, s.tcp} {
 		s.wg.Go(func() {
 			if err := srv.ActivateAndServe(); err != nil {
