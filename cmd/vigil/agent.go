@@ -72,6 +72,7 @@ type agent struct {
 	cancel context.CancelFunc
 	done   sync.WaitGroup
 	ctx    context.Context
+	hooks  *agentHooks
 	extras []func() // closers of optional parts
 }
 
@@ -113,6 +114,7 @@ func startAgent(cfg *config.Config, path string, log hclog.Logger, stderr io.Wri
 	ctx, cancel := context.WithCancel(context.Background())
 	a := &agent{log: log, path: path, stderr: stderr, store: st, cancel: cancel, ctx: ctx}
 	hooks := newAgentHooks(a, cfg, reg)
+	a.hooks = hooks
 	eng, diags := engine.New(ctx, cfg, engine.Options{Logger: log, Registerer: reg, Store: st, OnCommit: hooks.onCommit})
 	if diags.HasErrors() {
 		_ = config.WriteDiagnostics(stderr, cfg.Files, diags)
@@ -190,7 +192,9 @@ func (a *agent) reload() {
 		_ = config.WriteDiagnostics(&b, cfg.Files, d)
 		a.log.Error("configuration not reloaded: a vote source could not start; the old one stays in force")
 		fmt.Fprint(a.stderr, b.String())
+		return
 	}
+	a.hooks.reload(a.ctx, a.engine, cfg)
 }
 
 func (a *agent) stop() int {
