@@ -197,7 +197,7 @@ func Do(ctx context.Context, req Request) (Result, error) {
 	resp, err := transport.RoundTrip(hreq)
 	latency := time.Since(start)
 	if err != nil {
-		return failed(pctx, err, latency, t.timeout, "response headers")
+		return failed(pctx, err, latency, t.timeout, "response")
 	}
 	defer resp.Body.Close()
 
@@ -218,7 +218,7 @@ func Do(ctx context.Context, req Request) (Result, error) {
 	if req.ExpectedBody != "" {
 		found, err := bodyContains(resp.Body, req.ExpectedBody)
 		if err != nil {
-			r, err := failed(pctx, err, latency, t.timeout, "body")
+			r, err := failed(pctx, err, latency, t.timeout, "complete body")
 			r.Status = resp.StatusCode
 			return r, err
 		}

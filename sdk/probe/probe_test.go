@@ -464,3 +464,76 @@ func TestBodyContainsAcrossReads(t *testing.T) {
 		}
 	})
 }
+
+// silentOrigin accepts connections and never says a word. Each connection's
+// end (the client hanging up) is reported on the returned channel.
+func silentOrigin(t *testing.T) (addr string, hungUp <-chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{}, 16)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				io.Copy(io.Discard, c) // returns when the client closes
+				closed <- struct{}{}
+			}()
+		}
+	}()
+	return ln.Addr().String(), closed
+}
+
+func TestDoTimeoutCoversEveryStage(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	cases := []struct {
+		name   string
+		scheme string
+	}{
+		{"no response headers", "http://"},
+		{"no TLS handshake", "https://"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			addr, hungUp := silentOrigin(t)
+			got, err := Do(context.Background(), Request{Address: tc.scheme + addr, Host: siteHost, Timeout: timeout})
+			check(t, got, err, want{false, Timeout, 0})
+			if got.Latency < timeout {
+				t.Errorf("timed out after %v, before the %v timeout", got.Latency, timeout)
+			}
+			// The connection must not outlive the probe.
+			select {
+			case <-hungUp:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the probe's connection is still open after Do returned")
+			}
+		})
+	}
+}
