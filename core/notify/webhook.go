@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -81,6 +82,17 @@ func newWebhook(n *config.Notifier, o *options, log hclog.Logger, m *metrics) (*
 	return w, nil
 }
 
+// describe words a transport error for the log: the request URL that
+// net/http puts in its errors is replaced by the target, and anything left
+// that looks like a part of the URL is scrubbed.
+func (w *webhook) describe(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = fmt.Errorf("%s %s: %w", ue.Op, w.redact.target, ue.Err)
+	}
+	return w.redact.Error(err)
+}
+
 // close releases idle connections.
 func (w *webhook) close() { w.client.HTTPClient.CloseIdleConnections() }
 
@@ -92,7 +104,7 @@ func (w *webhook) checkRetry(ctx context.Context, resp *http.Response, err error
 		return false, ctx.Err()
 	}
 	if err != nil {
-		w.lastErr = w.redact.Error(err)
+		w.lastErr = w.describe(err)
 		return true, nil
 	}
 	if retryable(resp.StatusCode) {
@@ -207,7 +219,7 @@ func (w *webhook) deliver(ctx context.Context, e store.Event) (bool, outcome) {
 			return true, stopped
 		}
 		// Not expected: checkRetry retries every transport error.
-		w.log.Error("webhook delivery failed; skipping the notice", "seq", e.Seq, "site", e.Site, "error", w.redact.Error(err))
+		w.log.Error("webhook delivery failed; skipping the notice", "seq", e.Seq, "site", e.Site, "error", w.describe(err))
 		w.metrics.deliveries.WithLabelValues(w.name, "rejected").Inc()
 		return true, rejected
 	}
