@@ -403,6 +403,7 @@ func TestReconfigure(t *testing.T) {
 	}
 	run(t, d)
 	a.next(t)
+	eventually(t, "a's cursor at 1", func() bool { return cursor(t, st, "a") == 1 })
 
 	tests := []struct {
 		name      string

@@ -300,17 +300,15 @@ func (d *Dispatcher) start(ctx context.Context, name string, n *config.Notifier,
 	cur, ok := st.Cursors[name]
 	switch {
 	case !ok:
-		cur = st.Meta.LastEvent
-		w.dirty = true
-		d.log.Info("new notifier: it starts with the events after the newest in the journal", "notifier", name, "after_seq", cur)
-	case cur > st.Meta.LastEvent:
-		d.log.Warn("the notifier's cursor is ahead of the journal (was the data restored?); it restarts after the newest event", "notifier", name, "cursor", cur, "last_event", st.Meta.LastEvent)
-		cur = st.Meta.LastEvent
-		w.dirty = true
-	}
-	w.cursor.Store(cur)
-	if w.dirty {
+		w.cursor.Store(st.Meta.LastEvent)
 		d.save(ctx, w)
+		d.log.Info("new notifier: it starts with the events after the newest in the journal", "notifier", name, "after_seq", st.Meta.LastEvent)
+	case cur > st.Meta.LastEvent:
+		w.cursor.Store(st.Meta.LastEvent)
+		d.save(ctx, w)
+		d.log.Warn("the notifier's cursor is ahead of the journal (was the data restored?); it restarts after the newest event", "notifier", name, "cursor", cur, "last_event", st.Meta.LastEvent)
+	default:
+		w.cursor.Store(cur)
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	w.cancel = cancel
