@@ -128,6 +128,15 @@ func New(st store.Store, notifiers []*config.Notifier, logger hclog.Logger, opts
 	if d.opts.safety <= 0 {
 		d.opts.safety = DefaultSafetyInterval
 	}
+	if d.opts.retryMin <= 0 {
+		d.opts.retryMin = DefaultRetryMin
+	}
+	if d.opts.retryMax < d.opts.retryMin {
+		d.opts.retryMax = max(DefaultRetryMax, d.opts.retryMin)
+	}
+	if d.opts.maxRetryAfter <= 0 {
+		d.opts.maxRetryAfter = DefaultMaxRetryAfter
+	}
 	d.metrics = newMetrics(d)
 	return d, nil
 }
