@@ -41,24 +41,25 @@ func runSwitch(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("switch", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr, token, asJSON := clientFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		return 2
 	}
-	if fs.NArg() != 2 {
+	if len(pos) != 2 {
 		fmt.Fprintln(stderr, "usage: vigil switch SITE LEVEL   (for example: vigil switch www 2)")
 		return 2
 	}
-	level, err := strconv.Atoi(fs.Arg(1))
+	level, err := strconv.Atoi(pos[1])
 	if err != nil {
-		fmt.Fprintf(stderr, "vigil switch: LEVEL must be a number, got %q\n", fs.Arg(1))
+		fmt.Fprintf(stderr, "vigil switch: LEVEL must be a number, got %q\n", pos[1])
 		return 2
 	}
 	var raw json.RawMessage
-	if err := newClient(*addr, *token).do(context.Background(), "POST", "/v1/sites/"+fs.Arg(0)+"/switch", map[string]int{"level": level}, &raw); err != nil {
+	if err := newClient(*addr, *token).do(context.Background(), "POST", "/v1/sites/"+pos[0]+"/switch", map[string]int{"level": level}, &raw); err != nil {
 		fmt.Fprintf(stderr, "vigil switch: %v\n", err)
 		return 1
 	}
-	printAction(stdout, raw, *asJSON, fmt.Sprintf("%s: already on level %d; it is now pinned there", fs.Arg(0), level))
+	printAction(stdout, raw, *asJSON, fmt.Sprintf("%s: already on level %d; it is now pinned there", pos[0], level))
 	return 0
 }
 
@@ -66,14 +67,15 @@ func runOrigin(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("origin", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr, token, asJSON := clientFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		return 2
 	}
-	if fs.NArg() != 3 || (fs.Arg(0) != "disable" && fs.Arg(0) != "enable") {
+	if len(pos) != 3 || (pos[0] != "disable" && pos[0] != "enable") {
 		fmt.Fprintln(stderr, "usage: vigil origin disable|enable SITE ORIGIN")
 		return 2
 	}
-	verb, site, origin := fs.Arg(0), fs.Arg(1), fs.Arg(2)
+	verb, site, origin := pos[0], pos[1], pos[2]
 	var raw json.RawMessage
 	if err := newClient(*addr, *token).do(context.Background(), "POST", "/v1/sites/"+site+"/origins/"+origin+"/"+verb, struct{}{}, &raw); err != nil {
 		fmt.Fprintf(stderr, "vigil origin %s: %v\n", verb, err)

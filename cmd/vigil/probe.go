@@ -26,21 +26,13 @@ func runProbe(args []string, stdout, stderr io.Writer) int {
 	path := fs.String("config", "", "configuration file or folder (required)")
 	asJSON := fs.Bool("json", false, "print JSON")
 	verbose := fs.Bool("v", false, "show the plugins' logs")
-	// Accept flags after the site name too: vigil probe -config c.hcl www -json
-	var site string
-	rest := args
-	for {
-		if err := fs.Parse(rest); err != nil {
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		if site != "" {
-			fmt.Fprintln(stderr, "usage: vigil probe -config PATH SITE [-json]")
-			return 2
-		}
-		site, rest = fs.Arg(0), fs.Args()[1:]
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return 2
+	}
+	site := ""
+	if len(pos) == 1 {
+		site = pos[0]
 	}
 	if *path == "" || site == "" {
 		fmt.Fprintln(stderr, "usage: vigil probe -config PATH SITE [-json]")

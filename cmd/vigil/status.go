@@ -23,10 +23,11 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr, token, asJSON := clientFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		return 2
 	}
-	if fs.NArg() > 1 {
+	if len(pos) > 1 {
 		fmt.Fprintln(stderr, "usage: vigil status [SITE] [-json]")
 		return 2
 	}
@@ -34,8 +35,8 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	ctx := context.Background()
 	var raw json.RawMessage
 	path := "/v1/sites"
-	if fs.NArg() == 1 {
-		path += "/" + fs.Arg(0)
+	if len(pos) == 1 {
+		path += "/" + pos[0]
 	}
 	if err := c.do(ctx, "GET", path, nil, &raw); err != nil {
 		fmt.Fprintf(stderr, "vigil status: %v\n", err)
@@ -46,7 +47,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	var sites []*engine.SiteView
-	if fs.NArg() == 1 {
+	if len(pos) == 1 {
 		var v engine.SiteView
 		if err := json.Unmarshal(raw, &v); err != nil {
 			fmt.Fprintf(stderr, "vigil status: %v\n", err)
