@@ -1,0 +1,17 @@
+// Command vigil-source-dnspup is the dnspup vote-source plugin. vigil starts
+// it; it is not meant to be run by hand. See package
+// github.com/vigilcdn/vigil/plugins/dnspup for its settings.
+package main
+
+import (
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/vigilcdn/vigil/plugins/dnspup"
+	"github.com/vigilcdn/vigil/sdk"
+)
+
+func main() {
+	sdk.Serve(func(log hclog.Logger) sdk.VoteSource {
+		return dnspup.New(log, dnspup.Options{})
+	})
+}
