@@ -68,8 +68,9 @@ echo "vigil needs 3 failed rounds (unhealthy_threshold) before it moves..."
 wait_level 2 20
 "$BIN/vigil" status www
 
-say "The notice, from the journal (bin/vigil events)"
+say "The journal (bin/vigil events) and the notice as the log and webhooks get it"
 "$BIN/vigil" events | tail -4
+grep 'vigil.notify: Origin level' "$LOGDIR/agent.log" | tail -1 || true
 
 say "Recovering the primaries: automatic failback after 2 good rounds"
 "$BIN/vigil-demo-origin" recover 127.0.0.1:18001
