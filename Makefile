@@ -1,7 +1,7 @@
 # vigil build. `make demo` and `make test` are the two commands a new user runs.
 GO        ?= go
 BIN       := bin
-STATICCHECK_VERSION := 2025.1.1
+STATICCHECK_VERSION := v0.8.2
 
 # Every main package (the vigil binary, the plugins, the examples) lands in bin/.
 MAIN_PKGS = $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./...)

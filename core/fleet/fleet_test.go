@@ -104,8 +104,8 @@ func TestRoundWalksTheChain(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		reps = f.Round(context.Background(), mixedSource{down: true})
 	}
-	if s.State.Level != 2 {
-		t.Fatalf("level %d after three down rounds, want 2", s.State.Level)
+	if s.State.Level != 2 || len(reps[0].Events) == 0 {
+		t.Fatalf("level %d after three down rounds (events %v), want 2", s.State.Level, reps[0].Events)
 	}
 }
 
