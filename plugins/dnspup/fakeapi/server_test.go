@@ -1,0 +1,173 @@
+package fakeapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vigilcdn/vigil/plugins/dnspup/api"
+	"github.com/vigilcdn/vigil/plugins/dnspup/fakeapi"
+)
+
+func do(t *testing.T, method, url, body string, auth bool) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if auth {
+		req.Header.Set("X-API-Key", "k")
+		req.Header.Set("X-API-Secret", "s")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func newServer(t *testing.T) (*fakeapi.Server, string) {
+	fake := fakeapi.New(fakeapi.Options{Key: "k", Secret: "s",
+		Probe: func(context.Context, string) fakeapi.Result { return fakeapi.Result{Status: 200} }})
+	hs := httptest.NewServer(fake)
+	t.Cleanup(hs.Close)
+	return fake, hs.URL
+}
+
+func TestContract(t *testing.T) {
+	_, url := newServer(t)
+	tests := []struct {
+		name, method, path, body string
+		auth                     bool
+		status                   int
+		has                      string
+	}{
+		{"health needs no auth", "GET", "/v1/health", "", false, 200, `"ok"`},
+		{"nodes need auth", "GET", "/v1/nodes", "", false, 401, `"unauthorized"`},
+		{"nodes", "GET", "/v1/nodes", "", true, 200, `"fra-1"`},
+		{"probe", "POST", "/v1/probes", `{"type":"http","target":"http://a.test/h","nodeIds":["fra-1"]}`, true, 200, `"results":[{"nodeId":"fra-1","status":200}]`},
+		{"batch", "POST", "/v1/batch-probes", `{"type":"http","targets":["http://a.test/h"]}`, true, 200, `"target":"http://a.test/h"`},
+		{"unknown node", "POST", "/v1/probes", `{"type":"http","target":"http://a.test/h","nodeIds":["mars"]}`, true, 400, `"invalid_nodes"`},
+		{"bad target", "POST", "/v1/probes", `{"type":"http","target":"a.test"}`, true, 400, `"invalid_request"`},
+		{"bad json", "POST", "/v1/probes", `{`, true, 400, `"invalid_request"`},
+		{"bad ip version", "POST", "/v1/probes", `{"type":"http","target":"http://a.test/","ipVersion":"5"}`, true, 400, `"invalid_request"`},
+		{"unknown fields ignored", "POST", "/v1/probes", `{"type":"http","target":"http://a.test/","future":1}`, true, 200, `"results"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := do(t, tt.method, url+tt.path, tt.body, tt.auth)
+			if resp.StatusCode != tt.status || !strings.Contains(body, tt.has) {
+				t.Errorf("%d %s, want %d with %s", resp.StatusCode, body, tt.status, tt.has)
+			}
+		})
+	}
+}
+
+func TestEveryErrorCode(t *testing.T) {
+	table := map[string]int{ // the documented error table
+		api.CodeInvalidRequest: 400, api.CodeInvalidNodes: 400, api.CodeTrustedDNSResolutionFailed: 400,
+		api.CodeUnauthorized: 401, api.CodeSourceForbidden: 403, api.CodeTargetRestricted: 403,
+		api.CodeToolNotAllowed: 403, api.CodeEntitlementExceeded: 409, api.CodeQuotaExceeded: 429,
+		api.CodeRateLimited: 429, api.CodeCapacityLimited: 429, api.CodeServiceUnavailable: 503,
+	}
+	for code, status := range table {
+		t.Run(code, func(t *testing.T) {
+			fake, url := newServer(t)
+			fake.FailNext(code, 1500*time.Millisecond, 1)
+			resp, body := do(t, "POST", url+"/v1/probes", `{"type":"http","target":"http://a.test/"}`, true)
+			var env struct{ Error struct{ Code, Message string } }
+			if err := json.Unmarshal([]byte(body), &env); err != nil || env.Error.Code != code || env.Error.Message == "" {
+				t.Fatalf("body %s", body)
+			}
+			if resp.StatusCode != status {
+				t.Errorf("status %d for %s", resp.StatusCode, code)
+			}
+			if ra := resp.Header.Get("Retry-After"); ra != "2" {
+				t.Errorf("Retry-After = %q, want 2 (whole seconds, rounded up)", ra)
+			}
+			if resp, _ := do(t, "POST", url+"/v1/probes", `{"type":"http","target":"http://a.test/"}`, true); resp.StatusCode != 200 {
+				t.Errorf("the failure outlived its count: %d", resp.StatusCode)
+			}
+			if fake.Accepted() != 1 || fake.Count("/v1/probes") != 2 {
+				t.Errorf("accepted %d, received %d", fake.Accepted(), fake.Count("/v1/probes"))
+			}
+		})
+	}
+}
+
+func TestQuotaAndControl(t *testing.T) {
+	fake, url := newServer(t)
+	fake.SetQuota(1)
+	probe := `{"type":"http","target":"http://a.test/"}`
+	if resp, _ := do(t, "POST", url+"/v1/probes", probe, true); resp.StatusCode != 200 {
+		t.Fatalf("first probe: %d", resp.StatusCode)
+	}
+	if _, body := do(t, "POST", url+"/v1/probes", probe, true); !strings.Contains(body, "quota_exceeded") {
+		t.Fatalf("second probe: %s", body)
+	}
+	fake.SetQuota(-1)
+
+	steps := []struct{ path, body, want string }{
+		{"/_fake/node", `{"nodeId":"fra-1","error":"timeout"}`, `{"error":"timeout","nodeId":"fra-1"}`},
+		{"/_fake/fail", `{"code":"capacity_limited","retryAfter":3,"count":1}`, `"capacity_limited"`},
+	}
+	for _, s := range steps {
+		if resp, body := do(t, "POST", url+s.path, s.body, false); resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", s.path, resp.StatusCode, body)
+		}
+		_, body := do(t, "POST", url+"/v1/probes", probe, true)
+		if !strings.Contains(body, s.want) {
+			t.Errorf("after %s: %s", s.path, body)
+		}
+	}
+	_, body := do(t, "GET", url+"/_fake/stats", "", false)
+	var stats struct {
+		Requests map[string]int
+		Accepted int
+	}
+	if err := json.Unmarshal([]byte(body), &stats); err != nil || stats.Requests["/v1/probes"] != 4 || stats.Accepted != 2 {
+		t.Errorf("stats %s", body)
+	}
+}
+
+func TestFetchProbe(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/moved" {
+			http.Redirect(w, r, "/elsewhere", http.StatusFound)
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(hs.Close)
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedURL := closed.URL
+	closed.Close()
+	probe := fakeapi.FetchProbe(2 * time.Second)
+	tests := []struct {
+		target string
+		want   string
+	}{
+		{hs.URL + "/moved", "302"},
+		{hs.URL + "/x", "503"},
+		{closedURL + "/x", "connection refused"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			r := probe(t.Context(), tt.target)
+			if got := fmt.Sprint(r.Status) + r.Error; !strings.Contains(got, tt.want) {
+				t.Errorf("probe = %+v, want %s", r, tt.want)
+			}
+		})
+	}
+}
