@@ -86,7 +86,9 @@ func TestEveryErrorCode(t *testing.T) {
 			fake, url := newServer(t)
 			fake.FailNext(code, 1500*time.Millisecond, 1)
 			resp, body := do(t, "POST", url+"/v1/probes", `{"type":"http","target":"http://a.test/"}`, true)
-			var env struct{ Error struct{ Code, Message string } }
+			var env struct {
+				Error struct{ Code, Message string }
+			}
 			if err := json.Unmarshal([]byte(body), &env); err != nil || env.Error.Code != code || env.Error.Message == "" {
 				t.Fatalf("body %s", body)
 			}
