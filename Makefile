@@ -34,6 +34,7 @@ FUZZTIME ?= 20s
 fuzz:
 	$(GO) test ./core/config -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME)
 	$(GO) test ./core/decide -run '^$$' -fuzz FuzzDecide -fuzztime $(FUZZTIME)
+	$(GO) test ./core/simulate -run '^$$' -fuzz FuzzTimeline -fuzztime $(FUZZTIME)
 
 # Protobuf: the vote-source protocol's generated code is committed. `make proto`
 # regenerates it with pinned generators (installed into $(BIN)/.tools) and the

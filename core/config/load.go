@@ -626,6 +626,11 @@ func (l *loader) notify(b *hcl.Block) {
 		l.add(b.LabelRanges[0], "Unknown notifier kind", detail)
 		return
 	}
+	if name == "" || strings.ContainsAny(name, "()/ ") {
+		l.add(b.LabelRanges[1], "Invalid notifier name",
+			fmt.Sprintf("Notifier name %q must be a plain word such as \"ops\" (no spaces, slashes or parentheses; \"(log)\" is reserved for the log).", name))
+		return
+	}
 	if prev, ok := l.notifyAt[name]; ok {
 		l.add(b.DefRange, "Duplicate notifier name",
 			fmt.Sprintf("A notifier named %q was already declared at %s. Notifier names must be unique (they key the delivery cursor): rename or remove one of them.", name, prev))

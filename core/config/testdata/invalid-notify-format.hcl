@@ -1,0 +1,6 @@
+notify "webhook" "ops" {
+  url    = "https://hooks.example.com/vigil"
+  format = "teams"
+}
+
+# want: 3:12: Invalid webhook format; format must be "json", "slack" or "alertmanager"; got "teams".
