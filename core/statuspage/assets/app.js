@@ -190,8 +190,34 @@
   }
 
   // ---- rendering ------------------------------------------------------------
-  function actionButton(key, label, describedBy, onclick) {
-    return h('button', { type: 'button', class: 'act', data: { key }, 'aria-describedby': describedBy, onclick }, label);
+  // Action buttons carry what they do in data attributes; one listener on
+  // the document runs them, so a re-render never leaves a stale handler.
+  function actionButton(label, data) {
+    return h('button', { type: 'button', class: 'act', data }, label);
+  }
+
+  // morph makes the live DOM node old look like the freshly built node neu,
+  // changing only what differs. Keeping the nodes keeps focus, hover, text
+  // selection and a click in progress across the live updates.
+  function morph(old, neu) {
+    if (old.nodeType !== neu.nodeType || old.nodeName !== neu.nodeName ||
+        (old.nodeType === Node.ELEMENT_NODE && old.dataset.key !== neu.dataset.key)) {
+      old.replaceWith(neu);
+      return;
+    }
+    if (old.nodeType !== Node.ELEMENT_NODE) {
+      if (old.nodeValue !== neu.nodeValue) old.nodeValue = neu.nodeValue;
+      return;
+    }
+    for (const a of [...old.attributes]) if (!neu.hasAttribute(a.name)) old.removeAttribute(a.name);
+    for (const a of [...neu.attributes]) if (old.getAttribute(a.name) !== a.value) old.setAttribute(a.name, a.value);
+    morphChildren(old, [...neu.childNodes]);
+  }
+
+  function morphChildren(parent, kids) {
+    const olds = [...parent.childNodes];
+    kids.forEach((k, i) => (i < olds.length ? morph(olds[i], k) : parent.append(k)));
+    for (let i = kids.length; i < olds.length; i++) olds[i].remove();
   }
 
   function renderSite(site, idx, detail) {
@@ -229,8 +255,8 @@
       lvList.append(h('li', { class: `level${isCur ? ' current' : ''}`, data: { level: l, health } },
         h('span', { class: 'lv' }, `Level ${l}`), ' ', badge(health),
         isCur ? h('span', { class: 'tag' }, '◆ current') : null,
-        canAct && !isCur ? actionButton(`switch:${site.site}:${l}`, `Switch to level ${l}`, null,
-          () => confirmSwitch(site.site, l)) : null));
+        canAct && !isCur ? actionButton(`Switch to level ${l}`,
+          { key: `switch:${site.site}:${l}`, action: 'switch', site: site.site, level: l }) : null));
     }
     sec.append(h('h3', null, 'Levels'), lvList);
 
@@ -251,10 +277,10 @@
         h('td', { 'data-label': 'Changed', class: 'since' }, o.since ? since(o.since, ' ago') : h('span', { class: 'muted' }, '—')));
       if (canAct) {
         const disabled = o.state === 'disabled';
+        const action = disabled ? 'enable' : 'disable';
         row.append(h('td', { 'data-label': 'Action' }, actionButton(
-          `${disabled ? 'enable' : 'disable'}:${site.site}:${o.name}`,
-          [disabled ? 'Enable' : 'Disable', h('span', { class: 'vh' }, ` ${o.name}`)], null,
-          () => confirmOrigin(site.site, o.name, disabled ? 'enable' : 'disable'))));
+          [disabled ? 'Enable' : 'Disable', h('span', { class: 'vh' }, ` ${o.name}`)],
+          { key: `${action}:${site.site}:${o.name}`, action, site: site.site, origin: o.name })));
       }
       tbody.append(row);
     }
@@ -282,7 +308,7 @@
         h('th', { scope: 'row' }, v.voter, nodeIDs.has(v.voter) ? h('span', { class: 'tag' }, 'node') : null),
         h('td', { 'data-label': 'Source' }, v.source),
         h('td', { 'data-label': 'Vote' }, verdict(v.value)),
-        h('td', { 'data-label': 'Reason' }, v.reason, v.detail ? h('span', { class: 'detail' }, ` ${v.detail}`) : null),
+        h('td', { 'data-label': 'Reason' }, v.reason, v.detail ? h('span', { class: 'vote-detail' }, ` ${v.detail}`) : null),
         h('td', { 'data-label': 'Latency', class: 'num' }, v.latency_ms ? `${v.latency_ms.toFixed(1)} ms` : '—')));
       box.append(h('div', { class: 'scroll' }, tableRoles(h('table', { class: 'votes-table' },
         h('caption', { class: 'vh' }, `Votes for ${o.name}`),
@@ -298,7 +324,7 @@
     sec.hidden = !site;
     if (!site) return;
     const body = $('events-body');
-    body.replaceChildren(...st.events.slice().reverse().map((ev) => h('tr', { data: { seq: ev.seq } },
+    morphChildren(body, st.events.slice().reverse().map((ev) => h('tr', { data: { key: `ev:${ev.seq}` } },
       h('td', null, since(ev.time, ' ago')),
       h('td', null, describe(ev)),
       h('td', null, ev.actor || 'vigil'),
@@ -311,7 +337,7 @@
     sec.hidden = st.nodes === null;
     if (st.nodes === null) return;
     $('nodes-title').textContent = `Online nodes (${st.nodes.length})`;
-    $('nodes-body').replaceChildren(...st.nodes.map((n) => h('tr', { data: { node: n.id } },
+    morphChildren($('nodes-body'), st.nodes.map((n) => h('tr', { data: { node: n.id, key: `node:${n.id}` } },
       h('th', { scope: 'row' }, n.id),
       h('td', null, n.source || '—'),
       h('td', null, Object.entries(n.labels || {}).map(([k, v]) => h('span', { class: 'label' }, `${k}=${v}`))),
@@ -331,19 +357,20 @@
     $('page-title').textContent = site ? `Site ${site}` : 'Sites';
     document.title = `${site ? `${site} · ` : ''}${document.querySelector('.name a').textContent} status`;
 
-    const box = $('sites');
+    let content;
     if (!st.loaded) {
-      box.replaceChildren(h('p', { class: 'muted' }, st.needToken ? 'This agent needs its API token to show anything.' : 'Loading sites…'));
+      content = h('p', { class: 'muted' }, st.needToken ? 'This agent needs its API token to show anything.' : 'Loading sites…');
     } else if (site) {
       const idx = st.sites.findIndex((s) => s.site === site);
-      box.replaceChildren(idx < 0
+      content = idx < 0
         ? h('p', { class: 'error' }, `There is no site ${site} on this agent. `, h('a', { href: '#/' }, 'See all sites.'))
-        : renderSite(st.sites[idx], idx, true));
+        : renderSite(st.sites[idx], idx, true);
     } else if (!st.sites.length) {
-      box.replaceChildren(h('p', { class: 'muted' }, 'This agent has no sites configured.'));
+      content = h('p', { class: 'muted' }, 'This agent has no sites configured.');
     } else {
-      box.replaceChildren(h('div', { class: 'grid' }, st.sites.map((s, i) => renderSite(s, i, false))));
+      content = h('div', { class: 'grid' }, st.sites.map((s, i) => renderSite(s, i, false)));
     }
+    morphChildren($('sites'), [content]);
     renderEvents();
     renderNodes();
     if (focused) {
@@ -585,6 +612,14 @@
       () => api('POST', `v1/sites/${encodeURIComponent(name)}/origins/${encodeURIComponent(origin)}/${action}`, {})
         .then(() => announce(`${verb}d ${origin} of ${name}.`)), name);
   }
+
+  document.addEventListener('click', (e) => {
+    const b = e.target.closest('button[data-action]');
+    if (!b) return;
+    const d = b.dataset;
+    if (d.action === 'switch') confirmSwitch(d.site, Number(d.level));
+    else confirmOrigin(d.site, d.origin, d.action);
+  });
 
   $('confirm-form').addEventListener('submit', async (e) => {
     e.preventDefault();
