@@ -333,7 +333,7 @@ func TestSecretsNeverInErrors(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error")
 	}
-	js, _ := json.Marshal(cfg)
+	js, _ := json.Marshal([]api.Secret{cfg.Key, cfg.Secret})
 	texts := []string{err.Error(), fmt.Sprintf("%v %+v %#v", err, cfg, cfg), string(js)}
 	var ae *api.Error
 	if errors.As(err, &ae) {

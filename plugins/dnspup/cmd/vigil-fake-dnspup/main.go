@@ -12,6 +12,20 @@
 //	curl -d '{"code":"quota_exceeded","count":1}' http://127.0.0.1:8475/_fake/fail
 //	curl -d '{"nodeId":"fra-1","status":503}'      http://127.0.0.1:8475/_fake/node
 //	curl http://127.0.0.1:8475/_fake/stats
+//
+// A quickstart source block that uses it (any non-empty key and secret are
+// accepted unless -key-env is given):
+//
+//	source "dnspup" {
+//	  plugin    = "vigil-source-dnspup"
+//	  min_votes = 2
+//	  tally     = "carry"
+//	  env       = ["DNSPUP_API_KEY", "DNSPUP_API_SECRET"]   # e.g. both set to "demo"
+//	  config {
+//	    api_base    = "http://127.0.0.1:8475"
+//	    checkpoints = ["ams-1", "fra-1"]
+//	  }
+//	}
 package main
 
 import (
