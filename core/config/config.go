@@ -73,6 +73,53 @@ type Control struct {
 	DataDir       string
 	PluginDir     string
 	API           API
+	// Store is the `store "etcd"` block; nil keeps the embedded bbolt
+	// store in DataDir.
+	Store *EtcdStore
+}
+
+// Store modes of the etcd block.
+const (
+	ModeActiveStandby = "active-standby"
+	ModeSharded       = "sharded"
+)
+
+// Defaults of the etcd store block.
+const (
+	DefaultEtcdPrefix      = "/vigil"
+	DefaultEtcdLeaseTTL    = 10 * time.Second
+	DefaultEtcdDialTimeout = 5 * time.Second
+	DefaultEtcdMaxTxnOps   = 128
+)
+
+// EtcdStore is the `control { store "etcd" { } }` block: the state lives
+// in etcd and several agents share it, either one leader and standbys
+// (mode "active-standby") or every agent probing its share of the sites
+// (mode "sharded").
+type EtcdStore struct {
+	// Endpoints are etcd client URLs or host:port pairs.
+	Endpoints []string
+	// Prefix is the key prefix of everything vigil keeps, such as "/vigil".
+	Prefix string
+	// LeaseTTL is the lease of the leader key and of the membership key:
+	// how long a silent instance keeps its role.
+	LeaseTTL time.Duration
+	// Mode is ModeActiveStandby or ModeSharded.
+	Mode        string
+	DialTimeout time.Duration
+	// UsernameEnv and PasswordEnv name environment variables holding
+	// etcd credentials.
+	UsernameEnv string
+	PasswordEnv string
+	// ID names this instance in the cluster (default: host name and API
+	// port); Advertise is the API URL other instances name in their
+	// errors (default: http:// plus the API listen address).
+	ID        string
+	Advertise string
+	// MaxTxnOps is etcd's --max-txn-ops: a commit larger than this is
+	// split (sites without events first, see core/store/etcd).
+	MaxTxnOps int
+	DeclRange hcl.Range
 }
 
 // API is the `control { api { } }` block.

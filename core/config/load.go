@@ -43,7 +43,7 @@ var controlSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "round_interval"}, {Name: "sites_per_round"}, {Name: "data_dir"}, {Name: "plugin_dir"},
 	},
-	Blocks: []hcl.BlockHeaderSchema{{Type: "api"}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "api"}, {Type: "store", LabelNames: []string{"kind"}}},
 }
 
 var apiSchema = &hcl.BodySchema{
@@ -219,6 +219,10 @@ func (l *loader) control(b *hcl.Block) {
 	l.nonEmpty(content.Attributes, "data_dir", &c.DataDir)
 	l.nonEmpty(content.Attributes, "plugin_dir", &c.PluginDir)
 	for _, ab := range content.Blocks {
+		if ab.Type == "store" {
+			l.store(ab)
+			continue
+		}
 		ac, diags := ab.Body.Content(apiSchema)
 		l.diags = append(l.diags, diags...)
 		l.nonEmpty(ac.Attributes, "listen", &c.API.Listen)
