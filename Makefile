@@ -6,7 +6,7 @@ STATICCHECK_VERSION := v0.8.2
 # Every main package (the vigil binary, the plugins, the examples) lands in bin/.
 MAIN_PKGS = $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./...)
 
-.PHONY: all build test test-short lint bench demo proto proto-check fuzz clean
+.PHONY: all build deps test test-short lint bench demo proto proto-check fuzz clean
 
 all: build
 
@@ -14,7 +14,20 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ $(MAIN_PKGS)
 
-test: proto-check build
+# What the tests need from Debian, as command:package: protoc for proto-check
+# and chromium for the status page's browser test. Installed with apt-get (as
+# root) only when missing.
+DEB_DEPS := protoc:protobuf-compiler chromium:chromium
+
+deps:
+	@missing=""; for d in $(DEB_DEPS); do command -v $${d%%:*} >/dev/null || missing="$$missing $${d#*:}"; done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" != 0 ]; then echo "the tests need:$$missing; run 'make deps' as root, or: sudo apt-get install -y$$missing"; exit 1; fi; \
+		echo "installing:$$missing"; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y$$missing; \
+	fi
+
+test: deps proto-check build
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
 
