@@ -173,6 +173,13 @@ func (s *Source) startTimeout() time.Duration {
 	return DefaultStartTimeout
 }
 
+// stop ends a healthy process gracefully: go-plugin asks it to exit and
+// kills it only if it does not within two seconds. Its exit is then not an
+// error worth logging.
+func (p *process) stop() {
+	p.client.Kill()
+}
+
 // kill ends the process at once (no graceful shutdown: it is broken or the
 // host is closing) and waits for go-plugin's cleanup.
 func (p *process) kill() {

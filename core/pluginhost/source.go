@@ -374,7 +374,7 @@ func (s *Source) Close() {
 	defer s.mu.Unlock()
 	s.closed = true
 	if s.proc != nil {
-		s.proc.kill()
+		s.proc.stop()
 		s.proc = nil
 	}
 }
