@@ -48,6 +48,10 @@ fuzz:
 	$(GO) test ./core/config -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME)
 	$(GO) test ./core/decide -run '^$$' -fuzz FuzzDecide -fuzztime $(FUZZTIME)
 	$(GO) test ./core/simulate -run '^$$' -fuzz FuzzTimeline -fuzztime $(FUZZTIME)
+	$(GO) test ./plugins/dnspup/api -run '^$$' -fuzz FuzzParseProbeResponse -fuzztime $(FUZZTIME)
+	$(GO) test ./core/publish/dns -run '^$$' -fuzz FuzzReply -fuzztime $(FUZZTIME)
+	$(GO) test ./core/publish/dns -run '^$$' -fuzz FuzzParseOrigin -fuzztime $(FUZZTIME)
+	$(GO) test ./plugins/node/internal/labels -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
 
 # Protobuf: the vote-source protocol's generated code is committed. `make proto`
 # regenerates it with pinned generators (installed into $(BIN)/.tools) and the
