@@ -1,0 +1,142 @@
+// Package etcdtest starts a real etcd server (Debian's etcd-server,
+// /usr/bin/etcd) on loopback ports for tests. When the binary is absent
+// the test is skipped with a message, unless CI is set, where it fails:
+// CI installs it (.ci/run).
+package etcdtest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Binary is the etcd server the tests run (VIGIL_ETCD overrides it).
+var Binary = "/usr/bin/etcd"
+
+// Server is one running etcd member.
+type Server struct {
+	Endpoint string // http://127.0.0.1:PORT
+	cmd      *exec.Cmd
+	mu       sync.Mutex
+	log      bytes.Buffer
+	stopped  bool
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Require skips (or, with CI set, fails) the test when etcd is missing.
+func Require(t testing.TB) string {
+	t.Helper()
+	bin := Binary
+	if b := os.Getenv("VIGIL_ETCD"); b != "" {
+		bin = b
+	}
+	if _, err := os.Stat(bin); err != nil {
+		msg := fmt.Sprintf("%s not found: install Debian's etcd-server (apt-get install -y etcd-server) or set VIGIL_ETCD", bin)
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return bin
+}
+
+// Start runs etcd on free loopback ports with a temporary data dir; it is
+// killed at the end of the test.
+func Start(t testing.TB, extraArgs ...string) *Server {
+	t.Helper()
+	bin := Require(t)
+	cport, pport := freePort(t), freePort(t)
+	s := &Server{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", cport)}
+	peer := fmt.Sprintf("http://127.0.0.1:%d", pport)
+	args := append([]string{
+		"--name", "vigil-test", "--data-dir", t.TempDir(),
+		"--listen-client-urls", s.Endpoint, "--advertise-client-urls", s.Endpoint,
+		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+		"--initial-cluster", "vigil-test=" + peer, "--log-level", "error", "--logger", "zap",
+	}, extraArgs...)
+	s.cmd = exec.Command(bin, args...)
+	s.cmd.Stdout = &lockedWriter{s: s}
+	s.cmd.Stderr = &lockedWriter{s: s}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatalf("starting etcd: %v", err)
+	}
+	t.Cleanup(func() { s.Kill() })
+	cli := s.Client(t)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := cli.Get(ctx, "/health")
+		cancel()
+		if err == nil {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("etcd did not become ready in 20s: %v\n%s", err, s.Log())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+type lockedWriter struct{ s *Server }
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.s.mu.Lock()
+	defer w.s.mu.Unlock()
+	return w.s.log.Write(p)
+}
+
+// Log returns what etcd printed.
+func (s *Server) Log() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.log.String()
+}
+
+// Client returns a client of the server, closed at the end of the test.
+func (s *Server) Client(t testing.TB) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// Pause stops the etcd process (SIGSTOP): clients time out as if it were
+// unreachable. Resume continues it.
+func (s *Server) Pause() error  { return s.cmd.Process.Signal(syscall.SIGSTOP) }
+func (s *Server) Resume() error { return s.cmd.Process.Signal(syscall.SIGCONT) }
+
+// Kill stops etcd for good.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return
+	}
+	s.stopped = true
+	s.mu.Unlock()
+	_ = s.cmd.Process.Signal(syscall.SIGCONT)
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+}

@@ -1,0 +1,233 @@
+package etcdstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/vigilcdn/vigil/core/decide"
+	"github.com/vigilcdn/vigil/core/store"
+	etcdstore "github.com/vigilcdn/vigil/core/store/etcd"
+	"github.com/vigilcdn/vigil/core/store/etcd/etcdtest"
+)
+
+// keyFence guards writes with the create revision of one key, as the
+// leader key of an election term does.
+type keyFence struct {
+	key string
+	rev int64
+}
+
+func (f keyFence) cmps() []clientv3.Cmp {
+	return []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(f.key), "=", f.rev)}
+}
+func (f keyFence) Writer() ([]clientv3.Cmp, bool)     { return f.cmps(), true }
+func (f keyFence) Site(string) ([]clientv3.Cmp, bool) { return nil, true }
+func (f keyFence) Notifier() ([]clientv3.Cmp, bool)   { return f.cmps(), true }
+
+func TestRoundTrip(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cli := srv.Client(t)
+	ctx := context.Background()
+	s := etcdstore.New(cli, etcdstore.Options{Prefix: "/t", JournalSize: 5})
+	var events []store.Event
+	for i := uint64(1); i <= 8; i++ {
+		events = append(events, store.Event{Seq: i, Site: []string{"a", "b"}[i%2], Event: decide.Event{Kind: decide.KindFailbackAvailable, Level: int(i)}})
+	}
+	b := store.Batch{
+		Meta:   store.Meta{Round: 4, LastEvent: 8, Publication: 3},
+		Sites:  []store.Site{{Name: "www", Level: 2, ManualHold: true, Baseline: map[int]string{1: "healthy"}, Origins: map[string]store.Origin{"a1": {State: "unhealthy", Failures: 3}}}, {Name: "gone"}},
+		Events: events,
+	}
+	if err := s.Commit(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(ctx, store.Batch{Meta: b.Meta, Deleted: []string{"gone"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetCursor(ctx, "hook", 6); err != nil {
+		t.Fatal(err)
+	}
+	st, err := etcdstore.New(cli, etcdstore.Options{Prefix: "/t"}).Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	www := st.Sites["www"]
+	tests := []struct {
+		name string
+		ok   bool
+	}{
+		{"meta", st.Meta == b.Meta},
+		{"site level and hold", www.Level == 2 && www.ManualHold},
+		{"baseline", www.Baseline[1] == "healthy"},
+		{"origin counters", www.Origins["a1"].Failures == 3 && www.Origins["a1"].State == "unhealthy"},
+		{"deleted site gone", len(st.Sites) == 1},
+		{"cursor", st.Cursors["hook"] == 6},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !tt.ok {
+				t.Fatalf("state after reload: %+v", st)
+			}
+		})
+	}
+	all, err := s.Events(ctx, 0, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 5 || all[0].Seq != 4 || all[4].Seq != 8 {
+		t.Fatalf("journal kept %d events; want the newest 5 (4..8): %+v", len(all), all)
+	}
+	if all[0].Event.Kind != decide.KindFailbackAvailable || all[0].Event.Level != 4 {
+		t.Fatalf("event not round-tripped: %+v", all[0])
+	}
+	onlyA, _ := s.Events(ctx, 5, "a", 100)
+	if len(onlyA) != 2 || onlyA[0].Seq != 6 || onlyA[1].Seq != 8 {
+		t.Fatalf("events of site a after 5: %+v, want 6 and 8", onlyA)
+	}
+}
+
+// TestFence: a writer whose term ended (its leader key gone, or replaced
+// by another term's) writes nothing, and says so with ErrFenced.
+func TestFence(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cli := srv.Client(t)
+	ctx := context.Background()
+	lease, err := cli.Grant(ctx, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put, err := cli.Put(ctx, "/f/leader/1", "old", clientv3.WithLease(lease.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := etcdstore.New(cli, etcdstore.Options{Prefix: "/f", Fence: keyFence{"/f/leader/1", put.Header.Revision}})
+	batch := func(level int) store.Batch {
+		return store.Batch{Meta: store.Meta{Round: uint64(level)}, Sites: []store.Site{{Name: "www", Level: level}},
+			Events: []store.Event{{Site: "www", Event: decide.Event{Kind: decide.KindLevelSwitched, FromLevel: 1, ToLevel: level}}}}
+	}
+	if err := old.Commit(ctx, batch(2)); err != nil {
+		t.Fatalf("the leader of the term must write: %v", err)
+	}
+	// The lease is revoked (as when it expires): the term is over.
+	if _, err := cli.Revoke(ctx, lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	put2, err := cli.Put(ctx, "/f/leader/2", "new")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := etcdstore.New(cli, etcdstore.Options{Prefix: "/f", Fence: keyFence{"/f/leader/2", put2.Header.Revision}})
+	for _, tt := range []struct {
+		name  string
+		write func() error
+	}{
+		{"commit", func() error { return old.Commit(ctx, batch(3)) }},
+		{"commit of a large batch", func() error {
+			b := batch(3)
+			for i := range 300 {
+				b.Sites = append(b.Sites, store.Site{Name: fmt.Sprintf("s%03d", i)})
+			}
+			return old.Commit(ctx, b)
+		}},
+		{"cursor", func() error { return old.SetCursor(ctx, "hook", 99) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.write(); !errors.Is(err, etcdstore.ErrFenced) {
+				t.Fatalf("a deposed writer's %s returned %v, want ErrFenced", tt.name, err)
+			}
+		})
+	}
+	st, err := cur.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Sites["www"].Level != 2 || st.Meta.LastEvent != 1 || len(st.Sites) != 1 || st.Cursors["hook"] != 0 {
+		t.Fatalf("a fenced write changed the state: %+v", st)
+	}
+	if err := cur.Commit(ctx, batch(4)); err != nil {
+		t.Fatalf("the new term's leader must write: %v", err)
+	}
+}
+
+// TestLargeBatch: a batch larger than etcd's --max-txn-ops (128 by
+// default) is split; the sites with events land with the journal.
+func TestLargeBatch(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx := context.Background()
+	s := etcdstore.New(srv.Client(t), etcdstore.Options{Prefix: "/l"})
+	b := store.Batch{Meta: store.Meta{Round: 1}}
+	for i := range 1000 {
+		b.Sites = append(b.Sites, store.Site{Name: fmt.Sprintf("s%04d", i), Level: 1})
+	}
+	for i := range 20 {
+		b.Events = append(b.Events, store.Event{Site: fmt.Sprintf("s%04d", i), Event: decide.Event{Kind: decide.KindOriginState}})
+	}
+	if err := s.Commit(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Sites) != 1000 || st.Meta.LastEvent != 20 {
+		t.Fatalf("%d sites, last event %d; want 1000 and 20", len(st.Sites), st.Meta.LastEvent)
+	}
+	b.Events = make([]store.Event, 200)
+	if err := s.Commit(ctx, b); err == nil {
+		t.Fatal("a round of 200 events cannot fit in one transaction; want a clear error")
+	} else if want := "--max-txn-ops"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q does not say what to change (%s)", err, want)
+	}
+}
+
+// TestConcurrentWriters: writers of disjoint sites (sharded mode) share
+// one journal without reusing or skipping a sequence number.
+func TestConcurrentWriters(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const writers, commits = 3, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		s := etcdstore.New(srv.Client(t), etcdstore.Options{Prefix: "/c"})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range commits {
+				site := fmt.Sprintf("w%d", w)
+				b := store.Batch{Meta: store.Meta{Round: uint64(i + 1)}, Sites: []store.Site{{Name: site, Level: i}},
+					Events: []store.Event{{Site: site, Event: decide.Event{Kind: decide.KindOriginState}}, {Site: site, Event: decide.Event{Kind: decide.KindOriginState}}}}
+				if err := s.Commit(ctx, b); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	s := etcdstore.New(srv.Client(t), etcdstore.Options{Prefix: "/c"})
+	evs, err := s.Events(ctx, 0, "", 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != writers*commits*2 {
+		t.Fatalf("%d events, want %d", len(evs), writers*commits*2)
+	}
+	for i, e := range evs {
+		if e.Seq != uint64(i+1) {
+			t.Fatalf("event %d has seq %d: the journal has a gap or a reused number", i, e.Seq)
+		}
+	}
+}
