@@ -91,7 +91,7 @@ func (f *fakeSource) Vote(_ context.Context, b sdk.Ballot) ([]sdk.Vote, error) {
 
 // startAgent runs an engine and the API with the status page on a loopback
 // httptest server, the way `vigil agent` wires them.
-func startAgent(t *testing.T, src *fakeSource) (*engine.Engine, string) {
+func startAgent(t *testing.T, src *fakeSource, readsNeedToken bool) (*engine.Engine, string) {
 	t.Helper()
 	cfg, diags := config.Parse("browser_test.hcl", []byte(agentConfig))
 	if diags.HasErrors() {
@@ -119,7 +119,7 @@ func startAgent(t *testing.T, src *fakeSource) (*engine.Engine, string) {
 		eng.Run(ctx)
 	}()
 	handler := api.New(api.Options{
-		Engine: eng, Token: testToken, MaxWait: 30 * time.Second,
+		Engine: eng, Token: testToken, ReadsNeedToken: readsNeedToken, MaxWait: 30 * time.Second,
 		Extra: func(mux *http.ServeMux) {
 			statuspage.Register(mux, statuspage.Options{})
 			// What the node gateway will serve; the page shows it.
@@ -295,7 +295,7 @@ func TestBrowser(t *testing.T) {
 	src := &fakeSource{name: "edge", down: map[string]bool{}}
 	// The agent first, so that the browser (cleaned up first) lets go of
 	// its long-poll before the server closes.
-	eng, url := startAgent(t, src)
+	eng, url := startAgent(t, src, false)
 	ctx := browser(t, parent)
 	dir := artifactDir(t)
 
@@ -444,4 +444,36 @@ func TestBrowser(t *testing.T) {
 		}
 		screenshot(t, ctx, dir, "statuspage-phone.png")
 	})
+}
+
+// With read_access = "token" the page asks for the token before it can show
+// anything, and shows the sites once it has it.
+func TestBrowserReadsNeedToken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser test skipped in -short mode")
+	}
+	needChromium(t)
+	parent, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, url := startAgent(t, &fakeSource{name: "edge", down: map[string]bool{}}, true)
+	ctx := browser(t, parent)
+	step(t, ctx, "load the page and be asked for the token",
+		chromedp.Navigate(url+"/#/site/www"),
+		visible(`#token-dialog[open] #token-input`),
+	)
+	if why := text(t, ctx, `#token-why`); !strings.Contains(why, "needs its API token") {
+		t.Errorf("the token dialog does not say why it is asking: %q", why)
+	}
+	if s := text(t, ctx, `#conn-text`); s != "Token needed to read" {
+		t.Errorf("status line = %q", s)
+	}
+	step(t, ctx, "give the token and see the site with its events",
+		typeIn(`#token-input`, testToken),
+		click(`#token-save`),
+		visible(`section.site.detail[data-site="www"] tr[data-origin="a1"]`),
+		visible(`#events-body tr`),
+	)
+	if s := eval[string](t, ctx, `document.getElementById("notice").hidden ? "" : document.getElementById("notice").textContent`); s != "" {
+		t.Errorf("a notice stayed after the token was given: %q", s)
+	}
 }

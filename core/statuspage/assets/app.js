@@ -350,7 +350,9 @@
     const key = JSON.stringify([site, !!token(), st.sites, st.nodes, st.events.length && st.events[st.events.length - 1].seq]);
     if (!force && key === st.rendered) return;
     st.rendered = key;
-    const focused = document.activeElement && document.activeElement.dataset ? document.activeElement.dataset.key : null;
+    const active = document.activeElement;
+    const focused = active && active.dataset ? active.dataset.key : null;
+    const focusedSite = active && active.closest ? (active.closest('[data-site]') || { dataset: {} }).dataset.site : null;
 
     $('crumbs').hidden = !site;
     $('crumb-site').textContent = site || '';
@@ -373,9 +375,12 @@
     morphChildren($('sites'), [content]);
     renderEvents();
     renderNodes();
-    if (focused) {
-      const el = document.querySelector(`[data-key="${CSS.escape(focused)}"]`);
-      if (el && document.activeElement !== el) el.focus();
+    if (focused && (!document.activeElement || document.activeElement === document.body)) {
+      // The update removed the focused control (a switch button of the level
+      // that is now current): focus its site's heading, not the page's start.
+      const el = document.querySelector(`[data-key="${CSS.escape(focused)}"]`) ||
+        (focusedSite && document.querySelector(`[data-key="${CSS.escape(`site:${focusedSite}`)}"]`));
+      if (el) el.focus();
     }
   }
 
@@ -506,7 +511,12 @@
     }
   }
 
-  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+  // The watcher sleeps between failed attempts; a new token wakes it.
+  let wake = () => {};
+  const sleep = (ms) => new Promise((r) => {
+    const timer = setTimeout(r, ms);
+    wake = () => { clearTimeout(timer); r(); };
+  });
 
   // Follows the journal: returns at once when something happened.
   async function watch() {
@@ -532,8 +542,9 @@
         await refresh();
       } catch (err) {
         failed(err);
+        const t0 = Date.now();
         await sleep(backoff);
-        backoff = Math.min(backoff * 2, 30000);
+        backoff = Date.now() - t0 < backoff ? 1000 : Math.min(backoff * 2, 30000);
       }
     }
   }
@@ -633,8 +644,8 @@
       const site = pending.site;
       pending = null;
       $('confirm').close();
-      await refresh();
       restoreFocus(site);
+      await refresh();
     } catch (err) {
       const box = $('confirm-error');
       box.textContent = `The agent refused: ${err.message}${err.hint ? ` (${err.hint})` : ''}`;
@@ -684,7 +695,8 @@
     tokenState();
     announce('Token saved for this tab: operator actions are on.');
     st.askedToken = false;
-    refresh().then(() => render(true));
+    wake();
+    refresh().then(() => onRoute(false));
   });
   $('token-dialog').addEventListener('close', () => restoreFocus(null));
 
