@@ -186,6 +186,10 @@ func (h *handler) actionError(w http.ResponseWriter, err error) {
 		writeError(w, status, ae.Code, ae.Error(), hint)
 		return
 	}
+	if errors.Is(err, engine.ErrNotActive) {
+		writeError(w, http.StatusServiceUnavailable, "not_active", err.Error(), "send changes to the leader (or, sharded, the site's owner): GET /v1/cluster names it")
+		return
+	}
 	h.Logger.Error("action failed", "error", err)
 	writeError(w, http.StatusInternalServerError, "internal", err.Error())
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -27,6 +28,9 @@ func (e *ActionError) Unwrap() error { return e.Err }
 func (e *Engine) act(ctx context.Context, site, actor string, do func(f *fleet.Fleet) ([]decide.Event, error)) ([]decide.Event, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if !e.active() || (e.opts.Owns != nil && e.fleet.Site(site) != nil && !e.opts.Owns(site)) {
+		return nil, fmt.Errorf("site %s: %w", site, ErrNotActive)
+	}
 	events, err := do(e.fleet)
 	if err != nil {
 		ae := &ActionError{Err: err, Code: "unknown_origin"}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -48,7 +49,21 @@ type Options struct {
 	// OnCommit is called after each commit that wrote events (the
 	// notifiers' wake-up).
 	OnCommit func()
+	// Active, when set, is asked before each round, action and commit:
+	// false (a standby, or a leader that lost its lease) skips the round,
+	// refuses the action with ErrNotActive and writes nothing.
+	Active func() bool
+	// Owns, when set, filters the sites the scheduler may probe and the
+	// actions accepted (sharded mode: the sites this instance owns).
+	Owns func(site string) bool
+	// OnCommitError is called when a commit fails (such as refused by the
+	// store's fence).
+	OnCommitError func(error)
 }
+
+// ErrNotActive is returned by actions on an instance that is not active
+// (a standby) or does not own the site.
+var ErrNotActive = errors.New("this instance does not act on the state now")
 
 // Engine runs vigil's rounds. Its exported methods are safe for
 // concurrent use; rounds and actions are serialized.
@@ -239,6 +254,7 @@ func (e *Engine) install(cfg *config.Config, records map[string]store.Site, oldE
 	now := e.opts.Now()
 	f := fleet.New(cfg)
 	f.Seq = e.meta.Round
+	f.Owns = e.opts.Owns
 	extras := map[string]*siteExtra{}
 	live := map[string]bool{}
 	for _, s := range f.Sites {
@@ -332,6 +348,12 @@ func (e *Engine) observeSite(s *fleet.Site) {
 // commitLocked writes the dirty sites, the pending events and the meta in
 // one transaction. On failure everything stays pending for the next commit.
 func (e *Engine) commitLocked(ctx context.Context) bool {
+	if !e.active() {
+		// Not ours to write: whoever becomes active reloads the state.
+		e.pending = e.pending[:0]
+		clear(e.dirty)
+		return false
+	}
 	b := store.Batch{Meta: e.meta, Events: e.pending}
 	for name, live := range e.dirty {
 		if !live {
@@ -345,6 +367,9 @@ func (e *Engine) commitLocked(ctx context.Context) bool {
 	if err := e.store.Commit(ctx, b); err != nil {
 		e.metrics.storeErrors.Inc()
 		e.log.Error("cannot save state; will retry with the next commit", "error", err)
+		if e.opts.OnCommitError != nil {
+			e.opts.OnCommitError(err)
+		}
 		return false
 	}
 	wrote := len(e.pending) > 0

@@ -87,6 +87,9 @@ type RoundResult struct {
 func (e *Engine) RunRound(ctx context.Context) RoundResult {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if !e.active() {
+		return RoundResult{Round: e.fleet.Seq}
+	}
 	start := e.opts.Now()
 	asker := &chainAsker{fleet: e.fleet, sources: e.sources, log: e.log, metrics: e.metrics, round: e.fleet.Seq + 1, votes: map[vote.Target][]VoteView{}}
 	reports := e.fleet.Round(ctx, asker)

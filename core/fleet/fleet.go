@@ -69,6 +69,9 @@ type Fleet struct {
 	SitesPerRound int
 	// Seq is the sequence number of the last round run.
 	Seq uint64
+	// Owns, when set, limits the rounds to the sites it accepts (the
+	// share of a sharded instance).
+	Owns func(site string) bool
 
 	byName  map[string]int
 	walker  vote.Walker
@@ -157,7 +160,7 @@ func (f *Fleet) Site(name string) *Site {
 func (f *Fleet) Round(ctx context.Context, src vote.Source) []Report {
 	f.Seq++
 	for i, s := range f.Sites {
-		f.sched[i] = schedule.Site{Name: s.Spec.Name, LastProbed: s.LastProbed, Eligible: s.Eligible()}
+		f.sched[i] = schedule.Site{Name: s.Spec.Name, LastProbed: s.LastProbed, Eligible: s.Eligible() && (f.Owns == nil || f.Owns(s.Spec.Name))}
 	}
 	picked := f.picker.Pick(f.sched, f.SitesPerRound)
 	f.picked = append(f.picked[:0], picked...)

@@ -1,0 +1,119 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+
+	"github.com/vigilcdn/vigil/core/engine"
+	"github.com/vigilcdn/vigil/core/engine/enginetest"
+	"github.com/vigilcdn/vigil/core/store"
+)
+
+// TestStandbyRefresh: a standby on the same store runs no round, refuses
+// actions, writes nothing, and after Refresh shows what the active
+// instance committed, publication version included.
+func TestStandbyRefresh(t *testing.T) {
+	ctx := context.Background()
+	cfg := enginetest.Config(t, twoLevels)
+	src := enginetest.Sources{}
+	leader, st := enginetest.Start(t, cfg, src, "")
+	var standbyActive atomic.Bool
+	standby, diags := engine.New(ctx, cfg, engine.Options{Store: st, NewSource: enginetest.Sources{}.Factory(), Active: standbyActive.Load})
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	t.Cleanup(standby.Close)
+
+	src["direct"].SetDown("www", "a1", true)
+	src["direct"].SetDown("www", "a2", true)
+	for range 6 {
+		leader.RunRound(ctx)
+	}
+	if leader.Views().Sites["www"].Level != 2 {
+		t.Fatal("the active instance did not fail over")
+	}
+	before, _ := st.Load(ctx)
+	if res := standby.RunRound(ctx); len(res.Sites) != 0 {
+		t.Fatalf("a standby probed %v", res.Sites)
+	}
+	if _, err := standby.Switch(ctx, "www", 1, "test"); !errors.Is(err, engine.ErrNotActive) {
+		t.Fatalf("a standby's action returned %v, want ErrNotActive", err)
+	}
+	if err := standby.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := st.Load(ctx)
+	if after.Meta != before.Meta {
+		t.Fatalf("a standby wrote: meta %+v -> %+v", before.Meta, after.Meta)
+	}
+	tests := []struct {
+		name string
+		ok   bool
+	}{
+		{"level", standby.Views().Sites["www"].Level == 2},
+		{"origin state", standby.Views().Sites["www"].Origins["a1"].State == "unhealthy"},
+		{"publication version", standby.Hub().Current().Version == leader.Hub().Current().Version},
+		{"publication level", standby.Hub().Current().Sites[0].Level == 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !tt.ok {
+				t.Fatalf("standby view %+v, hub v%d (leader v%d)", standby.Views().Sites["www"], standby.Hub().Current().Version, leader.Hub().Current().Version)
+			}
+		})
+	}
+
+	// Taking over: the leader stops, the standby becomes active and
+	// reloads before it acts.
+	leader.Close()
+	standbyActive.Store(true)
+	if err := standby.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := standby.Switch(ctx, "www", 1, "test")
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("the new active instance's switch: %v %v", evs, err)
+	}
+	all, _ := st.Events(ctx, 0, "", 1000)
+	switches := 0
+	for _, e := range all {
+		if e.Event.Kind.String() == "level_switched" {
+			switches++
+		}
+	}
+	if switches != 2 {
+		t.Fatalf("%d level switches journaled, want 2 (failover, manual): %+v", switches, all)
+	}
+}
+
+func TestOwnsFiltersRounds(t *testing.T) {
+	ctx := context.Background()
+	cfg := enginetest.Config(t, twoLevels+`
+site "api" {
+  hostname = "api.example.com"
+  origin "a1" { address = "http://127.0.0.1:18001" }
+  origin "a2" { address = "http://127.0.0.1:18002" }
+}
+`)
+	st, err := store.Open(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e, diags := engine.New(ctx, cfg, engine.Options{Store: st, NewSource: enginetest.Sources{}.Factory(),
+		Owns: func(site string) bool { return site == "www" }})
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	t.Cleanup(e.Close)
+	for range 3 {
+		if res := e.RunRound(ctx); len(res.Sites) != 1 || res.Sites[0] != "www" {
+			t.Fatalf("round probed %v, want only the owned site www", res.Sites)
+		}
+	}
+	if _, err := e.Switch(ctx, "api", 1, "test"); !errors.Is(err, engine.ErrNotActive) {
+		t.Fatalf("an action on a site owned elsewhere returned %v, want ErrNotActive", err)
+	}
+}
