@@ -3,12 +3,22 @@
 // Register. It has no build step and loads nothing from other hosts.
 //
 // The page is a client of the API and nothing else: it reads GET /v1/sites,
-// GET /v1/events (long-polled to notice changes at once) and, when the node
-// gateway provides it, GET /v1/nodes; it acts through the same POST
-// endpoints as the CLI, with the bearer token the operator types in (kept in
-// the tab's sessionStorage, never in a URL). Every route it registers is
-// outside /v1/, /metrics and /healthz:
+// GET /v1/events and, where the node gateway provides it, GET /v1/nodes
+// ({"nodes":[{"id","labels","source","last_seen"}]}; a 404 hides the
+// section). It acts through the same POST endpoints as the CLI, with the
+// bearer token the operator types in (kept in the tab's sessionStorage,
+// never in a URL), after a confirmation that spells out the consequence.
 //
-//	GET /          the page (the site view is /#/site/NAME)
+// It stays current two ways: a long-poll of GET /v1/events?wait=25s returns
+// the moment anything happens (an origin changes state, a level switches,
+// an operator acts) and the page re-reads /v1/sites at once; votes,
+// verdicts and reasons change every round without an event, so /v1/sites
+// is also re-read every 4 s while the tab is visible. Both are cheap for
+// the agent: the views are an in-memory snapshot and the long-poll waits on
+// the journal without work.
+//
+// Every route it registers is outside /v1/, /metrics and /healthz:
+//
+//	GET /          the page (the site view is /#/site/NAME or /?site=NAME)
 //	GET /ui/NAME   its assets (app.css, app.js, icon.svg)
 package statuspage
