@@ -13,6 +13,7 @@ import (
 	"github.com/vigilcdn/vigil/core/engine"
 	"github.com/vigilcdn/vigil/core/notify"
 	"github.com/vigilcdn/vigil/core/publish/dns"
+	"github.com/vigilcdn/vigil/core/statuspage"
 )
 
 // agentHooks wires the optional parts of the agent around the engine:
@@ -133,4 +134,7 @@ func sameDNS(a, b *config.DNSPublisher) bool {
 	return reflect.DeepEqual(x, y)
 }
 
-func (h *agentHooks) extraRoutes(mux *http.ServeMux) {}
+// extraRoutes serves the status page at / beside the API.
+func (h *agentHooks) extraRoutes(mux *http.ServeMux) {
+	statuspage.Register(mux, statuspage.Options{})
+}
