@@ -66,7 +66,7 @@ type agent struct {
 	log    hclog.Logger
 	path   string
 	stderr io.Writer
-	store  *store.Bolt
+	store  store.Store
 	engine *engine.Engine
 	server *http.Server
 	cancel context.CancelFunc
@@ -74,6 +74,9 @@ type agent struct {
 	ctx    context.Context
 	hooks  *agentHooks
 	extras []func() // closers of optional parts
+
+	// cluster is set when the state lives in etcd (cmd/vigil/ha.go).
+	cluster *cluster
 }
 
 // readToken reads the API token from the environment or a file; secrets
@@ -105,17 +108,19 @@ func startAgent(cfg *config.Config, path string, log hclog.Logger, stderr io.Wri
 	if err != nil {
 		return nil, err
 	}
-	st, err := store.Open(cfg.Control.DataDir, store.DefaultJournalSize)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	st, cl, err := openStore(cfg, log, reg)
 	if err != nil {
 		return nil, err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ctx, cancel := context.WithCancel(context.Background())
-	a := &agent{log: log, path: path, stderr: stderr, store: st, cancel: cancel, ctx: ctx}
+	a := &agent{log: log, path: path, stderr: stderr, store: st, cancel: cancel, ctx: ctx, cluster: cl}
 	hooks := newAgentHooks(a, cfg, reg)
 	a.hooks = hooks
-	eng, diags := engine.New(ctx, cfg, engine.Options{Logger: log, Registerer: reg, Store: st, OnCommit: hooks.onCommit})
+	engOpts := engine.Options{Logger: log, Registerer: reg, Store: st, OnCommit: hooks.onCommit}
+	cl.engineOptions(&engOpts)
+	eng, diags := engine.New(ctx, cfg, engOpts)
 	if diags.HasErrors() {
 		_ = config.WriteDiagnostics(stderr, cfg.Files, diags)
 		cancel()
@@ -123,7 +128,11 @@ func startAgent(cfg *config.Config, path string, log hclog.Logger, stderr io.Wri
 		return nil, errors.New("a vote source could not start; nothing started")
 	}
 	a.engine = eng
-	if err := hooks.start(ctx, eng); err != nil {
+	start := hooks.start
+	if cl != nil {
+		start = func(ctx context.Context, eng *engine.Engine) error { return cl.start(ctx, a, eng, hooks) }
+	}
+	if err := start(ctx, eng); err != nil {
 		eng.Close()
 		cancel()
 		st.Close()
@@ -133,6 +142,7 @@ func startAgent(cfg *config.Config, path string, log hclog.Logger, stderr io.Wri
 		Engine: eng, Token: token, ReadsNeedToken: cfg.Control.API.ReadAccess == "token",
 		Gatherer: reg, Logger: log.Named("api"), Extra: hooks.extraRoutes,
 	})
+	handler = cl.wrap(handler)
 	ln, err := net.Listen("tcp", cfg.Control.API.Listen)
 	if err != nil {
 		eng.Close()
@@ -195,6 +205,7 @@ func (a *agent) reload() {
 		return
 	}
 	a.hooks.reload(a.ctx, a.engine, cfg)
+	a.cluster.reload(cfg)
 }
 
 func (a *agent) stop() int {
@@ -206,6 +217,7 @@ func (a *agent) stop() int {
 	for _, c := range a.extras {
 		c()
 	}
+	a.cluster.close()
 	a.engine.Close()
 	if err := a.store.Close(); err != nil {
 		a.log.Error("closing the store", "error", err)

@@ -64,6 +64,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		}
 		sites = all.Sites
 	}
+	writeClusterLine(ctx, c, stdout)
 	for i, s := range sites {
 		if i > 0 {
 			fmt.Fprintln(stdout)

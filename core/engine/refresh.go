@@ -49,6 +49,20 @@ func (e *Engine) RefreshSites(ctx context.Context, pick func(site string) bool) 
 	} else {
 		e.meta.Publication = max(e.meta.Publication, st.Meta.Publication)
 	}
+	if pick != nil {
+		// A partial refresh writes nothing: the reloaded sites are as
+		// stored, and what this instance still owes the store (a failed
+		// commit's sites and events) stays owed.
+		pending := append([]store.Event(nil), e.pending...)
+		lastEvent := e.meta.LastEvent
+		dirty := make(map[string]bool, len(e.dirty))
+		for k, v := range e.dirty {
+			dirty[k] = v
+		}
+		e.install(e.cfg, records, extras)
+		e.pending, e.dirty, e.meta.LastEvent = pending, dirty, lastEvent
+		return nil
+	}
 	e.install(e.cfg, records, extras)
 	if !e.active() {
 		// A standby keeps no pending writes: the active instance made

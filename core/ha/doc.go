@@ -1,0 +1,13 @@
+// Package ha runs several vigil agents over one etcd: leader election with
+// a lease (active/standby), membership and site ownership by rendezvous
+// hashing (sharded), the fence that guards every state write
+// (etcdstore.Fence), the watch that keeps standbys' views and publication
+// current, and the cluster's status (GET /v1/cluster, metrics).
+//
+// A node is in one term at a time: one etcd lease, kept alive by this
+// process, carrying its membership key, its election key and (sharded) its
+// site owner keys. When the lease is lost (it expired, etcd cannot be
+// reached for lease_ttl, or the process was paused) the node stops acting
+// at once, before etcd can hand its role to another instance, and starts a
+// new term with a new lease.
+package ha

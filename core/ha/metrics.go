@@ -1,0 +1,58 @@
+package ha
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	n             *Node
+	role          *prometheus.GaugeVec
+	owned         prometheus.Gauge
+	members       prometheus.Gauge
+	fenced        prometheus.Counter
+	leaseLost     prometheus.Counter
+	leaderChanges prometheus.Counter
+}
+
+func newMetrics(n *Node) *metrics {
+	return &metrics{
+		n: n,
+		role: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "vigil_cluster_role", Help: "1 for this instance's role (leader, standby, shard), 0 for the others.",
+		}, []string{"role"}),
+		owned: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vigil_cluster_owned_sites", Help: "Sites this instance probes: all of them on the leader, its share when sharded, 0 on a standby.",
+		}),
+		members: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vigil_cluster_members", Help: "Live instances registered in etcd.",
+		}),
+		fenced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vigil_cluster_fenced_writes_total", Help: "State writes refused by the fence because this instance had lost its role.",
+		}),
+		leaseLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vigil_cluster_lease_lost_total", Help: "Terms ended because the etcd lease was lost or not renewed within lease_ttl.",
+		}),
+		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vigil_cluster_leadership_changes_total", Help: "Times this instance became or stopped being the leader.",
+		}),
+	}
+}
+
+// Collectors are the cluster metrics, to register once.
+func (n *Node) Collectors() []prometheus.Collector {
+	m := n.metrics
+	return []prometheus.Collector{m.role, m.owned, m.members, m.fenced, m.leaseLost, m.leaderChanges}
+}
+
+func (m *metrics) update() {
+	info := m.n.Info()
+	for _, r := range []string{RoleLeader, RoleStandby, RoleShard} {
+		v := 0.0
+		if r == info.Role {
+			v = 1
+		}
+		m.role.WithLabelValues(r).Set(v)
+	}
+	m.owned.Set(float64(info.OwnedSites))
+	m.members.Set(float64(len(info.Members)))
+}
