@@ -1,0 +1,102 @@
+package fakecp
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/vigilcdn/vigil/sdk/publication"
+)
+
+// Server is a fake control plane. Start one with New; Close it when done.
+type Server struct {
+	srv *httptest.Server
+
+	mu      sync.Mutex
+	snap    *publication.Snapshot
+	changed chan struct{}
+	quit    chan struct{}
+	closed  bool
+}
+
+// New starts a fake control plane with nothing published yet.
+func New() *Server {
+	s := &Server{changed: make(chan struct{}), quit: make(chan struct{})}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// URL is the API base URL.
+func (s *Server) URL() string { return s.srv.URL }
+
+// Publish makes sites the next version and wakes the waiting followers. It
+// returns the new version.
+func (s *Server) Publish(sites []publication.Site) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := uint64(1)
+	if s.snap != nil {
+		v = s.snap.Version + 1
+	}
+	s.snap = &publication.Snapshot{Version: v, Sites: sites}
+	close(s.changed)
+	s.changed = make(chan struct{})
+	return v
+}
+
+// Close stops the server: waiting followers get an error, later ones a
+// refused connection.
+func (s *Server) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	close(s.quit)
+	s.mu.Unlock()
+	s.srv.CloseClientConnections()
+	s.srv.Close()
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/publication" || r.Method != http.MethodGet {
+		http.NotFound(w, r)
+		return
+	}
+	after, err := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
+	if err != nil && r.URL.Query().Get("after") != "" {
+		http.Error(w, "after: not a version", http.StatusBadRequest)
+		return
+	}
+	wait, err := time.ParseDuration(r.URL.Query().Get("wait"))
+	if err != nil || wait <= 0 || wait > time.Minute {
+		wait = 30 * time.Second
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		s.mu.Lock()
+		snap, changed := s.snap, s.changed
+		s.mu.Unlock()
+		if snap != nil && snap.Version > after {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(snap)
+			return
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			w.WriteHeader(http.StatusNotModified)
+			return
+		case <-s.quit:
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
