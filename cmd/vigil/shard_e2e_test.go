@@ -1,0 +1,145 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vigilcdn/vigil/core/ha"
+	"github.com/vigilcdn/vigil/core/store/etcd/etcdtest"
+)
+
+// hostCounter is an origin that counts probes per Host header.
+type hostCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (h *hostCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	h.n[r.Host]++
+	h.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+func (h *hostCounter) reset() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	old := h.n
+	h.n = map[string]int{}
+	return old
+}
+
+// TestShardedRun: three instances share 300 sites, every site is probed
+// by exactly one instance; after one is killed every site is still probed.
+func TestShardedRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test builds and runs the real binaries")
+	}
+	srv := etcdtest.Start(t)
+	origin := &hostCounter{n: map[string]int{}}
+	h := httptest.NewServer(origin)
+	t.Cleanup(h.Close)
+	const sites = 300
+	var b strings.Builder
+	b.WriteString("\n")
+	for i := range sites {
+		fmt.Fprintf(&b, "site \"s%03d\" {\n  hostname = \"s%03d.example.com\"\n  origin \"a\" { address = %q }\n  origin \"b\" { address = %q }\n}\n", i, i, h.URL, h.URL)
+	}
+	var procs []*agentProc
+	for _, id := range []string{"cp-a", "cp-b", "cp-c"} {
+		procs = append(procs, startMember(t, id, srv.Endpoint, "sharded", b.String()))
+	}
+	shares := func(ps []*agentProc) (map[string]string, bool) {
+		owner := map[string]string{}
+		for _, p := range ps {
+			info, ok := p.cluster(t)
+			if !ok || info.Role != ha.RoleShard || !info.Acting || len(info.Members) != len(ps) {
+				return nil, false
+			}
+			for _, s := range info.Owned {
+				if prev, dup := owner[s]; dup {
+					t.Fatalf("site %s owned by %s and %s at once", s, prev, info.ID)
+				}
+				owner[s] = info.ID
+			}
+		}
+		return owner, len(owner) == sites
+	}
+	waitFor(t, "three shards covering 300 sites", 30*time.Second, func() bool { _, ok := shares(procs); return ok })
+	perInstance := map[string]int{}
+	owner, _ := shares(procs)
+	for _, id := range owner {
+		perInstance[id]++
+	}
+	t.Logf("shares: %v", perInstance)
+
+	// Every site probed, and by one instance only: in a window of N
+	// rounds a site gets 2 origins x about N probes, never twice that.
+	window := 10 * haRound
+	check := func(what string) {
+		origin.reset()
+		time.Sleep(window) // a measurement window, not a wait for a signal
+		counts := origin.reset()
+		rounds := int(window / haRound)
+		for i := range sites {
+			host := fmt.Sprintf("s%03d.example.com", i)
+			if n := counts[host]; n < 2 || n > 2*(rounds+2) {
+				t.Errorf("%s: site %s probed %d times in %s (%d rounds of 2 origins)", what, host, n, window, rounds)
+			}
+		}
+	}
+	check("three instances")
+
+	// Kill one: its sites move to the other two.
+	killed := time.Now()
+	if err := procs[2].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "two shards covering 300 sites", 30*time.Second, func() bool { _, ok := shares(procs[:2]); return ok })
+	t.Logf("sites of the killed instance re-owned after %s", time.Since(killed).Round(time.Millisecond))
+	check("after a kill")
+}
+
+// TestEtcdUnreachable: with etcd paused, the leader stops acting within
+// lease_ttl and says so in its log and status; it leads again once etcd
+// is back.
+func TestEtcdUnreachable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test builds and runs the real binaries")
+	}
+	srv := etcdtest.Start(t)
+	origin := &hostCounter{n: map[string]int{}}
+	h := httptest.NewServer(origin)
+	t.Cleanup(h.Close)
+	body := fmt.Sprintf("site \"www\" {\n  hostname = \"www.example.com\"\n  origin \"a\" { address = %q }\n  origin \"b\" { address = %q }\n}\n", h.URL, h.URL)
+	p := startMember(t, "solo", srv.Endpoint, "active-standby", body)
+	waitFor(t, "leadership", 20*time.Second, func() bool { info, _ := p.cluster(t); return info.Role == ha.RoleLeader })
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now()
+	waitFor(t, "the leader to stop acting", 3*haLeaseTTL, func() bool {
+		info, ok := p.cluster(t)
+		return ok && !info.Acting && strings.HasPrefix(info.Etcd, "unreachable")
+	})
+	t.Logf("stopped acting %s after etcd was paused", time.Since(paused).Round(time.Millisecond))
+	if !strings.Contains(p.logText(), "stops acting") {
+		t.Fatalf("the log does not say the leader stopped acting:\n%s", p.logText())
+	}
+	// No probe while not acting: it does not act on state it cannot save.
+	origin.reset()
+	time.Sleep(5 * haRound) // a measurement window
+	if n := origin.reset()["www.example.com"]; n != 0 {
+		t.Fatalf("%d probes while etcd was unreachable; want none", n)
+	}
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "leadership again", 30*time.Second, func() bool { info, _ := p.cluster(t); return info.Role == ha.RoleLeader })
+}
