@@ -8,7 +8,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
+	"github.com/vigilcdn/vigil/plugins/node/proxy"
 	"github.com/vigilcdn/vigil/sdk/publication"
 )
 
@@ -84,9 +86,11 @@ func DecodeSnapshot(r io.Reader) (*publication.Snapshot, error) {
 		return nil, errors.New("publication version 0: versions start at 1")
 	}
 	seen := map[string]bool{}
-	for i, s := range snap.Sites {
-		if s.Hostname == "" {
-			return nil, fmt.Errorf("site %d (%q) has no hostname", i, s.Name)
+	for i := range snap.Sites {
+		s := &snap.Sites[i]
+		s.Hostname = proxy.NormalizeHost(s.Hostname)
+		if s.Hostname == "" || strings.ContainsAny(s.Hostname, ":/ \t\r\n[]") {
+			return nil, fmt.Errorf("site %d (%q) has no usable hostname (%q)", i, s.Name, s.Hostname)
 		}
 		if seen[s.Hostname] {
 			return nil, fmt.Errorf("hostname %q is published twice", s.Hostname)

@@ -12,6 +12,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -180,14 +181,14 @@ func (p *Proxy) SetSnapshot(snap *publication.Snapshot) {
 			s.origins = append(s.origins, origin{pub: o, url: u, key: k, unhealthy: o.State == "unhealthy"})
 		}
 		if old != nil {
-			if prev, ok := old.sites[ps.Hostname]; ok {
+			if prev, ok := old.sites[NormalizeHost(ps.Hostname)]; ok {
 				s.transport = prev.transport
 			}
 		}
 		if s.transport == nil {
 			s.transport = p.newTransport(ps.Hostname)
 		}
-		next.sites[ps.Hostname] = s
+		next.sites[NormalizeHost(ps.Hostname)] = s
 	}
 	if old != nil {
 		for h, s := range old.sites {
@@ -235,13 +236,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "vigil-node: no publication yet: the node has not reached the control plane and has no saved snapshot (check -control-plane and -state-dir)", http.StatusServiceUnavailable)
 		return
 	}
-	s := st.snap.Site(r.Host)
-	if s == nil {
+	ss := st.sites[NormalizeHost(r.Host)]
+	if ss == nil {
 		p.m.requests.WithLabelValues("", "unknown_host").Inc()
 		http.Error(w, fmt.Sprintf("vigil-node: no published site has hostname %q: check the Host header, or the site's hostname in the vigil configuration", hostOnly(r.Host)), http.StatusMisdirectedRequest)
 		return
 	}
-	ss := st.sites[s.Hostname]
 	if len(ss.origins) == 0 {
 		p.m.requests.WithLabelValues(ss.pub.Name, "no_origin").Inc()
 		http.Error(w, fmt.Sprintf("vigil-node: site %q has no enabled origin at its current level %d", ss.pub.Name, ss.pub.Level), http.StatusServiceUnavailable)
@@ -405,6 +405,15 @@ func classify(resp *http.Response, err error) string {
 		return "http_" + strconv.Itoa(resp.StatusCode)
 	}
 	return ""
+}
+
+// NormalizeHost returns the hostname a Host header or a published hostname
+// names: lower case, without a port or a trailing dot.
+func NormalizeHost(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		h = host
+	}
+	return strings.TrimSuffix(strings.ToLower(h), ".")
 }
 
 func hostOnly(h string) string {
