@@ -8,7 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
 	"github.com/vigilcdn/vigil/plugins/node/agent"
+	pb "github.com/vigilcdn/vigil/plugins/node/internal/proto/nodegateway/v1"
 	"github.com/vigilcdn/vigil/sdk"
 	"github.com/vigilcdn/vigil/sdk/probe"
 	"github.com/vigilcdn/vigil/sdk/sdktest"
@@ -163,22 +168,51 @@ func TestAgentDiesMidRound(t *testing.T) {
 	}
 }
 
-// TestSlowNodeMissesDeadline: a node that answers too late gives no vote.
+// TestSlowNodeMissesDeadline: a node that takes the batch and never
+// answers (a raw protocol client here) gives no vote; the others' votes
+// come back before the call's deadline.
 func TestSlowNodeMissesDeadline(t *testing.T) {
 	gw := startGateway(t, nil)
 	startAgent(t, gw.Addr().String(), "quick", withProber(func(context.Context, probe.Request) (probe.Result, error) {
 		return probe.Result{Up: true, Reason: probe.OK, Status: 200}, nil
 	}))
-	release := make(chan struct{})
-	startAgent(t, gw.Addr().String(), "slow", withProber(func(ctx context.Context, _ probe.Request) (probe.Result, error) {
-		<-release // ignores its own deadline, as a wedged node would
-		return probe.Result{Up: true, Reason: probe.OK, Status: 200}, nil
-	}))
-	t.Cleanup(func() { close(release) }) // runs before the agent's cleanup
+	conn, err := grpc.NewClient("passthrough:///"+gw.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+testToken))
+	t.Cleanup(cancel)
+	stream, err := pb.NewNodeGatewayClient(conn).Attach(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&pb.NodeMessage{Msg: &pb.NodeMessage_Hello{Hello: &pb.Hello{NodeId: "silent", ProtocolVersion: ProtocolVersion}}}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := stream.Recv(); err != nil || m.GetWelcome() == nil {
+		t.Fatalf("welcome: %v %v", m, err)
+	}
 	awaitOnline(t, gw, 2)
-	votes := vote(t, gw, sdk.Ballot{Targets: []sdk.Target{{Site: "www", Origin: "a1", Address: "http://192.0.2.1"}}}, 500*time.Millisecond)
+	got := make(chan *pb.Batch, 1)
+	go func() {
+		m, err := stream.Recv()
+		if err == nil {
+			got <- m.GetBatch()
+		}
+	}()
+
+	const deadline = 700 * time.Millisecond
+	begin := time.Now()
+	votes := vote(t, gw, sdk.Ballot{Targets: []sdk.Target{{Site: "www", Origin: "a1", Address: "http://192.0.2.1"}}}, deadline)
+	if took := time.Since(begin); took >= deadline {
+		t.Errorf("Vote took %s, past its deadline %s", took, deadline)
+	}
 	if len(votes) != 1 || votes[0].Voter != "quick" {
 		t.Errorf("votes %+v, want one from quick", votes)
+	}
+	if b := <-got; b == nil || len(b.GetJobs()) != 1 || b.GetBudgetMs() <= 0 || b.GetBudgetMs() > deadline.Milliseconds() {
+		t.Errorf("the silent node's batch: %+v", b)
 	}
 }
 

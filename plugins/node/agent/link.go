@@ -203,7 +203,9 @@ func (a *Agent) runBatch(ctx context.Context, b *pb.Batch, received time.Time) *
 	ctx, cancel := context.WithDeadline(ctx, received.Add(budget-min(budget/10, 500*time.Millisecond)))
 	defer cancel()
 	jobs := b.GetJobs()
+	var mu sync.Mutex // guards results and closed
 	results := make([]*pb.ProbeResult, len(jobs))
+	closed := false
 	sem := make(chan struct{}, a.cfg.Concurrency)
 	var wg sync.WaitGroup
 	for i, j := range jobs {
@@ -234,10 +236,24 @@ func (a *Agent) runBatch(ctx context.Context, b *pb.Batch, received time.Time) *
 				outcome = "up"
 			}
 			a.metrics.jobs.WithLabelValues(outcome).Inc()
-			results[i] = &pb.ProbeResult{Job: uint32(i), Up: res.Up, Reason: string(res.Reason), Detail: res.Detail, LatencyNs: int64(res.Latency)}
+			mu.Lock()
+			defer mu.Unlock()
+			if !closed {
+				results[i] = &pb.ProbeResult{Job: uint32(i), Up: res.Up, Reason: string(res.Reason), Detail: res.Detail, LatencyNs: int64(res.Latency)}
+			}
 		})
 	}
-	wg.Wait()
+	// Answer when every job is done, or at the deadline with what is done
+	// (a probe that ignores its deadline must not cost the others' votes).
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	closed = true
+	mu.Unlock()
 	out := &pb.BatchResult{BatchId: b.GetBatchId()}
 	for _, r := range results {
 		if r != nil {
