@@ -54,19 +54,21 @@ func (a *Agent) follow(ctx context.Context) {
 	}
 }
 
-// apply makes snap the current publication; save writes it to the state
-// directory first.
+// apply makes snap the current publication; with save it then writes it
+// to the state directory. Serving comes first so that a switch takes effect
+// without waiting for the disk; a crash in between only means the restarted
+// node serves the previous snapshot until the control plane answers.
 func (a *Agent) apply(snap *publication.Snapshot, save bool) {
-	if save && a.cfg.StateDir != "" {
-		if err := SaveSnapshot(a.cfg.StateDir, snap); err != nil {
-			a.log.Error("publication not saved; it is served but would be lost at a restart", "version", snap.Version, "error", err)
-		}
-	}
 	a.current.Store(snap)
 	if a.proxy != nil {
 		a.proxy.SetSnapshot(snap)
 	}
 	a.metrics.version.Set(float64(snap.Version))
-	a.log.Info("publication applied", "version", snap.Version, "sites", len(snap.Sites))
 	a.event(Event{Kind: EventPublication, Version: snap.Version})
+	if save && a.cfg.StateDir != "" {
+		if err := SaveSnapshot(a.cfg.StateDir, snap); err != nil {
+			a.log.Error("publication not saved; it is served but would be lost at a restart", "version", snap.Version, "error", err)
+		}
+	}
+	a.log.Info("publication applied", "version", snap.Version, "sites", len(snap.Sites))
 }
