@@ -15,9 +15,9 @@ build:
 	$(GO) build -o $(BIN)/ $(MAIN_PKGS)
 
 # What the tests need from Debian, as command:package: protoc for proto-check
-# and chromium for the status page's browser test. Installed with apt-get (as
+# chromium for the status page's browser test and etcd for the HA tests. Installed with apt-get (as
 # root) only when missing.
-DEB_DEPS := protoc:protobuf-compiler chromium:chromium
+DEB_DEPS := protoc:protobuf-compiler chromium:chromium etcd:etcd-server
 
 deps:
 	@missing=""; for d in $(DEB_DEPS); do command -v $${d%%:*} >/dev/null || missing="$$missing $${d#*:}"; done; \
