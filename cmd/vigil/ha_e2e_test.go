@@ -39,6 +39,11 @@ func freeAddr(t *testing.T) string {
 // startMember writes a config for instance id and starts it.
 func startMember(t *testing.T, id, endpoint, mode, body string) *agentProc {
 	t.Helper()
+	return startMemberEvery(t, id, endpoint, mode, haRound, body)
+}
+
+func startMemberEvery(t *testing.T, id, endpoint, mode string, round time.Duration, body string) *agentProc {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "vigil.hcl")
 	cfg := fmt.Sprintf(`
@@ -62,7 +67,7 @@ source "direct" {
   plugin  = "vigil-source-direct"
   timeout = "2s"
 }
-`, haRound.String(), filepath.Join(dir, "data"), binDir, freeAddr(t), endpoint, haLeaseTTL.String(), mode, id) + body
+`, round.String(), filepath.Join(dir, "data"), binDir, freeAddr(t), endpoint, haLeaseTTL.String(), mode, id) + body
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

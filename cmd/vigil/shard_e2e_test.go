@@ -2,8 +2,10 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -142,4 +144,66 @@ func TestEtcdUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "leadership again", 30*time.Second, func() bool { info, _ := p.cluster(t); return info.Role == ha.RoleLeader })
+}
+
+// TestShardScaling measures (VIGIL_HA_MEASURE=1) probe rounds and sites
+// probed per second with 1, 2 and 3 sharded instances on this machine,
+// for docs/ha.md. Rounds are back to back (round_interval 1ms).
+func TestShardScaling(t *testing.T) {
+	if os.Getenv("VIGIL_HA_MEASURE") == "" {
+		t.Skip("a measurement, not a test: set VIGIL_HA_MEASURE=1")
+	}
+	origin := &hostCounter{n: map[string]int{}}
+	h := httptest.NewServer(origin)
+	t.Cleanup(h.Close)
+	const sites = 3000
+	var b strings.Builder
+	b.WriteString("\n")
+	for i := range sites {
+		fmt.Fprintf(&b, "site \"s%04d\" {\n  hostname = \"s%04d.example.com\"\n  origin \"a\" { address = %q }\n  origin \"b\" { address = %q }\n}\n", i, i, h.URL, h.URL)
+	}
+	for n := 1; n <= 3; n++ {
+		t.Run(fmt.Sprintf("%d", n), func(t *testing.T) {
+			srv := etcdtest.Start(t, "--max-txn-ops", "10000")
+			var procs []*agentProc
+			for i := range n {
+				procs = append(procs, startMemberEvery(t, fmt.Sprintf("m%d", i), srv.Endpoint, "sharded", time.Millisecond, b.String()))
+			}
+			waitFor(t, "shards covering every site", 60*time.Second, func() bool {
+				total := 0
+				for _, p := range procs {
+					info, ok := p.cluster(t)
+					if !ok || len(info.Members) != n {
+						return false
+					}
+					total += info.OwnedSites
+				}
+				return total == sites
+			})
+			metric := func(name string) float64 {
+				sum := 0.0
+				for _, p := range procs {
+					resp, err := http.Get(p.api + "/metrics")
+					if err != nil {
+						t.Fatal(err)
+					}
+					raw, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					for _, line := range strings.Split(string(raw), "\n") {
+						if v, ok := strings.CutPrefix(line, name+" "); ok {
+							var f float64
+							fmt.Sscan(v, &f)
+							sum += f
+						}
+					}
+				}
+				return sum
+			}
+			r0, s0, t0 := metric("vigil_rounds_total"), metric("vigil_sites_probed_total"), time.Now()
+			time.Sleep(10 * time.Second) // the measurement window
+			r1, s1, el := metric("vigil_rounds_total"), metric("vigil_sites_probed_total"), time.Since(t0).Seconds()
+			t.Logf("%d instance(s), %d sites: %.1f rounds/s (all instances), %.0f sites probed/s, %.2f s to probe every site once",
+				n, sites, (r1-r0)/el, (s1-s0)/el, float64(sites)/((s1-s0)/el))
+		})
+	}
 }
