@@ -31,7 +31,11 @@ func (a *Agent) follow(ctx context.Context) {
 		case err != nil:
 			a.metrics.followErrors.Inc()
 			if !failing {
-				a.log.Warn("control plane unreachable: serving the last publication", "version", after, "error", err)
+				if after == 0 {
+					a.log.Warn("control plane unreachable and no saved publication: the proxy answers 503 until it is reached", "error", err)
+				} else {
+					a.log.Warn("control plane unreachable: serving the last publication", "version", after, "error", err)
+				}
 				failing = true
 			} else {
 				a.log.Debug("control plane still unreachable", "error", err)
