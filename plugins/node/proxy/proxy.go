@@ -144,10 +144,9 @@ func New(opts Options) (*Proxy, error) {
 			r.Out.Host = r.In.Host
 			r.SetXForwarded()
 		},
-		Transport:     (*retrier)(p),
-		FlushInterval: -1,
-		ErrorHandler:  p.fail,
-		ErrorLog:      nil,
+		Transport:    (*retrier)(p),
+		ErrorHandler: p.fail,
+		ErrorLog:     nil,
 	}
 	return p, nil
 }
