@@ -22,8 +22,11 @@ func InProcess(t testing.TB, impl sdk.VoteSource) sdk.VoteSource {
 	t.Helper()
 	client, server := plugin.TestPluginGRPCConn(t, false, sdk.Plugins(impl)[sdk.ProtocolVersion])
 	t.Cleanup(func() {
-		_ = client.Close()
+		// Stop the server first: closing the client first sends a Shutdown
+		// RPC whose handler stops the server too, and go-plugin's
+		// GRPCServer.Stop is not safe to run twice at once.
 		server.Stop()
+		_ = client.Close()
 	})
 	raw, err := client.Dispense(sdk.PluginName)
 	if err != nil {
