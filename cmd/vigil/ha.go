@@ -70,7 +70,7 @@ func openStore(cfg *config.Config, log hclog.Logger, reg prometheus.Registerer) 
 			url = "http://" + cfg.Control.API.Listen
 		}
 	}
-	st := etcdstore.New(cli, etcdstore.Options{Prefix: ec.Prefix, JournalSize: store.DefaultJournalSize, MaxTxnOps: ec.MaxTxnOps})
+	st := etcdstore.New(cli, etcdstore.Options{Prefix: ec.Prefix, JournalSize: store.DefaultJournalSize, MaxTxnOps: ec.MaxTxnOps, Timeout: ec.LeaseTTL})
 	c := &cluster{log: log.Named("cluster"), reg: reg, cli: cli, store: st, cfg: cfg}
 	c.node = ha.New(ha.Options{Client: cli, Store: st, Config: ec, ID: id, URL: url, Logger: c.log, OnLead: c.lead, OnStoreChange: c.wake})
 	reg.MustRegister(c.node.Collectors()...)

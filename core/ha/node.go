@@ -242,6 +242,7 @@ func (n *Node) term(parent context.Context) error {
 		case resp, ok := <-ka:
 			if !ok {
 				n.metrics.leaseLost.Inc()
+				n.setErr(errors.New("the lease keep-alive ended: etcd unreachable or the lease expired"))
 				n.log.Error("lost the etcd lease: this instance stops acting now and starts a new term", "id", n.opts.ID)
 				return errors.New("the lease keep-alive ended (etcd unreachable, or the lease expired)")
 			}

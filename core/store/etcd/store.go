@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -45,6 +46,9 @@ type Options struct {
 	MaxTxnOps int
 	// Fence guards every write; nil writes unguarded (one instance alone).
 	Fence Fence
+	// Timeout bounds each call to etcd (5s when <= 0), so that a round
+	// never waits on an unreachable etcd for longer.
+	Timeout time.Duration
 }
 
 // Store is the etcd implementation of store.Store. It is safe for
@@ -54,6 +58,7 @@ type Store struct {
 	prefix      string
 	journalSize uint64
 	maxOps      int
+	timeout     time.Duration
 
 	mu      sync.Mutex
 	fence   Fence
@@ -71,8 +76,11 @@ func New(cli *clientv3.Client, opts Options) *Store {
 	if opts.MaxTxnOps <= 0 {
 		opts.MaxTxnOps = 128
 	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 5 * time.Second
+	}
 	return &Store{cli: cli, prefix: strings.TrimSuffix(opts.Prefix, "/"), journalSize: uint64(opts.JournalSize),
-		maxOps: opts.MaxTxnOps, fence: opts.Fence}
+		maxOps: opts.MaxTxnOps, fence: opts.Fence, timeout: opts.Timeout}
 }
 
 // SetFence replaces the fence (nil: unguarded).
@@ -105,6 +113,8 @@ func (s *Store) check() error {
 
 // Load reads the state in one consistent snapshot.
 func (s *Store) Load(ctx context.Context) (*store.State, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -151,6 +161,8 @@ func (s *Store) Load(ctx context.Context) (*store.State, error) {
 // written first in guarded transactions of their own: each is a whole
 // record, so a crash between them leaves every site consistent on its own.
 func (s *Store) Commit(ctx context.Context, b store.Batch) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
 	if err := s.check(); err != nil {
 		return err
 	}
@@ -338,6 +350,8 @@ func (s *Store) readMeta(ctx context.Context, _ int64) (store.Meta, int64, error
 
 // Events reads the journal, oldest first.
 func (s *Store) Events(ctx context.Context, after uint64, site string, limit int) ([]store.Event, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -376,6 +390,8 @@ func (s *Store) Events(ctx context.Context, after uint64, site string, limit int
 // SetCursor records a notifier's delivery cursor, guarded by the fence's
 // Notifier comparisons.
 func (s *Store) SetCursor(ctx context.Context, notifier string, seq uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
 	if err := s.check(); err != nil {
 		return err
 	}
