@@ -8,6 +8,8 @@ import (
 
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/vigilcdn/vigil/sdk/internal/proto/votesource/v1"
 )
@@ -267,4 +269,46 @@ func (c *client) Vote(ctx context.Context, ballot Ballot) ([]Vote, error) {
 		}
 	}
 	return votes, nil
+}
+
+// Status answers without taking the call semaphore: StatusReporter says it
+// must be safe to call at any time.
+func (s *server) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
+	r, ok := s.impl.(StatusReporter)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "this plugin reports no status")
+	}
+	st, err := r.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp := &pb.StatusResponse{Summary: st.Summary, Items: make([]*pb.StatusItem, len(st.Items))}
+	for i, it := range st.Items {
+		item := &pb.StatusItem{Name: it.Name, State: it.State, Detail: it.Detail, Labels: it.Labels}
+		if !it.LastSeen.IsZero() {
+			item.LastSeenUnixNanos = it.LastSeen.UnixNano()
+		}
+		resp.Items[i] = item
+	}
+	return resp, nil
+}
+
+// Status asks the plugin for its status; ErrNoStatus when it has none.
+func (c *client) Status(ctx context.Context) (Status, error) {
+	resp, err := c.rpc.Status(ctx, &pb.StatusRequest{}, callOpts...)
+	if err != nil {
+		if status.Code(err) == codes.Unimplemented {
+			return Status{}, ErrNoStatus
+		}
+		return Status{}, err
+	}
+	st := Status{Summary: resp.GetSummary(), Items: make([]StatusItem, len(resp.GetItems()))}
+	for i, it := range resp.GetItems() {
+		item := StatusItem{Name: it.GetName(), State: it.GetState(), Detail: it.GetDetail(), Labels: it.GetLabels()}
+		if n := it.GetLastSeenUnixNanos(); n != 0 {
+			item.LastSeen = time.Unix(0, n)
+		}
+		st.Items[i] = item
+	}
+	return st, nil
 }

@@ -71,7 +71,47 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		}
 		writeCard(stdout, s, time.Now())
 	}
+	writeNodes(ctx, c, stdout)
 	return 0
+}
+
+// writeNodes prints what the sources report about themselves (the node
+// gateway's nodes), when any does.
+func writeNodes(ctx context.Context, c *client, w io.Writer) {
+	var nodes struct {
+		Nodes   []engine.NodeView     `json:"nodes"`
+		Offline []engine.NodeView     `json:"offline"`
+		Sources []engine.SourceStatus `json:"sources"`
+	}
+	if err := c.do(ctx, "GET", "/v1/nodes", nil, &nodes); err != nil {
+		return // no source reports nodes, or an older agent
+	}
+	now := time.Now()
+	for _, s := range nodes.Sources {
+		fmt.Fprintln(w)
+		if s.Error != "" {
+			fmt.Fprintf(w, "source %s: status unavailable: %s\n", s.Source, s.Error)
+			continue
+		}
+		fmt.Fprintf(w, "source %s: %s\n", s.Source, s.Summary)
+		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		for _, n := range append(append([]engine.NodeView{}, nodes.Nodes...), nodes.Offline...) {
+			if n.Source != s.Source {
+				continue
+			}
+			var labels []string
+			for k, v := range n.Labels {
+				labels = append(labels, k+"="+v)
+			}
+			sort.Strings(labels)
+			state := "● " + n.State
+			if n.State != "online" {
+				state = "✕ " + n.State
+			}
+			fmt.Fprintf(tw, "  %s	%s	%s	last seen %s\n", n.ID, state, strings.Join(labels, ","), ago(n.LastSeen, now))
+		}
+		tw.Flush()
+	}
 }
 
 // mark gives every state a text sign, so colour is never the only signal.

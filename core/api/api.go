@@ -60,6 +60,7 @@ func New(opts Options) http.Handler {
 	h.mux.HandleFunc("POST /v1/sites/{site}/origins/{origin}/{action}", h.write(h.originAction))
 	h.mux.HandleFunc("GET /v1/events", h.read(h.events))
 	h.mux.HandleFunc("GET /v1/publication", h.read(h.publication))
+	h.mux.HandleFunc("GET /v1/nodes", h.read(h.nodes))
 	h.mux.Handle("GET /metrics", h.read(promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}).ServeHTTP))
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -354,4 +355,30 @@ func (h *handler) publication(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("X-Vigil-Publication", strconv.FormatUint(snap.Version, 10))
 	writeJSON(w, http.StatusOK, snap)
+}
+
+// nodes lists what the sources report about themselves, chiefly the node
+// gateway's nodes: "nodes" are the online ones, "offline" the others. 404
+// when no source reports a status (no node source configured).
+func (h *handler) nodes(w http.ResponseWriter, r *http.Request) {
+	statuses := h.Engine.SourceStatuses(r.Context())
+	if len(statuses) == 0 {
+		writeError(w, http.StatusNotFound, "no_status", "no vote source reports nodes (configure a node source, vigil-source-node)")
+		return
+	}
+	out := struct {
+		Nodes   []engine.NodeView     `json:"nodes"`
+		Offline []engine.NodeView     `json:"offline"`
+		Sources []engine.SourceStatus `json:"sources"`
+	}{Nodes: []engine.NodeView{}, Offline: []engine.NodeView{}, Sources: statuses}
+	for _, s := range statuses {
+		for _, n := range s.Items {
+			if n.State == "online" {
+				out.Nodes = append(out.Nodes, n)
+			} else {
+				out.Offline = append(out.Offline, n)
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
 }

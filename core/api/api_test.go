@@ -11,9 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/vigilcdn/vigil/core/api"
+	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/core/engine"
 	"github.com/vigilcdn/vigil/core/engine/enginetest"
+	"github.com/vigilcdn/vigil/core/store"
+	"github.com/vigilcdn/vigil/sdk"
 )
 
 const cfg = `
@@ -67,8 +72,8 @@ func TestAuthAndBadInput(t *testing.T) {
 	srv, _ := server(t, "s3cret", false)
 	tests := []struct {
 		name, method, path, token, body string
-		status                           int
-		code                             string
+		status                          int
+		code                            string
 	}{
 		{"read open", "GET", "/v1/sites", "", "", 200, ""},
 		{"site", "GET", "/v1/sites/www", "", "", 200, ""},
@@ -168,3 +173,48 @@ func TestPublicationLongPoll(t *testing.T) {
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// reportingSource is a fake vote source that also reports nodes.
+type reportingSource struct{ *enginetest.Source }
+
+func (reportingSource) Status(context.Context) (sdk.Status, error) {
+	return sdk.Status{Summary: "1 of 2 nodes online", Items: []sdk.StatusItem{
+		{Name: "edge-2", State: "offline"},
+		{Name: "edge-1", State: "online", Labels: map[string]string{"pop": "ams"}},
+	}}, nil
+}
+
+func TestNodes(t *testing.T) {
+	t.Run("no source reports nodes", func(t *testing.T) {
+		srv, _ := server(t, "", false)
+		if status, body := call(t, srv, "GET", "/v1/nodes", "", ""); status != 404 || errCode(body) != "no_status" {
+			t.Fatalf("%d %v", status, body)
+		}
+	})
+	t.Run("the node source's nodes", func(t *testing.T) {
+		st, err := store.Open(t.TempDir(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, diags := engine.New(context.Background(), enginetest.Config(t, cfg), engine.Options{Store: st,
+			NewSource: func(c *config.Source, _ string, _ hclog.Logger) engine.VoteSource {
+				return reportingSource{enginetest.NewSource(c.Name)}
+			}})
+		if diags.HasErrors() {
+			t.Fatal(diags.Error())
+		}
+		t.Cleanup(func() { e.Close(); st.Close() })
+		srv := httptest.NewServer(api.New(api.Options{Engine: e}))
+		t.Cleanup(srv.Close)
+		status, body := call(t, srv, "GET", "/v1/nodes", "", "")
+		nodes, _ := body["nodes"].([]any)
+		offline, _ := body["offline"].([]any)
+		if status != 200 || len(nodes) != 1 || len(offline) != 1 {
+			t.Fatalf("%d %v", status, body)
+		}
+		n := nodes[0].(map[string]any)
+		if n["id"] != "edge-1" || n["source"] != "direct" || n["labels"].(map[string]any)["pop"] != "ams" {
+			t.Fatalf("online node %v", n)
+		}
+	})
+}

@@ -14,6 +14,7 @@
 //	POST /v1/sites/{site}/origins/{origin}/enable
 //	GET  /v1/events?site=&after=&limit=&wait=      the journal, oldest first
 //	GET  /v1/publication?after=VERSION&wait=30s    long-poll of the publication
+//	GET  /v1/nodes                                 the sources' own status: the node gateway's online nodes
 //	GET  /metrics                                  Prometheus
 //	GET  /healthz                                  "ok"
 //

@@ -85,8 +85,9 @@ type Engine struct {
 	dirty      map[string]bool
 	lastPub    *publication.Snapshot
 
-	statsMu  sync.Mutex
-	srcStats []func() namedStats
+	statsMu     sync.Mutex
+	srcStats    []func() namedStats
+	liveSources []VoteSource // the sources in force, for status calls outside the round lock
 
 	views atomic.Pointer[Views]
 
@@ -234,6 +235,7 @@ func (e *Engine) setSourceStats() {
 	}
 	e.statsMu.Lock()
 	e.srcStats = fns
+	e.liveSources = append([]VoteSource(nil), e.sources...)
 	e.statsMu.Unlock()
 }
 

@@ -1075,6 +1075,170 @@ func (x *VoteResponse) GetVotes() []*Vote {
 	return nil
 }
 
+type StatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusRequest) Reset() {
+	*x = StatusRequest{}
+	mi := &file_votesource_v1_votesource_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusRequest) ProtoMessage() {}
+
+func (x *StatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_votesource_v1_votesource_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
+func (*StatusRequest) Descriptor() ([]byte, []int) {
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{14}
+}
+
+type StatusItem struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Name              string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	State             string                 `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	Detail            string                 `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	Labels            map[string]string      `protobuf:"bytes,4,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	LastSeenUnixNanos int64                  `protobuf:"varint,5,opt,name=last_seen_unix_nanos,json=lastSeenUnixNanos,proto3" json:"last_seen_unix_nanos,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *StatusItem) Reset() {
+	*x = StatusItem{}
+	mi := &file_votesource_v1_votesource_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusItem) ProtoMessage() {}
+
+func (x *StatusItem) ProtoReflect() protoreflect.Message {
+	mi := &file_votesource_v1_votesource_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusItem.ProtoReflect.Descriptor instead.
+func (*StatusItem) Descriptor() ([]byte, []int) {
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *StatusItem) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StatusItem) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *StatusItem) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *StatusItem) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *StatusItem) GetLastSeenUnixNanos() int64 {
+	if x != nil {
+		return x.LastSeenUnixNanos
+	}
+	return 0
+}
+
+type StatusResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Summary       string                 `protobuf:"bytes,1,opt,name=summary,proto3" json:"summary,omitempty"`
+	Items         []*StatusItem          `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusResponse) Reset() {
+	*x = StatusResponse{}
+	mi := &file_votesource_v1_votesource_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusResponse) ProtoMessage() {}
+
+func (x *StatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_votesource_v1_votesource_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
+func (*StatusResponse) Descriptor() ([]byte, []int) {
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *StatusResponse) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetItems() []*StatusItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
 var File_votesource_v1_votesource_proto protoreflect.FileDescriptor
 
 const file_votesource_v1_votesource_proto_rawDesc = "" +
@@ -1144,7 +1308,21 @@ const file_votesource_v1_votesource_proto_rawDesc = "" +
 	"\x06detail\x18\x06 \x01(\tR\x06detail\x12#\n" +
 	"\rlatency_nanos\x18\a \x01(\x03R\flatencyNanos\"?\n" +
 	"\fVoteResponse\x12/\n" +
-	"\x05votes\x18\x01 \x03(\v2\x19.vigil.votesource.v1.VoteR\x05votes*\xbb\x01\n" +
+	"\x05votes\x18\x01 \x03(\v2\x19.vigil.votesource.v1.VoteR\x05votes\"\x0f\n" +
+	"\rStatusRequest\"\xff\x01\n" +
+	"\n" +
+	"StatusItem\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\x12C\n" +
+	"\x06labels\x18\x04 \x03(\v2+.vigil.votesource.v1.StatusItem.LabelsEntryR\x06labels\x12/\n" +
+	"\x14last_seen_unix_nanos\x18\x05 \x01(\x03R\x11lastSeenUnixNanos\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"a\n" +
+	"\x0eStatusResponse\x12\x18\n" +
+	"\asummary\x18\x01 \x01(\tR\asummary\x125\n" +
+	"\x05items\x18\x02 \x03(\v2\x1f.vigil.votesource.v1.StatusItemR\x05items*\xbb\x01\n" +
 	"\rAttributeType\x12\x1e\n" +
 	"\x1aATTRIBUTE_TYPE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ATTRIBUTE_TYPE_STRING\x10\x01\x12\x19\n" +
@@ -1167,13 +1345,14 @@ const file_votesource_v1_votesource_proto_rawDesc = "" +
 	"\x18REASON_UNEXPECTED_STATUS\x10\x06\x12\x18\n" +
 	"\x14REASON_BODY_MISMATCH\x10\a\x12\x13\n" +
 	"\x0fREASON_TOO_SLOW\x10\b\x12\x10\n" +
-	"\fREASON_ERROR\x10\t2\xe7\x02\n" +
+	"\fREASON_ERROR\x10\t2\xba\x03\n" +
 	"\n" +
 	"VoteSource\x12K\n" +
 	"\x04Info\x12 .vigil.votesource.v1.InfoRequest\x1a!.vigil.votesource.v1.InfoResponse\x12c\n" +
 	"\fConfigSchema\x12(.vigil.votesource.v1.ConfigSchemaRequest\x1a).vigil.votesource.v1.ConfigSchemaResponse\x12Z\n" +
 	"\tConfigure\x12%.vigil.votesource.v1.ConfigureRequest\x1a&.vigil.votesource.v1.ConfigureResponse\x12K\n" +
-	"\x04Vote\x12 .vigil.votesource.v1.VoteRequest\x1a!.vigil.votesource.v1.VoteResponseBIZGgithub.com/vigilcdn/vigil/sdk/internal/proto/votesource/v1;votesourcev1b\x06proto3"
+	"\x04Vote\x12 .vigil.votesource.v1.VoteRequest\x1a!.vigil.votesource.v1.VoteResponse\x12Q\n" +
+	"\x06Status\x12\".vigil.votesource.v1.StatusRequest\x1a#.vigil.votesource.v1.StatusResponseBIZGgithub.com/vigilcdn/vigil/sdk/internal/proto/votesource/v1;votesourcev1b\x06proto3"
 
 var (
 	file_votesource_v1_votesource_proto_rawDescOnce sync.Once
@@ -1188,7 +1367,7 @@ func file_votesource_v1_votesource_proto_rawDescGZIP() []byte {
 }
 
 var file_votesource_v1_votesource_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_votesource_v1_votesource_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_votesource_v1_votesource_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_votesource_v1_votesource_proto_goTypes = []any{
 	(AttributeType)(0),           // 0: vigil.votesource.v1.AttributeType
 	(Value)(0),                   // 1: vigil.votesource.v1.Value
@@ -1207,32 +1386,40 @@ var file_votesource_v1_votesource_proto_goTypes = []any{
 	(*VoteRequest)(nil),          // 14: vigil.votesource.v1.VoteRequest
 	(*Vote)(nil),                 // 15: vigil.votesource.v1.Vote
 	(*VoteResponse)(nil),         // 16: vigil.votesource.v1.VoteResponse
-	nil,                          // 17: vigil.votesource.v1.ConfigureRequest.ValuesEntry
+	(*StatusRequest)(nil),        // 17: vigil.votesource.v1.StatusRequest
+	(*StatusItem)(nil),           // 18: vigil.votesource.v1.StatusItem
+	(*StatusResponse)(nil),       // 19: vigil.votesource.v1.StatusResponse
+	nil,                          // 20: vigil.votesource.v1.ConfigureRequest.ValuesEntry
+	nil,                          // 21: vigil.votesource.v1.StatusItem.LabelsEntry
 }
 var file_votesource_v1_votesource_proto_depIdxs = []int32{
 	0,  // 0: vigil.votesource.v1.Attribute.type:type_name -> vigil.votesource.v1.AttributeType
 	6,  // 1: vigil.votesource.v1.ConfigSchemaResponse.attributes:type_name -> vigil.votesource.v1.Attribute
 	8,  // 2: vigil.votesource.v1.ConfigValue.string_list:type_name -> vigil.votesource.v1.StringList
-	17, // 3: vigil.votesource.v1.ConfigureRequest.values:type_name -> vigil.votesource.v1.ConfigureRequest.ValuesEntry
+	20, // 3: vigil.votesource.v1.ConfigureRequest.values:type_name -> vigil.votesource.v1.ConfigureRequest.ValuesEntry
 	11, // 4: vigil.votesource.v1.ConfigureResponse.diagnostics:type_name -> vigil.votesource.v1.Diagnostic
 	13, // 5: vigil.votesource.v1.VoteRequest.targets:type_name -> vigil.votesource.v1.Target
 	1,  // 6: vigil.votesource.v1.Vote.value:type_name -> vigil.votesource.v1.Value
 	2,  // 7: vigil.votesource.v1.Vote.reason:type_name -> vigil.votesource.v1.Reason
 	15, // 8: vigil.votesource.v1.VoteResponse.votes:type_name -> vigil.votesource.v1.Vote
-	9,  // 9: vigil.votesource.v1.ConfigureRequest.ValuesEntry.value:type_name -> vigil.votesource.v1.ConfigValue
-	3,  // 10: vigil.votesource.v1.VoteSource.Info:input_type -> vigil.votesource.v1.InfoRequest
-	5,  // 11: vigil.votesource.v1.VoteSource.ConfigSchema:input_type -> vigil.votesource.v1.ConfigSchemaRequest
-	10, // 12: vigil.votesource.v1.VoteSource.Configure:input_type -> vigil.votesource.v1.ConfigureRequest
-	14, // 13: vigil.votesource.v1.VoteSource.Vote:input_type -> vigil.votesource.v1.VoteRequest
-	4,  // 14: vigil.votesource.v1.VoteSource.Info:output_type -> vigil.votesource.v1.InfoResponse
-	7,  // 15: vigil.votesource.v1.VoteSource.ConfigSchema:output_type -> vigil.votesource.v1.ConfigSchemaResponse
-	12, // 16: vigil.votesource.v1.VoteSource.Configure:output_type -> vigil.votesource.v1.ConfigureResponse
-	16, // 17: vigil.votesource.v1.VoteSource.Vote:output_type -> vigil.votesource.v1.VoteResponse
-	14, // [14:18] is the sub-list for method output_type
-	10, // [10:14] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	21, // 9: vigil.votesource.v1.StatusItem.labels:type_name -> vigil.votesource.v1.StatusItem.LabelsEntry
+	18, // 10: vigil.votesource.v1.StatusResponse.items:type_name -> vigil.votesource.v1.StatusItem
+	9,  // 11: vigil.votesource.v1.ConfigureRequest.ValuesEntry.value:type_name -> vigil.votesource.v1.ConfigValue
+	3,  // 12: vigil.votesource.v1.VoteSource.Info:input_type -> vigil.votesource.v1.InfoRequest
+	5,  // 13: vigil.votesource.v1.VoteSource.ConfigSchema:input_type -> vigil.votesource.v1.ConfigSchemaRequest
+	10, // 14: vigil.votesource.v1.VoteSource.Configure:input_type -> vigil.votesource.v1.ConfigureRequest
+	14, // 15: vigil.votesource.v1.VoteSource.Vote:input_type -> vigil.votesource.v1.VoteRequest
+	17, // 16: vigil.votesource.v1.VoteSource.Status:input_type -> vigil.votesource.v1.StatusRequest
+	4,  // 17: vigil.votesource.v1.VoteSource.Info:output_type -> vigil.votesource.v1.InfoResponse
+	7,  // 18: vigil.votesource.v1.VoteSource.ConfigSchema:output_type -> vigil.votesource.v1.ConfigSchemaResponse
+	12, // 19: vigil.votesource.v1.VoteSource.Configure:output_type -> vigil.votesource.v1.ConfigureResponse
+	16, // 20: vigil.votesource.v1.VoteSource.Vote:output_type -> vigil.votesource.v1.VoteResponse
+	19, // 21: vigil.votesource.v1.VoteSource.Status:output_type -> vigil.votesource.v1.StatusResponse
+	17, // [17:22] is the sub-list for method output_type
+	12, // [12:17] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_votesource_v1_votesource_proto_init() }
@@ -1253,7 +1440,7 @@ func file_votesource_v1_votesource_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_votesource_v1_votesource_proto_rawDesc), len(file_votesource_v1_votesource_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   15,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

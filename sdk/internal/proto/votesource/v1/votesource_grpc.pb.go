@@ -29,6 +29,7 @@ const (
 	VoteSource_ConfigSchema_FullMethodName = "/vigil.votesource.v1.VoteSource/ConfigSchema"
 	VoteSource_Configure_FullMethodName    = "/vigil.votesource.v1.VoteSource/Configure"
 	VoteSource_Vote_FullMethodName         = "/vigil.votesource.v1.VoteSource/Vote"
+	VoteSource_Status_FullMethodName       = "/vigil.votesource.v1.VoteSource/Status"
 )
 
 // VoteSourceClient is the client API for VoteSource service.
@@ -39,6 +40,10 @@ type VoteSourceClient interface {
 	ConfigSchema(ctx context.Context, in *ConfigSchemaRequest, opts ...grpc.CallOption) (*ConfigSchemaResponse, error)
 	Configure(ctx context.Context, in *ConfigureRequest, opts ...grpc.CallOption) (*ConfigureResponse, error)
 	Vote(ctx context.Context, in *VoteRequest, opts ...grpc.CallOption) (*VoteResponse, error)
+	// Status is optional (protocol 1 plugins may answer Unimplemented): what
+	// the plugin wants operators to see, such as the node gateway's online
+	// nodes. It is not serialized with the other calls.
+	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 }
 
 type voteSourceClient struct {
@@ -89,6 +94,16 @@ func (c *voteSourceClient) Vote(ctx context.Context, in *VoteRequest, opts ...gr
 	return out, nil
 }
 
+func (c *voteSourceClient) Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StatusResponse)
+	err := c.cc.Invoke(ctx, VoteSource_Status_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // VoteSourceServer is the server API for VoteSource service.
 // All implementations must embed UnimplementedVoteSourceServer
 // for forward compatibility.
@@ -97,6 +112,10 @@ type VoteSourceServer interface {
 	ConfigSchema(context.Context, *ConfigSchemaRequest) (*ConfigSchemaResponse, error)
 	Configure(context.Context, *ConfigureRequest) (*ConfigureResponse, error)
 	Vote(context.Context, *VoteRequest) (*VoteResponse, error)
+	// Status is optional (protocol 1 plugins may answer Unimplemented): what
+	// the plugin wants operators to see, such as the node gateway's online
+	// nodes. It is not serialized with the other calls.
+	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	mustEmbedUnimplementedVoteSourceServer()
 }
 
@@ -118,6 +137,9 @@ func (UnimplementedVoteSourceServer) Configure(context.Context, *ConfigureReques
 }
 func (UnimplementedVoteSourceServer) Vote(context.Context, *VoteRequest) (*VoteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Vote not implemented")
+}
+func (UnimplementedVoteSourceServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
 }
 func (UnimplementedVoteSourceServer) mustEmbedUnimplementedVoteSourceServer() {}
 func (UnimplementedVoteSourceServer) testEmbeddedByValue()                    {}
@@ -212,6 +234,24 @@ func _VoteSource_Vote_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _VoteSource_Status_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(VoteSourceServer).Status(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: VoteSource_Status_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(VoteSourceServer).Status(ctx, req.(*StatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // VoteSource_ServiceDesc is the grpc.ServiceDesc for VoteSource service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -234,6 +274,10 @@ var VoteSource_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Vote",
 			Handler:    _VoteSource_Vote_Handler,
+		},
+		{
+			MethodName: "Status",
+			Handler:    _VoteSource_Status_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
