@@ -1,10 +1,15 @@
-# vigil quickstart: one machine, no accounts. `make demo` runs it.
+# vigil quickstart: one machine, no accounts. `make demo` runs it with
+# everything it needs (examples/demo.sh starts these beside the agent):
+#   - demo origins a1, a2 (level 1, the primary) and b1 (level 2, the backup)
+#     on 127.0.0.1:18001-18003: bin/vigil-demo-origin fail|recover ADDR
+#   - two edge nodes (bin/vigil-node edge-1 and edge-2) attached to the node
+#     gateway on 127.0.0.1:8471; edge-1 also proxies visitors on :8080
+#   - a fake dnspup Customer API on 127.0.0.1:8475 (bin/vigil-fake-dnspup)
+#     whose checkpoints probe the origins from this machine
 #
-# Two levels of demo origins on loopback: a1 and a2 (level 1, the primary)
-# and b1 (level 2, the backup). Fail the primaries with
-#   bin/vigil-demo-origin fail 127.0.0.1:18001
-#   bin/vigil-demo-origin fail 127.0.0.1:18002
-# and watch `bin/vigil status www` switch to level 2 within three rounds.
+# The chain is the one vigil documents: the operator's nodes first (two must
+# agree), then dnspup checkpoints whose votes are added to the node votes,
+# then vigil's own probe for whatever is still unsettled.
 
 control {
   round_interval  = "2s"
@@ -18,7 +23,32 @@ control {
   }
 }
 
-# The control plane's own probe: one vote per origin.
+source "node" {
+  plugin    = "vigil-source-node"
+  min_votes = 2                      # two of up to three nodes, and a majority
+  tally     = "own"
+  timeout   = "3s"
+  env       = ["VIGIL_NODE_TOKEN"]   # vigil passes a plugin only what it lists
+  config {
+    listen          = "127.0.0.1:8471"
+    token_env       = "VIGIL_NODE_TOKEN"
+    nodes_per_round = 3
+    online_timeout  = "6s"
+  }
+}
+
+source "dnspup" {
+  plugin    = "vigil-source-dnspup"
+  min_votes = 2
+  tally     = "carry"                # one vote per checkpoint, added to the node votes
+  timeout   = "5s"
+  env       = ["DNSPUP_API_KEY", "DNSPUP_API_SECRET"]
+  config {
+    api_base    = "http://127.0.0.1:8475"   # the fake; the real one is https://api.dnspup.com
+    checkpoints = ["ams-1", "fra-1"]
+  }
+}
+
 source "direct" {
   plugin  = "vigil-source-direct"
   timeout = "3s"

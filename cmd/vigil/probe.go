@@ -20,11 +20,21 @@ func init() {
 	register("probe", "run one real round for a site through the chain, changing nothing: why is my origin failing?", runProbe)
 }
 
+// probeViaAgent asks the running agent for a dry-run round through its own
+// plugins (so attached nodes vote too).
+func probeViaAgent(c *client, site string) (*engine.ProbeResult, error) {
+	var res engine.ProbeResult
+	if err := c.do(context.Background(), "POST", "/v1/sites/"+site+"/probe", struct{}{}, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 func runProbe(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	path := fs.String("config", "", "configuration file or folder (required)")
-	asJSON := fs.Bool("json", false, "print JSON")
+	path := fs.String("config", "", "configuration file or folder: launch the chain's plugins here (without it, ask the running agent)")
+	addr, token, asJSON := clientFlags(fs)
 	verbose := fs.Bool("v", false, "show the plugins' logs")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -34,9 +44,17 @@ func runProbe(args []string, stdout, stderr io.Writer) int {
 	if len(pos) == 1 {
 		site = pos[0]
 	}
-	if *path == "" || site == "" {
-		fmt.Fprintln(stderr, "usage: vigil probe -config PATH SITE [-json]")
+	if site == "" {
+		fmt.Fprintln(stderr, "usage: vigil probe [-config PATH] SITE [-json]   (without -config: ask the running agent)")
 		return 2
+	}
+	if *path == "" {
+		res, err := probeViaAgent(newClient(*addr, *token), site)
+		if err != nil {
+			fmt.Fprintf(stderr, "vigil probe: %v\n", err)
+			return 1
+		}
+		return printProbe(stdout, res, nil, *asJSON)
 	}
 	cfg, diags := config.Load(*path)
 	if diags.HasErrors() {
@@ -91,12 +109,20 @@ func runProbe(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vigil probe: %v\n", err)
 		return 1
 	}
-	if *asJSON {
+	return printProbe(stdout, res, cs.Sources, *asJSON)
+}
+
+func printProbe(stdout io.Writer, res *engine.ProbeResult, chain []string, asJSON bool) int {
+	if asJSON {
 		b, _ := json.MarshalIndent(res, "", "  ")
 		fmt.Fprintln(stdout, string(b))
 		return 0
 	}
-	fmt.Fprintf(stdout, "%s (%s): one dry-run round through %s; nothing is saved\n", res.Site, res.Hostname, strings.Join(cs.Sources, " → "))
+	through := "the agent's chain"
+	if chain != nil {
+		through = strings.Join(chain, " → ")
+	}
+	fmt.Fprintf(stdout, "%s (%s): one dry-run round through %s; nothing is saved\n", res.Site, res.Hostname, through)
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	for _, o := range res.Origins {
 		if !o.Enabled {

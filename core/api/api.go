@@ -57,6 +57,7 @@ func New(opts Options) http.Handler {
 	h.mux.HandleFunc("GET /v1/sites", h.read(h.sites))
 	h.mux.HandleFunc("GET /v1/sites/{site}", h.read(h.site))
 	h.mux.HandleFunc("POST /v1/sites/{site}/switch", h.write(h.switchLevel))
+	h.mux.HandleFunc("POST /v1/sites/{site}/probe", h.write(h.probe))
 	h.mux.HandleFunc("POST /v1/sites/{site}/origins/{origin}/{action}", h.write(h.originAction))
 	h.mux.HandleFunc("GET /v1/events", h.read(h.events))
 	h.mux.HandleFunc("GET /v1/publication", h.read(h.publication))
@@ -381,4 +382,15 @@ func (h *handler) nodes(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// probe runs one dry-run round for a site through the agent's own sources.
+// It changes nothing, but it does send probes, so it needs the token.
+func (h *handler) probe(w http.ResponseWriter, r *http.Request) {
+	res, err := h.Engine.ProbeSite(r.Context(), r.PathValue("site"))
+	if err != nil {
+		h.actionError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
 }

@@ -10,6 +10,7 @@
 //	GET  /v1/sites                                 every site (SiteView)
 //	GET  /v1/sites/{site}                          one site
 //	POST /v1/sites/{site}/switch                   {"level": N}
+//	POST /v1/sites/{site}/probe                    a dry-run round (changes nothing)
 //	POST /v1/sites/{site}/origins/{origin}/disable
 //	POST /v1/sites/{site}/origins/{origin}/enable
 //	GET  /v1/events?site=&after=&limit=&wait=      the journal, oldest first

@@ -38,6 +38,27 @@ type ProbeOrigin struct {
 // operator's "why is my origin failing?". Disabled origins are listed but
 // not probed.
 func Probe(ctx context.Context, cfg *config.Config, site string, sources []VoteSource, log hclog.Logger) (*ProbeResult, error) {
+	return probe(ctx, cfg, site, sources, log, nil)
+}
+
+// ProbeSite is Probe through the running engine's own sources (so the node
+// gateway's attached nodes vote too), with the origins' live enabled state.
+// It waits for a round in progress to end and changes no state.
+func (e *Engine) ProbeSite(ctx context.Context, site string) (*ProbeResult, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.fleet.Site(site)
+	if s == nil {
+		return nil, &ActionError{Err: fmt.Errorf("no site %s", site), Code: "unknown_site"}
+	}
+	disabled := map[string]bool{}
+	for i, o := range s.Spec.Origins {
+		disabled[o.Name] = s.State.Origins[i].State == decide.Disabled
+	}
+	return probe(ctx, e.cfg, site, e.sources, e.log, disabled)
+}
+
+func probe(ctx context.Context, cfg *config.Config, site string, sources []VoteSource, log hclog.Logger, disabled map[string]bool) (*ProbeResult, error) {
 	cs := cfg.Site(site)
 	if cs == nil {
 		return nil, fmt.Errorf("no site %s", site)
@@ -53,8 +74,13 @@ func Probe(ctx context.Context, cfg *config.Config, site string, sources []VoteS
 	f := fleet.New(&one)
 	s := f.Sites[0]
 	asker := &chainAsker{fleet: f, sources: sources, log: log, votes: map[vote.Target][]VoteView{}}
-	for i := range s.Outcomes {
-		s.Outcomes[i].Skip = s.State.Origins[i].State == decide.Disabled
+	enabled := make([]bool, len(cs.Origins))
+	for i, o := range cs.Origins {
+		enabled[i] = o.Enabled
+		if d, ok := disabled[o.Name]; ok {
+			enabled[i] = !d
+		}
+		s.Outcomes[i].Skip = !enabled[i]
 	}
 	var w vote.Walker
 	for _, src := range f.Chain {
@@ -63,8 +89,8 @@ func Probe(ctx context.Context, cfg *config.Config, site string, sources []VoteS
 	w.Walk(ctx, asker, []vote.Job{{Site: 0, Sources: s.Sources, Outcomes: s.Outcomes}})
 	res := &ProbeResult{Site: cs.Name, Hostname: cs.Hostname}
 	for i, o := range cs.Origins {
-		po := ProbeOrigin{Origin: o.Name, Address: o.Address, Level: o.Level, Enabled: o.Enabled, Verdict: "none", Asked: []string{}, Votes: []VoteView{}}
-		if o.Enabled {
+		po := ProbeOrigin{Origin: o.Name, Address: o.Address, Level: o.Level, Enabled: enabled[i], Verdict: "none", Asked: []string{}, Votes: []VoteView{}}
+		if enabled[i] {
 			out := s.Outcomes[i]
 			po.Verdict = out.Verdict.String()
 			po.Asked = s.Asked(f.Chain, i)
