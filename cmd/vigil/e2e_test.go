@@ -39,7 +39,10 @@ func TestMain(m *testing.M) {
 		defer os.RemoveAll(dir)
 		cmd := exec.Command("go", "build", "-o", dir+"/",
 			"github.com/vigilcdn/vigil/cmd/vigil",
-			"github.com/vigilcdn/vigil/plugins/direct/cmd/vigil-source-direct")
+			"github.com/vigilcdn/vigil/plugins/direct/cmd/vigil-source-direct",
+			"github.com/vigilcdn/vigil/plugins/node/cmd/vigil-source-node",
+			"github.com/vigilcdn/vigil/plugins/node/cmd/vigil-node",
+			"github.com/vigilcdn/vigil/plugins/dnspup/cmd/vigil-source-dnspup")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "building the binaries:", err)
