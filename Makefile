@@ -14,9 +14,9 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ $(MAIN_PKGS)
 
-# What the tests need from Debian, as command:package: protoc for proto-check
-# chromium for the status page's browser test and etcd for the HA tests. Installed with apt-get (as
-# root) only when missing.
+# What the tests need from Debian, as command:package: protoc for proto-check,
+# chromium for the status page's browser test, etcd for the HA tests.
+# Installed with apt-get (as root) only when missing.
 DEB_DEPS := protoc:protobuf-compiler chromium:chromium etcd:etcd-server
 
 deps:

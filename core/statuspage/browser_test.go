@@ -2,7 +2,6 @@ package statuspage_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -91,6 +90,15 @@ func (f *fakeSource) Vote(_ context.Context, b sdk.Ballot) ([]sdk.Vote, error) {
 
 // startAgent runs an engine and the API with the status page on a loopback
 // httptest server, the way `vigil agent` wires them.
+// Status reports two nodes, as the node gateway does (sdk.StatusReporter);
+// the API serves them at GET /v1/nodes and the page shows them.
+func (s *fakeSource) Status(context.Context) (sdk.Status, error) {
+	return sdk.Status{Summary: "2 of 2 nodes online", Items: []sdk.StatusItem{
+		{Name: "edge-ams-1", State: "online", Labels: map[string]string{"pop": "ams"}, LastSeen: time.Now().Add(-2 * time.Second)},
+		{Name: "edge-fra-1", State: "online", Labels: map[string]string{"pop": "fra"}, LastSeen: time.Now().Add(-1 * time.Second)},
+	}}, nil
+}
+
 func startAgent(t *testing.T, src *fakeSource, readsNeedToken bool) (*engine.Engine, string) {
 	t.Helper()
 	cfg, diags := config.Parse("browser_test.hcl", []byte(agentConfig))
@@ -122,14 +130,6 @@ func startAgent(t *testing.T, src *fakeSource, readsNeedToken bool) (*engine.Eng
 		Engine: eng, Token: testToken, ReadsNeedToken: readsNeedToken, MaxWait: 30 * time.Second,
 		Extra: func(mux *http.ServeMux) {
 			statuspage.Register(mux, statuspage.Options{})
-			// What the node gateway will serve; the page shows it.
-			mux.HandleFunc("GET /v1/nodes", func(w http.ResponseWriter, _ *http.Request) {
-				w.Header().Set("Content-Type", "application/json")
-				json.NewEncoder(w).Encode(map[string]any{"nodes": []map[string]any{
-					{"id": "edge-ams-1", "labels": map[string]string{"pop": "ams"}, "source": "edge", "last_seen": time.Now().Add(-2 * time.Second)},
-					{"id": "edge-fra-1", "labels": map[string]string{"pop": "fra"}, "source": "edge", "last_seen": time.Now().Add(-1 * time.Second)},
-				}})
-			})
 		},
 	})
 	srv := httptest.NewServer(handler)
