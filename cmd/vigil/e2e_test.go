@@ -37,12 +37,18 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		defer os.RemoveAll(dir)
-		cmd := exec.Command("go", "build", "-o", dir+"/",
+		args := []string{"build", "-o", dir + "/"}
+		if raceEnabled {
+			// The agent, the engine and the plugins run with the race
+			// detector too: the processes are where the concurrency is.
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args,
 			"github.com/vigilcdn/vigil/cmd/vigil",
 			"github.com/vigilcdn/vigil/plugins/direct/cmd/vigil-source-direct",
 			"github.com/vigilcdn/vigil/plugins/node/cmd/vigil-source-node",
 			"github.com/vigilcdn/vigil/plugins/node/cmd/vigil-node",
-			"github.com/vigilcdn/vigil/plugins/dnspup/cmd/vigil-source-dnspup")
+			"github.com/vigilcdn/vigil/plugins/dnspup/cmd/vigil-source-dnspup")...)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "building the binaries:", err)
@@ -105,6 +111,11 @@ func startAgentProc(t *testing.T, config string) *agentProc {
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-p.done
+		// With -race the agent and its plugins report data races on stderr
+		// (the plugins' through the agent's log).
+		if strings.Contains(p.logText(), "WARNING: DATA RACE") {
+			t.Errorf("the race detector found a data race in the agent or a plugin")
+		}
 		if t.Failed() {
 			t.Logf("agent log:\n%s", p.logText())
 		}
