@@ -346,6 +346,15 @@ func (h *handler) publication(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
+	// A follower ahead of this control plane holds a version from another
+	// history (a control plane restored from an empty store): it gets the
+	// current snapshot at once rather than waiting for the numbers to catch
+	// up.
+	if cur := h.Engine.Hub().Current(); after > cur.Version && cur.Version > 0 {
+		w.Header().Set("X-Vigil-Publication", strconv.FormatUint(cur.Version, 10))
+		writeJSON(w, http.StatusOK, cur)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
 	snap, ok := h.Engine.Hub().Wait(ctx, after)

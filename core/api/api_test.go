@@ -161,6 +161,11 @@ func TestPublicationLongPoll(t *testing.T) {
 		s, b := call(t, srv, "GET", "/v1/publication?after="+itoa(cur)+"&wait=5s", "", "")
 		done <- result{s, b}
 	}()
+	// A follower ahead of this control plane (another history) gets the
+	// current snapshot at once.
+	if status, body := call(t, srv, "GET", "/v1/publication?after="+itoa(cur+100)+"&wait=5s", "", ""); status != 200 || uint64(body["version"].(float64)) != cur {
+		t.Fatalf("a follower from another history: %d %v", status, body)
+	}
 	// Whether the poll is parked yet or not, it must see the switch.
 	if _, err := e.Switch(context.Background(), "www", 2, "t"); err != nil {
 		t.Fatal(err)

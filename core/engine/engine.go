@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -407,15 +410,20 @@ func (e *Engine) republish() {
 	if e.lastPub != nil && samePublication(e.lastPub, snap) && e.hub.Current().Version == e.meta.Publication {
 		return
 	}
-	if e.lastPub == nil && e.meta.Publication > 0 {
-		// First publication after a restart: same version if nothing
-		// changed is unknowable, so publish the stored version as is and
-		// let the next change bump it.
+	digest := publicationDigest(snap)
+	if e.lastPub == nil && e.meta.Publication > 0 && (digest == e.meta.PublicationDigest || !e.active()) {
+		// First publication after a restart (or a standby mirroring the
+		// store): the same content keeps its stored version, so nodes
+		// holding it are not woken for nothing.
 		snap.Version = e.meta.Publication
 	} else {
+		// New content, or content that differs from what the stored
+		// version meant (the configuration changed while vigil was
+		// down): a new version, so every follower picks it up.
 		e.meta.Publication++
 		snap.Version = e.meta.Publication
 	}
+	e.meta.PublicationDigest = digest
 	e.lastPub = snap
 	e.hub.Publish(snap)
 	e.metrics.publication.Set(float64(snap.Version))
@@ -455,4 +463,11 @@ func (e *Engine) JournalChanged() <-chan struct{} {
 	e.journalMu.Lock()
 	defer e.journalMu.Unlock()
 	return e.journalChanged
+}
+
+// publicationDigest fingerprints a snapshot's content (not its version).
+func publicationDigest(s *publication.Snapshot) string {
+	b, _ := json.Marshal(s.Sites)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }

@@ -176,3 +176,39 @@ site "www" {
 		t.Fatalf("last event %v, want a config switch 2 -> 1", last)
 	}
 }
+
+func TestRestartRepublishesChangedContent(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	e, st := enginetest.Start(t, enginetest.Config(t, twoLevels), enginetest.Sources{}, dir)
+	e.RunRound(ctx)
+	e.RunRound(ctx)
+	v1 := e.Hub().Current().Version
+	e.Close()
+	st.Close()
+
+	t.Run("same content keeps the version", func(t *testing.T) {
+		e2, st2 := enginetest.Start(t, enginetest.Config(t, twoLevels), enginetest.Sources{}, dir)
+		if got := e2.Hub().Current().Version; got != v1 {
+			t.Fatalf("version %d after a restart with the same content, want %d", got, v1)
+		}
+		e2.Close()
+		st2.Close()
+	})
+	t.Run("changed content gets a new version", func(t *testing.T) {
+		// a2 is gone while vigil was down: nodes holding v1 must hear of it.
+		changed := strings.Replace(twoLevels, `origin "a2" { address = "http://127.0.0.1:18002" }`, `origin "a3" { address = "http://127.0.0.1:18004" }`, 1)
+		e3, _ := enginetest.Start(t, enginetest.Config(t, changed), enginetest.Sources{}, dir)
+		snap := e3.Hub().Current()
+		if snap.Version <= v1 {
+			t.Fatalf("version %d after a restart with changed content, want > %d", snap.Version, v1)
+		}
+		names := []string{}
+		for _, o := range snap.Sites[0].Origins {
+			names = append(names, o.Name)
+		}
+		if strings.Join(names, ",") != "a1,a3" {
+			t.Fatalf("published origins %v, want a1,a3", names)
+		}
+	})
+}

@@ -58,6 +58,10 @@ type Meta struct {
 	LastEvent uint64 `json:"last_event"`
 	// Publication is the publication version.
 	Publication uint64 `json:"publication"`
+	// PublicationDigest identifies the content published under
+	// Publication, so that a restart republishes the same version only
+	// when the content is the same.
+	PublicationDigest string `json:"publication_digest,omitempty"`
 }
 
 // State is everything Load returns.

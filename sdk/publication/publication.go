@@ -80,7 +80,10 @@ type Follower struct {
 }
 
 // Next returns the first snapshot with a version greater than after. It
-// blocks up to Wait; when nothing changed it returns ErrNotModified.
+// blocks up to Wait; when nothing changed it returns ErrNotModified. When
+// the control plane's history restarted (its versions are all below after),
+// it returns the control plane's current snapshot at once, whose Version is
+// then below after: apply it all the same.
 func (f *Follower) Next(ctx context.Context, after uint64) (*Snapshot, error) {
 	wait := f.Wait
 	if wait <= 0 {
@@ -122,8 +125,10 @@ func (f *Follower) Next(ctx context.Context, after uint64) (*Snapshot, error) {
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 256<<20)).Decode(&snap); err != nil {
 		return nil, fmt.Errorf("publication: decoding the snapshot: %w", err)
 	}
-	if snap.Version <= after {
+	if snap.Version == after || snap.Version == 0 {
 		return nil, fmt.Errorf("publication: the control plane answered version %d to a request for a version after %d", snap.Version, after)
 	}
+	// A version below after means the control plane's history restarted
+	// (it lost its store): its snapshot is the truth now.
 	return &snap, nil
 }

@@ -269,7 +269,10 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) error {
 			return err
 		}
 		meta := store.Meta{Round: max(stored.Round, b.Meta.Round), LastEvent: stored.LastEvent + uint64(len(b.Events)),
-			Publication: max(stored.Publication, b.Meta.Publication)}
+			Publication: max(stored.Publication, b.Meta.Publication), PublicationDigest: stored.PublicationDigest}
+		if b.Meta.Publication >= stored.Publication {
+			meta.PublicationDigest = b.Meta.PublicationDigest
+		}
 		metaVal, _ := json.Marshal(meta)
 		ops := []clientv3.Op{clientv3.OpPut(s.MetaKey(), string(metaVal))}
 		for _, p := range final {

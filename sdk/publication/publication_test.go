@@ -1,0 +1,82 @@
+package publication_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vigilcdn/vigil/sdk/publication"
+)
+
+func TestFollowerNext(t *testing.T) {
+	var gotAuth, gotWait string
+	answer := func(w http.ResponseWriter, r *http.Request) {
+		gotAuth, gotWait = r.Header.Get("Authorization"), r.URL.Query().Get("wait")
+		after, _ := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
+		switch after {
+		case 1: // something newer
+			json.NewEncoder(w).Encode(publication.Snapshot{Version: 2, Sites: []publication.Site{{Name: "www", Hostname: "www.example.com", Level: 2}}})
+		case 2: // nothing newer
+			w.WriteHeader(http.StatusNotModified)
+		case 9: // another history: the control plane is at version 3
+			json.NewEncoder(w).Encode(publication.Snapshot{Version: 3})
+		case 5: // a broken server answering the same version
+			json.NewEncoder(w).Encode(publication.Snapshot{Version: 5})
+		default:
+			http.Error(w, `{"error":{"code":"unauthorized","message":"no"}}`, http.StatusUnauthorized)
+		}
+	}
+	srv := httptest.NewServer(http.HandlerFunc(answer))
+	t.Cleanup(srv.Close)
+	f := &publication.Follower{BaseURL: srv.URL + "/", Token: "tok", Wait: 7 * time.Second}
+	tests := []struct {
+		name    string
+		after   uint64
+		version uint64
+		err     string
+	}{
+		{"newer", 1, 2, ""},
+		{"not modified", 2, 0, publication.ErrNotModified.Error()},
+		{"history restarted", 9, 3, ""},
+		{"same version is an error", 5, 0, "answered version 5"},
+		{"HTTP error", 7, 0, "401"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			snap, err := f.Next(context.Background(), tt.after)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err %v, want %q", err, tt.err)
+				}
+				if tt.err == publication.ErrNotModified.Error() && !errors.Is(err, publication.ErrNotModified) {
+					t.Fatalf("err %v is not ErrNotModified", err)
+				}
+				return
+			}
+			if err != nil || snap.Version != tt.version {
+				t.Fatalf("Next = %+v, %v; want version %d", snap, err, tt.version)
+			}
+		})
+	}
+	if gotAuth != "Bearer tok" || gotWait != "7s" {
+		t.Fatalf("request had Authorization %q and wait %q", gotAuth, gotWait)
+	}
+}
+
+func TestSnapshotSiteByHost(t *testing.T) {
+	s := &publication.Snapshot{Sites: []publication.Site{{Name: "www", Hostname: "www.example.com"}}}
+	for _, host := range []string{"www.example.com", "WWW.Example.com.", "www.example.com:8080"} {
+		if s.Site(host) == nil {
+			t.Errorf("Site(%q) = nil", host)
+		}
+	}
+	if s.Site("other.example.com") != nil {
+		t.Error("an unknown host matched")
+	}
+}
