@@ -1,0 +1,3 @@
+// Package echo is a test vote source shared by sdktest's in-process and
+// subprocess tests.
+package echo
