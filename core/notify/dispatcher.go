@@ -214,18 +214,22 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	for _, n := range d.notifiers {
 		ws = append(ws, d.start(ctx, n.Name, n, st))
 	}
-	d.workers.Store(&ws)
+	// Publish a slice of its own: Wake reads it without locks, so nothing
+	// may write through this pointer afterwards (Reconfigure stores a new
+	// one).
+	running := ws
+	d.workers.Store(&running)
 	d.mu.Unlock()
 
 	<-ctx.Done()
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	ws = d.current()
-	for _, w := range ws {
+	stopping := d.current()
+	for _, w := range stopping {
 		w.cancel()
 	}
-	for _, w := range ws {
+	for _, w := range stopping {
 		<-w.done
 	}
 	d.workers.Store(nil)
