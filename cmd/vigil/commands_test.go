@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vigilcdn/vigil/core/api"
+	"github.com/vigilcdn/vigil/core/engine/enginetest"
+)
+
+const cliConfig = `
+source "direct" { plugin = "vigil-source-direct" }
+site "www" {
+  hostname = "www.example.com"
+  origin "a1" { address = "http://127.0.0.1:18001" }
+  origin "a2" { address = "http://127.0.0.1:18002" }
+  origin "b1" {
+    address = "http://127.0.0.1:18003"
+    level   = 2
+  }
+}
+`
+
+// TestClientCommands runs the CLI's commands against a real API served by an
+// engine with an in-process source, in order (later steps see earlier ones).
+func TestClientCommands(t *testing.T) {
+	e, _ := enginetest.Start(t, enginetest.Config(t, cliConfig), enginetest.Sources{}, "")
+	e.RunRound(context.Background())
+	e.RunRound(context.Background())
+	srv := httptest.NewServer(api.New(api.Options{Engine: e, Token: "cli-token"}))
+	t.Cleanup(srv.Close)
+	t.Setenv("VIGIL_TOKEN", "")
+	t.Setenv("VIGIL_ADDR", "")
+	addr := []string{"-address", srv.URL}
+	auth := append([]string{"-token", "cli-token"}, addr...)
+	steps := []struct {
+		name     string
+		args     []string
+		code     int
+		stdout   string
+		stderr   string
+		wantJSON bool
+	}{
+		{"status", append([]string{"status"}, addr...), 0, "www (www.example.com)  level 1  failback auto", "", false},
+		{"status shows votes", append([]string{"status", "www"}, addr...), 0, "votes: direct/direct up", "", false},
+		{"status json", append([]string{"status", "www", "-json"}, addr...), 0, `"level": 1`, "", true},
+		{"status unknown site", append([]string{"status", "nope"}, addr...), 1, "", "no site nope", false},
+		{"status too many args", append([]string{"status", "a", "b"}, addr...), 2, "", "usage: vigil status", false},
+		{"switch without token", append([]string{"switch", "www", "2"}, addr...), 1, "", "changes need the API token", false},
+		{"switch not a number", append([]string{"switch", "www", "two"}, auth...), 2, "", "LEVEL must be a number", false},
+		{"switch unknown level", append([]string{"switch", "www", "9"}, auth...), 1, "", "site www has no level 9 (its levels are 1, 2)", false},
+		{"switch", append([]string{"switch", "www", "2"}, auth...), 0, "www: level 1 -> 2 (manual)", "", false},
+		{"switch to current pins", append([]string{"switch", "www", "2"}, auth...), 0, "already on level 2", "", false},
+		{"held", append([]string{"status", "www"}, addr...), 0, "level 2  failback manual", "", false},
+		{"origin bad verb", append([]string{"origin", "reboot", "www", "a1"}, auth...), 2, "", "usage: vigil origin", false},
+		{"origin unknown", append([]string{"origin", "disable", "www", "zz"}, auth...), 1, "", "site www has no origin zz", false},
+		{"origin disable", append([]string{"origin", "disable", "www", "a1"}, auth...), 0, "origin a1: healthy -> disabled", "", false},
+		{"events", append([]string{"events", "-site", "www"}, addr...), 0, "level 1 -> 2 (manual) by ", "", false},
+		{"events json", append([]string{"events", "-json", "-after", "3"}, addr...), 0, `"kind":"level_switched"`, "", false},
+		{"probe through the agent", append([]string{"probe", "www"}, auth...), 0, "one dry-run round through the agent's chain", "", false},
+		{"probe shows disabled", append([]string{"probe", "www"}, auth...), 0, "disabled: not probed", "", false},
+		{"unreachable agent", []string{"status", "-address", "http://127.0.0.1:1"}, 1, "", "cannot reach the agent", false},
+		{"unknown command", []string{"frobnicate"}, 2, "", `unknown command "frobnicate"`, false},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run(s.args, &out, &errb)
+			if code != s.code || !strings.Contains(out.String(), s.stdout) || !strings.Contains(errb.String(), s.stderr) {
+				t.Fatalf("exit %d (want %d)\nstdout:\n%s\nstderr:\n%s\nwant stdout to contain %q and stderr %q", code, s.code, out.String(), errb.String(), s.stdout, s.stderr)
+			}
+			if s.wantJSON && !json.Valid(out.Bytes()) {
+				t.Fatalf("-json printed invalid JSON:\n%s", out.String())
+			}
+			if strings.Contains(out.String()+errb.String(), "cli-token") {
+				t.Fatal("the token was printed")
+			}
+		})
+	}
+}
+
+func TestValidateAndSimulateExitCodes(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.hcl")
+	bad := filepath.Join(dir, "bad.hcl")
+	timeline := filepath.Join(dir, "timeline.jsonl")
+	badTimeline := filepath.Join(dir, "bad.jsonl")
+	write := func(p, s string) {
+		if err := os.WriteFile(p, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(good, cliConfig)
+	write(bad, strings.Replace(cliConfig, `level   = 2`, `level   = 0`, 1))
+	write(timeline, `{"round": {"www/a1": {"direct": ["up"]}, "www/a2": {"direct": ["up"]}}}`+"\n"+`{"switch": {"site": "www", "level": 2}}`+"\n")
+	write(badTimeline, `{"round": {}}`+"\n"+`{"round": {"www/a1": {"nodes": ["up"]}}}`+"\n")
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{"valid", []string{"validate", "-config", good}, 0, "configuration is valid: 1 source(s), 1 site(s)", ""},
+		{"invalid", []string{"validate", "-config", bad}, 1, "", "bad.hcl line 9"},
+		{"missing flag", []string{"validate"}, 2, "", "-config is required"},
+		{"simulate", []string{"simulate", "-config", good, "-timeline", timeline}, 0, `"reason":"manual"`, ""},
+		{"simulate bad timeline names the line", []string{"simulate", "-config", good, "-timeline", badTimeline}, 2, "", "timeline line 2"},
+		{"simulate bad config", []string{"simulate", "-config", bad, "-timeline", timeline}, 2, "", "Invalid level"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run(tt.args, &out, &errb)
+			if code != tt.code || !strings.Contains(out.String(), tt.stdout) || !strings.Contains(errb.String(), tt.stderr) {
+				t.Fatalf("exit %d (want %d)\nstdout:\n%s\nstderr:\n%s", code, tt.code, out.String(), errb.String())
+			}
+		})
+	}
+}
