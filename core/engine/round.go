@@ -94,7 +94,7 @@ func (e *Engine) RunRound(ctx context.Context) RoundResult {
 	asker := &chainAsker{fleet: e.fleet, sources: e.sources, log: e.log, metrics: e.metrics, round: e.fleet.Seq + 1, votes: map[vote.Target][]VoteView{}}
 	reports := e.fleet.Round(ctx, asker)
 	e.meta.Round = e.fleet.Seq
-	res := RoundResult{Round: e.fleet.Seq}
+	res := RoundResult{Round: e.fleet.Seq, Sites: []string{}} // non-nil: refreshViews(nil) means every site
 	for _, rep := range reports {
 		s := rep.Site
 		name := s.Spec.Name
