@@ -25,10 +25,10 @@ control {
 
 source "node" {
   plugin    = "vigil-source-node"
-  min_votes = 2                      # two of up to three nodes, and a majority
+  min_votes = 2 # two of up to three nodes, and a majority
   tally     = "own"
   timeout   = "3s"
-  env       = ["VIGIL_NODE_TOKEN"]   # vigil passes a plugin only what it lists
+  env       = ["VIGIL_NODE_TOKEN"] # vigil passes a plugin only what it lists
   config {
     listen          = "127.0.0.1:8471"
     token_env       = "VIGIL_NODE_TOKEN"
@@ -40,11 +40,11 @@ source "node" {
 source "dnspup" {
   plugin    = "vigil-source-dnspup"
   min_votes = 2
-  tally     = "carry"                # one vote per checkpoint, added to the node votes
+  tally     = "carry" # one vote per checkpoint, added to the node votes
   timeout   = "5s"
   env       = ["DNSPUP_API_KEY", "DNSPUP_API_SECRET"]
   config {
-    api_base    = "http://127.0.0.1:8475"   # the fake; the real one is https://api.dnspup.com
+    api_base    = "http://127.0.0.1:8475" # the fake; the real one is https://api.dnspup.com
     checkpoints = ["ams-1", "fra-1"]
   }
 }

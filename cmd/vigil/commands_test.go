@@ -124,3 +124,39 @@ func TestValidateAndSimulateExitCodes(t *testing.T) {
 		})
 	}
 }
+
+func TestFmt(t *testing.T) {
+	dir := t.TempDir()
+	messy := filepath.Join(dir, "messy.hcl")
+	tidy := filepath.Join(dir, "tidy.hcl")
+	broken := filepath.Join(dir, "broken.hcl")
+	os.WriteFile(messy, []byte("site \"www\" {\nhostname=\"www.example.com\"\n  origin \"a1\" {   address = \"http://127.0.0.1:1\" }\n}\n"), 0o600)
+	os.WriteFile(tidy, []byte("control {\n  round_interval = \"30s\"\n}\n"), 0o600)
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string
+	}{
+		{"check reports", []string{"fmt", "-check", dir}, 3, "messy.hcl"},
+		{"formats", []string{"fmt", dir}, 0, "messy.hcl"},
+		{"then clean", []string{"fmt", "-check", dir}, 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := run(tt.args, &out, &errb); code != tt.code || !strings.Contains(out.String(), tt.stdout) || strings.Contains(out.String(), "tidy.hcl") {
+				t.Fatalf("exit %d (want %d), stdout %q, stderr %q", code, tt.code, out.String(), errb.String())
+			}
+		})
+	}
+	b, _ := os.ReadFile(messy)
+	if !strings.Contains(string(b), "  hostname = \"www.example.com\"") {
+		t.Fatalf("not formatted:\n%s", b)
+	}
+	os.WriteFile(broken, []byte("site \"www\" {\n"), 0o600)
+	var out, errb bytes.Buffer
+	if code := run([]string{"fmt", broken}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "broken.hcl line 1") {
+		t.Fatalf("a syntax error: exit %d, stderr %q", code, errb.String())
+	}
+}
