@@ -276,7 +276,9 @@ func (s *Source) failed(ctx, cctx context.Context, err error) error {
 	case errors.Is(ctx.Err(), context.Canceled):
 		// The caller gave up (shutdown): not the plugin's fault.
 		return fmt.Errorf("source %q: %w", s.spec.Name, err)
-	case cctx.Err() != nil:
+	case cctx.Err() != nil || status.Code(err) == codes.DeadlineExceeded:
+		// The deadline travels with the call: the plugin's side can give
+		// up (and say DeadlineExceeded) a hair before our own timer fires.
 		s.stats.timeouts.Add(1)
 		s.log.Warn("vote source timed out; killing it, it restarts on next use", "timeout", s.timeout())
 		s.drop()
