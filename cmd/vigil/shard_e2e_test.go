@@ -64,6 +64,12 @@ func TestShardedRun(t *testing.T) {
 			if !ok || info.Role != ha.RoleShard || !info.Acting || len(info.Members) != len(ps) {
 				return nil, false
 			}
+			// Settled means the rendezvous shares are in place, not just
+			// that someone owns every site: right after the members join,
+			// the first instance still owns them all and hands them over.
+			if len(info.Owned) < sites/(2*len(ps)) {
+				return nil, false
+			}
 			for _, s := range info.Owned {
 				if prev, dup := owner[s]; dup {
 					t.Fatalf("site %s owned by %s and %s at once", s, prev, info.ID)
