@@ -13,7 +13,6 @@ import (
 
 	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/core/engine"
-	"github.com/vigilcdn/vigil/core/pluginhost"
 )
 
 func init() {
@@ -86,10 +85,7 @@ func runProbe(args []string, stdout, stderr io.Writer) int {
 			sources[i] = idleSource{s.Name}
 			continue
 		}
-		src := pluginhost.New(pluginhost.Spec{
-			Name: s.Name, Plugin: s.Plugin, PluginDir: cfg.Control.PluginDir, Checksum: s.Checksum,
-			Env: s.Env, Timeout: s.Timeout, Config: s.Config, Range: s.DeclRange, Logger: log,
-		})
+		src := engine.PluginSource(s, cfg.Control.PluginDir, log)
 		if d := src.Start(ctx); d.HasErrors() {
 			_ = config.WriteDiagnostics(stderr, cfg.Files, d)
 			for _, started := range sources[:i] {

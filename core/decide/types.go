@@ -2,6 +2,7 @@ package decide
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/vigilcdn/vigil/core/vote"
 )
@@ -104,19 +105,11 @@ func NewSiteSpec(name string, origins []OriginSpec, failback Failback, healthy, 
 			s.Levels = append(s.Levels, o.Level)
 		}
 	}
-	sortInts(s.Levels)
+	slices.Sort(s.Levels)
 	for i := range s.Origins {
 		s.Origins[i].LevelIndex = s.levelIndex(s.Origins[i].Level)
 	}
 	return s
-}
-
-func sortInts(a []int) {
-	for i := 1; i < len(a); i++ {
-		for j := i; j > 0 && a[j] < a[j-1]; j-- {
-			a[j], a[j-1] = a[j-1], a[j]
-		}
-	}
 }
 
 // levelIndex returns the index of level number n in Levels, or -1.

@@ -44,8 +44,7 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Store is the state store (required).
 	Store store.Store
-	// NewSource builds a source from its block; nil launches plugins with
-	// pluginhost.
+	// NewSource builds a source from its block; nil means PluginSource.
 	NewSource func(src *config.Source, pluginDir string, log hclog.Logger) VoteSource
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
@@ -155,6 +154,15 @@ func (e *Engine) extra(name string) *siteExtra {
 	return x
 }
 
+// PluginSource is the real VoteSource of a source block: its plugin,
+// run by pluginhost (not started yet).
+func PluginSource(s *config.Source, pluginDir string, log hclog.Logger) VoteSource {
+	return pluginhost.New(pluginhost.Spec{
+		Name: s.Name, Plugin: s.Plugin, PluginDir: pluginDir, Checksum: s.Checksum,
+		Env: s.Env, Timeout: s.Timeout, Config: s.Config, Range: s.DeclRange, Logger: log,
+	})
+}
+
 // sourceKey fingerprints a source block: a changed key means the plugin
 // must be restarted on reload.
 func sourceKey(cfg *config.Config, s *config.Source) string {
@@ -195,15 +203,11 @@ func (e *Engine) startSources(ctx context.Context, cfg *config.Config, old []Vot
 		if sources[i] != nil {
 			continue
 		}
-		var src VoteSource
-		if e.opts.NewSource != nil {
-			src = e.opts.NewSource(s, cfg.Control.PluginDir, e.log)
-		} else {
-			src = pluginhost.New(pluginhost.Spec{
-				Name: s.Name, Plugin: s.Plugin, PluginDir: cfg.Control.PluginDir, Checksum: s.Checksum,
-				Env: s.Env, Timeout: s.Timeout, Config: s.Config, Range: s.DeclRange, Logger: e.log,
-			})
+		newSource := e.opts.NewSource
+		if newSource == nil {
+			newSource = PluginSource
 		}
+		src := newSource(s, cfg.Control.PluginDir, e.log)
 		d := src.Start(ctx)
 		diags = append(diags, d...)
 		sources[i] = src

@@ -31,17 +31,8 @@ func (p *Picker) Pick(sites []Site, n int) []int {
 			p.order = append(p.order, i)
 		}
 	}
-	if n < 0 {
-		n = 0
-	}
-	if n >= len(p.order) {
-		slices.SortFunc(p.order, func(a, b int) int { return compare(&sites[a], &sites[b]) })
-		return p.order
-	}
-	// Only the first n matter: a partial selection would do, but a full
-	// sort of indices is a few milliseconds for 100,000 sites.
 	slices.SortFunc(p.order, func(a, b int) int { return compare(&sites[a], &sites[b]) })
-	p.order = p.order[:n]
+	p.order = p.order[:max(0, min(n, len(p.order)))]
 	return p.order
 }
 
