@@ -2,7 +2,10 @@ package probe
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -85,6 +88,96 @@ func BenchmarkPlainGET(b *testing.B) {
 		return err
 	})
 }
+
+// benchH2Origin is a loopback TLS origin speaking HTTP/2 only, answering 200
+// with a small body. It returns its URL, a pool trusting its certificate
+// (issued for example.com) and a counter of its connections.
+func benchH2Origin(b *testing.B) (url string, roots *x509.CertPool, conns *atomic.Int64) {
+	b.Helper()
+	conns = new(atomic.Int64)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor != 2 {
+			http.Error(w, "want HTTP/2", http.StatusHTTPVersionNotSupported)
+			return
+		}
+		io.WriteString(w, "ok\n")
+	}))
+	srv.EnableHTTP2 = true
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.StartTLS()
+	b.Cleanup(srv.Close)
+	roots = x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	return srv.URL, roots, conns
+}
+
+// checkConns fails the benchmark unless every operation had its own
+// connection, so that the probe and the baseline both pay a handshake per
+// request. With exact set there must be no more connections than requests
+// either; net/http may dial a few spare ones under concurrency.
+func checkConns(b *testing.B, conns *atomic.Int64, base int64, exact bool) {
+	b.Helper()
+	n := conns.Load() - base
+	if n < int64(b.N) || exact && n != int64(b.N) {
+		b.Fatalf("%d connections for %d requests, want one each", n, b.N)
+	}
+	b.ReportMetric(float64(n)/float64(b.N), "conns/op")
+}
+
+// BenchmarkProbeH2 is BenchmarkProbe against an HTTP/2 origin over TLS.
+// Compare with BenchmarkPlainGETH2.
+func BenchmarkProbeH2(b *testing.B) {
+	url, roots, conns := benchH2Origin(b)
+	req := Request{Address: url, Host: "example.com", Path: "/health", RootCAs: roots}
+	ctx := context.Background()
+	base := conns.Load()
+	runConcurrent(b, func() error {
+		res, err := Do(ctx, req)
+		if err != nil {
+			return err
+		}
+		if !res.Up || res.Proto != "HTTP/2.0" {
+			return &benchError{res}
+		}
+		return nil
+	})
+	checkConns(b, conns, base, true)
+}
+
+// BenchmarkPlainGETH2 is the baseline for BenchmarkProbeH2: a plain net/http
+// GET loop over HTTP/2, one connection per request (keep-alive off), body
+// drained and closed.
+func BenchmarkPlainGETH2(b *testing.B) {
+	url, roots, conns := benchH2Origin(b)
+	client := &http.Client{Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{RootCAs: roots, ServerName: "example.com"},
+		ForceAttemptHTTP2: true,
+		DisableKeepAlives: true,
+	}}
+	b.Cleanup(client.CloseIdleConnections)
+	base := conns.Load()
+	runConcurrent(b, func() error {
+		resp, err := client.Get(url + "/health")
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err == nil && resp.ProtoMajor != 2 {
+			err = &protoError{resp.Proto}
+		}
+		return err
+	})
+	checkConns(b, conns, base, false)
+}
+
+type protoError struct{ proto string }
+
+func (e *protoError) Error() string { return "spoke " + e.proto + ", want HTTP/2.0" }
 
 type benchError struct{ res Result }
 

@@ -1,10 +1,13 @@
 package probe
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"syscall"
+	"time"
 )
 
 // isConnError reports whether err is a network-level failure (reset, broken
@@ -18,8 +21,55 @@ func isConnError(err error) bool {
 		errors.Is(err, syscall.ENETUNREACH)
 }
 
+// failed turns an error met in the phase under way into a down result, or
+// into an error when the caller's context ended first. status and bodyBytes
+// are those of the response whose body was being read, if any.
+func (p *prober) failed(err error, status int, bodyBytes int64) (Result, error) {
+	phase := p.currentPhase()
+	res := Result{Phase: phase, Status: status, Proto: p.proto, Latency: time.Since(p.start), BodyBytes: bodyBytes}
+	if p.ctx.Err() != nil {
+		cause := context.Cause(p.ctx)
+		if cause != errTimedOut {
+			return Result{}, fmt.Errorf("probe interrupted: %w", cause)
+		}
+		res.Reason, res.Detail = Timeout, timeoutDetail(phase, bodyBytes, p.t.timeout)
+		return res, nil
+	}
+	var te *tlsError
+	if errors.As(err, &te) {
+		res.Reason, res.Detail = TLSFailed, shorten(te.err.Error())
+		return res, nil
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		res.Phase = PhaseDNS
+	}
+	res.Reason, res.Detail = ConnectFailed, connectDetail(err, res.Phase, bodyBytes)
+	return res, nil
+}
+
+// timeoutDetail says which stage the timeout cut short.
+func timeoutDetail(phase Phase, bodyBytes int64, timeout time.Duration) string {
+	var what string
+	switch phase {
+	case PhaseDNS:
+		what = "during the DNS lookup"
+	case PhaseConnect:
+		what = "while connecting"
+	case PhaseTLS:
+		what = "during the TLS handshake"
+	case PhaseHeaders:
+		what = "waiting for the response headers"
+	case PhaseBody:
+		what = "reading the body after " + sizeString(bodyBytes)
+	default:
+		what = "before a response"
+	}
+	return "timeout " + what + " (" + timeout.String() + ")"
+}
+
 // connectDetail describes a ConnectFailed error in a few words.
-func connectDetail(err error) string {
+func connectDetail(err error, phase Phase, bodyBytes int64) string {
 	var dnsErr *net.DNSError
 	switch {
 	case errors.As(err, &dnsErr):
@@ -27,7 +77,7 @@ func connectDetail(err error) string {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "connection refused"
 	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED):
-		return "connection reset by origin"
+		return "connection reset by origin" + inPhase(phase, bodyBytes)
 	case errors.Is(err, syscall.EPIPE):
 		return "connection closed by origin while sending the request"
 	case errors.Is(err, syscall.EHOSTUNREACH):
@@ -35,7 +85,17 @@ func connectDetail(err error) string {
 	case errors.Is(err, syscall.ENETUNREACH):
 		return "network unreachable"
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		if phase == PhaseBody {
+			return "connection closed by origin before the end of the body, after " + sizeString(bodyBytes)
+		}
 		return "connection closed by origin before a complete response"
 	}
-	return shorten(err.Error())
+	return shorten(err.Error()) + inPhase(phase, bodyBytes)
+}
+
+func inPhase(phase Phase, bodyBytes int64) string {
+	if phase == PhaseBody {
+		return " while reading the body, after " + sizeString(bodyBytes)
+	}
+	return ""
 }

@@ -4,7 +4,8 @@
 // contract (spec/decisions.md, section "Probe").
 //
 // A plugin author fills in a [Request] and calls [Do]. The [Result] says
-// whether the origin is up, and if not, why, with a typed [Reason]:
+// whether the origin is up, and if not, why, with a typed [Reason], and at
+// which stage, with a [Phase]:
 //
 //	res, err := probe.Do(ctx, probe.Request{
 //		Address: "https://203.0.113.10",
@@ -19,24 +20,57 @@
 //
 // The rules:
 //
-//   - Any response with a status below 500 is up, 404 included. Redirects
-//     are not followed: a 301 is up.
+//   - The probe judges the whole response, as a visitor gets it: the
+//     status, and then the body, read to its end. Any status below 500 is
+//     up, 404 included, once the body has arrived.
 //   - A 5xx status, a connection failure (refused, reset, unreachable, DNS
-//     failure), a TLS failure (any certificate verification failure or
-//     handshake error) and a timeout are down, each with its own [Reason].
-//   - One timeout ([Request.Timeout], 5 s by default) covers DNS, connect,
-//     TLS and the response headers, and the body read when a body check is
-//     set.
-//   - The body is read only when [Request.ExpectedBody] is set, and then at
-//     most [BodyLimit] bytes of it. Otherwise the connection is closed as soon
-//     as the headers have arrived.
-//   - Every probe opens its own connection: nothing is reused between probes,
-//     so each one sees the origin as a new visitor would.
-//   - Probes go straight to the origin over HTTP/1.1: proxy environment
-//     variables (HTTP_PROXY, HTTPS_PROXY) are ignored, and no compression is
-//     asked for, so a body check sees the bytes the origin sent.
+//     failure, or the origin hanging up before the end of the response), a
+//     TLS failure (any certificate verification failure or handshake error)
+//     and a timeout are down, each with its own [Reason].
+//   - One timeout ([Request.Timeout], 5 s by default) covers the DNS lookup,
+//     connect, TLS handshake, response headers and the body, and every
+//     redirect followed. An origin that sends its headers and then stalls,
+//     or drips its body slower than that, is down with [Timeout]. The
+//     result's Phase says which stage the timeout cut short ("dns",
+//     "connect", "tls", "headers" or "body"), and so does its Detail, for
+//     example "timeout during the TLS handshake (2s)".
+//   - The body is read up to a cap ([Request.MaxBody], [DefaultMaxBody] =
+//     1 MiB by default) and discarded as it is read: a probe holds one small
+//     buffer whatever the body's size. A longer body, even an endless one,
+//     is not a failure: at the cap the probe stops reading, closes the
+//     connection and judges on what it has read. [Result.BodyBytes] says how
+//     much that was.
+//   - Once the headers decide that the probe is down (a 5xx, an unexpected
+//     status, a slow answer) the body is not read.
+//   - Redirects are not followed unless [Request.FollowRedirects] is set: a
+//     301 is up, like any status below 500, once its body has arrived. With
+//     it set, redirects that stay on the origin (same scheme and port, host
+//     the site's or the address's) are followed, each on a new connection to
+//     the address, at most [MaxRedirects] of them; a redirect anywhere else
+//     is down with [OffHostRedirect].
+//   - Over https the probe offers HTTP/2 and HTTP/1.1 (ALPN) and speaks
+//     whichever the origin picks; plain http is HTTP/1.1. [Result.Proto]
+//     says which was spoken.
+//   - Every probe opens its own connection, used for one request and
+//     closed: nothing is pooled or reused between probes, even to the same
+//     address, so each one sees the origin as a new visitor would, with its
+//     own Host and TLS server name.
+//   - Probes go straight to the origin: proxy environment variables
+//     (HTTP_PROXY, HTTPS_PROXY) are ignored, and no compression is asked
+//     for, so a body check sees the bytes the origin sent. Response headers
+//     larger than 256 KiB are a failure.
 //   - The stricter checks ([Request.ExpectedStatuses], [Request.ExpectedBody],
 //     [Request.MaxLatency]) are opt-in and only ever turn up into down.
+//     MaxLatency is compared with [Result.Latency], the time until the
+//     response headers arrived; [Result.Duration] is the whole probe.
+//   - The settings an operator may need are opt-in too: extra request
+//     headers ([Request.Header]), a private CA ([Request.RootCAs]), a TLS
+//     name other than the site's for an origin whose certificate names
+//     itself ([Request.ServerName]) and, for tests and emergencies only, no
+//     certificate check at all ([Request.InsecureSkipVerify]).
+//   - A Result's Detail is safe to log: it never quotes the path, query,
+//     header values or any credential, and neither do the errors of an
+//     invalid request.
 //
 // [Do] is safe for concurrent use; a source may run many probes at once.
 package probe

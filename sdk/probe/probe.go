@@ -1,19 +1,13 @@
 package probe
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"strconv"
-	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,17 +21,33 @@ const DefaultUserAgent = "cdnca-control-api/origin-probe"
 // DefaultPath is the health check path used when [Request.Path] is empty.
 const DefaultPath = "/"
 
-// BodyLimit is the most bytes of a response body a probe reads. The body is
-// only read when [Request.ExpectedBody] is set; the expected text must then
-// appear within the first BodyLimit bytes.
-const BodyLimit = 64 << 10
+// DefaultMaxBody is the most bytes of a response body a probe reads when
+// [Request.MaxBody] is zero: 1 MiB, far more than any health check page
+// needs, little enough that probing many origins often costs little
+// bandwidth. A longer body is not an error: the probe stops reading at the
+// cap and judges on what it has read.
+const DefaultMaxBody = 1 << 20
+
+// MaxExpectedBody is the longest [Request.ExpectedBody] text accepted.
+const MaxExpectedBody = 64 << 10
+
+// BodyLimit is the longest [Request.ExpectedBody] text accepted.
+//
+// Deprecated: a probe now reads the body up to [Request.MaxBody]
+// ([DefaultMaxBody] by default), not BodyLimit bytes. Use [MaxExpectedBody],
+// which has the same value, for the limit on the expected text.
+const BodyLimit = MaxExpectedBody
+
+// MaxRedirects is the most redirects a probe follows when
+// [Request.FollowRedirects] is set. One more is down with TooManyRedirects.
+const MaxRedirects = 10
 
 // maxHeaderBytes bounds the response headers a probe accepts.
 const maxHeaderBytes = 256 << 10
 
 // ErrInvalidRequest is wrapped by every error [Do] and [Request.Validate]
-// return for a request that cannot be probed (a bad Address, Host, Path or
-// limit). Test for it with errors.Is.
+// return for a request that cannot be probed (a bad Address, Host, Path,
+// header or limit). Test for it with errors.Is.
 var ErrInvalidRequest = errors.New("invalid probe request")
 
 // Reason says why a probe came out up or down. Its values are stable short
@@ -47,35 +57,68 @@ type Reason string
 // The reasons a [Result] can carry. OK is the only one that goes with
 // Result.Up == true.
 const (
-	// OK: the origin answered with a status below 500 and passed every
-	// stricter check that was set.
+	// OK: the origin answered with a status below 500, sent the whole body
+	// (up to the cap) within the timeout, and passed every stricter check
+	// that was set.
 	OK Reason = "ok"
 	// HTTP5xx: the origin answered with a status of 500 or more.
 	HTTP5xx Reason = "http_5xx"
 	// ConnectFailed: no usable HTTP exchange took place: the DNS lookup
 	// failed, the connection was refused, reset or unreachable, or the
-	// origin closed the connection or answered something that is not HTTP.
+	// origin closed the connection before the end of the response (headers
+	// or body) or answered something that is not HTTP.
 	ConnectFailed Reason = "connect_failed"
 	// TLSFailed: the TLS handshake failed, including every certificate
 	// verification failure (unknown authority or self-signed, expired, not
-	// valid for Host).
+	// valid for the server name).
 	TLSFailed Reason = "tls_failed"
-	// Timeout: the response headers (or, with a body check, the body) did
-	// not arrive within the request's timeout.
+	// Timeout: the whole response, headers and body up to the cap, did not
+	// arrive within the request's timeout. Result.Phase says which stage
+	// was still under way: an origin that sends its headers and then stalls
+	// or drips its body is a Timeout in PhaseBody.
 	Timeout Reason = "timeout"
 	// UnexpectedStatus: the status was below 500 but not one of
 	// Request.ExpectedStatuses.
 	UnexpectedStatus Reason = "unexpected_status"
-	// BodyMismatch: Request.ExpectedBody was not found in the first
-	// BodyLimit bytes of the body.
+	// BodyMismatch: Request.ExpectedBody was not found in the body (in its
+	// first Request.MaxBody bytes when it is longer).
 	BodyMismatch Reason = "body_mismatch"
 	// TooSlow: the response headers arrived later than Request.MaxLatency.
 	TooSlow Reason = "too_slow"
+	// OffHostRedirect: with Request.FollowRedirects set, the origin
+	// redirected to another scheme, host or port (or to a Location that is
+	// not a URL). A visitor sent there is not served by this origin.
+	OffHostRedirect Reason = "off_host_redirect"
+	// TooManyRedirects: with Request.FollowRedirects set, the origin was
+	// still redirecting after MaxRedirects redirects.
+	TooManyRedirects Reason = "too_many_redirects"
+)
+
+// Phase names the stage of a probe: the one under way when it failed, or the
+// one at which it was judged down. Its values are stable short words, like
+// [Reason]'s.
+type Phase string
+
+// The stages of a probe, in order. A request to a host name starts with
+// PhaseDNS; one to an IP address starts with PhaseConnect.
+const (
+	// PhaseDNS: looking up Address's host name.
+	PhaseDNS Phase = "dns"
+	// PhaseConnect: opening the TCP connection.
+	PhaseConnect Phase = "connect"
+	// PhaseTLS: the TLS handshake, certificate check included.
+	PhaseTLS Phase = "tls"
+	// PhaseHeaders: sending the request and waiting for the response
+	// headers. Verdicts on the headers (HTTP5xx, UnexpectedStatus, TooSlow,
+	// redirects) carry this phase.
+	PhaseHeaders Phase = "headers"
+	// PhaseBody: reading the response body.
+	PhaseBody Phase = "body"
 )
 
 // Request describes one probe. Only Address is required; every other field
-// has a default or is an opt-in check. A Request is read, never modified, by
-// [Do], so one value may be shared by concurrent probes.
+// has a default or is an opt-in setting. A Request is read, never modified,
+// by [Do], so one value may be shared by concurrent probes.
 type Request struct {
 	// Address is the origin to connect to: "http://" or "https://", a
 	// hostname or IP address, and an optional port, with no path, query or
@@ -85,44 +128,81 @@ type Request struct {
 
 	// Host is the site's hostname (no port). It is sent as the Host header
 	// and, for https, as the TLS server name (SNI) and the name the origin's
-	// certificate must be valid for, even though the connection goes to
-	// Address. Empty means Address's host.
+	// certificate must be valid for (unless ServerName is set), even though
+	// the connection goes to Address. Empty means Address's host.
 	Host string
 
 	// Path is the health check path, starting with "/", optionally with a
 	// query string. Empty means "/".
 	Path string
 
-	// Timeout bounds the whole probe: DNS lookup, connect, TLS handshake and
-	// response headers, and the body read when ExpectedBody is set. Zero
-	// means DefaultTimeout.
+	// Timeout bounds the whole probe: DNS lookup, connect, TLS handshake,
+	// response headers and the body up to MaxBody, and every redirect
+	// followed. Zero means DefaultTimeout.
 	Timeout time.Duration
 
 	// UserAgent is the User-Agent header. Empty means DefaultUserAgent.
 	UserAgent string
+
+	// Header holds extra request headers, sent as given, for example an
+	// Authorization or Cookie an origin asks of health checks. Their values
+	// never appear in errors or in Result.Detail. The probe's own headers
+	// cannot be set here: Host (use Host), User-Agent (use UserAgent), and
+	// the framing headers Content-Length, Transfer-Encoding, Connection,
+	// Upgrade, Te, Keep-Alive and Proxy-Connection are refused as invalid,
+	// as are names that are not HTTP tokens and values with control
+	// characters. An Accept-Encoding set here is sent, but the body is
+	// never decoded: ExpectedBody is matched against the bytes as sent.
+	Header http.Header
 
 	// ExpectedStatuses, when not empty, lists the statuses that count as up.
 	// Any other status below 500 is down with UnexpectedStatus. A 5xx is
 	// always down with HTTP5xx, even when listed here.
 	ExpectedStatuses []int
 
-	// ExpectedBody, when not empty, is text that must appear in the first
-	// BodyLimit bytes of the response body; otherwise the probe is down with
-	// BodyMismatch. Setting it makes the probe read the body, within Timeout.
+	// ExpectedBody, when not empty, is text that must appear in the
+	// response body (in its first MaxBody bytes when it is longer);
+	// otherwise the probe is down with BodyMismatch. It may be at most
+	// MaxExpectedBody bytes, and no longer than MaxBody.
 	ExpectedBody string
 
+	// MaxBody is the most bytes of the body a probe reads. A longer body is
+	// fine: the probe stops at MaxBody, closes the connection and judges on
+	// what it read. Zero means DefaultMaxBody; negative is invalid.
+	MaxBody int64
+
 	// MaxLatency, when positive, is the longest the response headers may
-	// take to arrive, counted from the start of the probe (DNS and connect
-	// included). Slower answers are down with TooSlow.
+	// take to arrive, counted from the start of the probe (DNS, connect and
+	// any redirects followed included). Slower answers are down with
+	// TooSlow.
 	MaxLatency time.Duration
+
+	// FollowRedirects, when set, follows redirects (301, 302, 303, 307,
+	// 308) that stay on the origin: same scheme, same port, and a host
+	// that is Host or Address's host. Each one is a new connection to
+	// Address, with the same Host header and the redirect's path, within
+	// the same Timeout; the final response is judged. A redirect anywhere
+	// else is down with OffHostRedirect, and more than MaxRedirects of them
+	// is down with TooManyRedirects. When not set, redirects are not
+	// followed and a 3xx is up like any status below 500.
+	FollowRedirects bool
+
+	// ServerName, for https, is the TLS server name sent (SNI) and the name
+	// the certificate must be valid for, when it is not Host: for an origin
+	// whose certificate names the origin rather than the site. The Host
+	// header is still Host. Empty means Host.
+	ServerName string
 
 	// RootCAs, when not nil, replaces the system roots for verifying the
 	// origin's certificate: for origins behind a private CA, and for tests.
 	RootCAs *x509.CertPool
 
-	// InsecureSkipVerify turns certificate verification off: any
-	// certificate is accepted and TLSFailed only reports handshake errors.
-	// Meant for tests; an operator who sets it loses the certificate check.
+	// InsecureSkipVerify TURNS OFF THE CERTIFICATE CHECK: any certificate
+	// from anyone is accepted, expired, self-signed or for another name,
+	// so an impostor on the path to the origin is voted up. TLSFailed then
+	// only reports handshake errors. Meant for tests and emergencies only;
+	// for a private CA set RootCAs, for a certificate that does not name
+	// the site set ServerName.
 	InsecureSkipVerify bool
 }
 
@@ -132,14 +212,30 @@ type Result struct {
 	Up bool
 	// Reason says why. It is OK exactly when Up is true.
 	Reason Reason
-	// Status is the HTTP status code, or 0 when no response arrived.
+	// Phase is the stage at which a down probe failed or was judged, for
+	// example PhaseTLS for a handshake timeout. It is empty when Up.
+	Phase Phase
+	// Status is the HTTP status code of the last response, or 0 when no
+	// response arrived.
 	Status int
+	// Proto is the HTTP protocol spoken: "HTTP/1.1" or "HTTP/2.0" (or
+	// "HTTP/1.0" for an origin that answers so). It is empty when the probe
+	// failed before a request could be sent.
+	Proto string
 	// Latency is the time from the start of the probe until the response
-	// headers arrived, or until the probe failed.
+	// headers arrived (those of the last response, when redirects are
+	// followed), or until the probe failed if they never did.
 	Latency time.Duration
+	// Duration is the time the whole probe took, body and redirects
+	// included.
+	Duration time.Duration
+	// BodyBytes is how many bytes of the final response's body were read:
+	// at most Request.MaxBody.
+	BodyBytes int64
 	// Detail is a short human explanation, such as "HTTP 503" or
-	// "connection refused". It never contains the request path, query or
-	// any credential, so it is safe to log and show to operators.
+	// "timeout during the TLS handshake (2s)". It never contains the
+	// request path, query, header values or any credential, so it is safe
+	// to log and show to operators.
 	Detail string
 }
 
@@ -169,66 +265,15 @@ func Do(ctx context.Context, req Request) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("probe not run: %w", context.Cause(ctx))
 	}
-
 	pctx, cancel := context.WithTimeoutCause(ctx, t.timeout, errTimedOut)
 	defer cancel()
 
-	state := &dialState{ctx: pctx}
-	if t.url.Scheme == "https" {
-		state.tls = &tls.Config{
-			ServerName:         t.serverName,
-			RootCAs:            req.RootCAs,
-			InsecureSkipVerify: req.InsecureSkipVerify,
-			NextProtos:         http11,
-			MinVersion:         tls.VersionTLS12,
-		}
-	}
-	hreq := (&http.Request{
-		Method:     http.MethodGet,
-		URL:        t.url,
-		Proto:      "HTTP/1.1",
-		ProtoMajor: 1,
-		ProtoMinor: 1,
-		Header:     t.header,
-		Host:       t.hostHeader,
-	}).WithContext(context.WithValue(pctx, dialStateKey{}, state))
-
-	start := time.Now()
-	resp, err := transport.RoundTrip(hreq)
-	latency := time.Since(start)
+	p := &prober{t: &t, ctx: pctx, start: time.Now()}
+	res, err := p.run()
 	if err != nil {
-		return failed(pctx, err, latency, t.timeout, "response")
+		return Result{}, err
 	}
-	defer resp.Body.Close()
-
-	res := Result{Status: resp.StatusCode, Latency: latency}
-	switch {
-	case resp.StatusCode >= 500:
-		res.Reason, res.Detail = HTTP5xx, statusDetail(resp.StatusCode)
-		return res, nil
-	case len(req.ExpectedStatuses) > 0 && !containsInt(req.ExpectedStatuses, resp.StatusCode):
-		res.Reason = UnexpectedStatus
-		res.Detail = fmt.Sprintf("HTTP %d, expected one of %v", resp.StatusCode, req.ExpectedStatuses)
-		return res, nil
-	case req.MaxLatency > 0 && latency > req.MaxLatency:
-		res.Reason = TooSlow
-		res.Detail = fmt.Sprintf("headers after %v, limit %v", latency.Round(time.Microsecond), req.MaxLatency)
-		return res, nil
-	}
-	if req.ExpectedBody != "" {
-		found, err := bodyContains(resp.Body, req.ExpectedBody)
-		if err != nil {
-			r, err := failed(pctx, err, latency, t.timeout, "complete body")
-			r.Status = resp.StatusCode
-			return r, err
-		}
-		if !found {
-			res.Reason = BodyMismatch
-			res.Detail = "expected text not in the first 64 KiB of the body"
-			return res, nil
-		}
-	}
-	res.Up, res.Reason, res.Detail = true, OK, statusDetail(resp.StatusCode)
+	res.Duration = time.Since(p.start)
 	return res, nil
 }
 
@@ -236,127 +281,124 @@ func Do(ctx context.Context, req Request) (Result, error) {
 // tells it apart from the caller's own context ending.
 var errTimedOut = errors.New("probe timeout")
 
-// http11 is the ALPN list offered to https origins: probes speak HTTP/1.1.
-var http11 = []string{"http/1.1"}
-
-// defaultHeader is shared, read only, by every probe with the default
-// User-Agent (the transport never writes to a request's header).
-var defaultHeader = http.Header{"User-Agent": {DefaultUserAgent}}
-
-// dialer opens every probe connection. The probe context bounds it.
-var dialer = net.Dialer{KeepAlive: -1}
-
-// transport is shared by all probes. It keeps no idle connections
-// (DisableKeepAlives), never uses a proxy, asks for no compression, speaks
-// HTTP/1.1 only, and dials through dialPlain and dialTLS, which take the
-// probe's own context and TLS settings from the request context.
-var transport = &http.Transport{
-	Proxy:                  nil,
-	DialContext:            dialPlain,
-	DialTLSContext:         dialTLS,
-	DisableKeepAlives:      true,
-	DisableCompression:     true,
-	MaxResponseHeaderBytes: maxHeaderBytes,
-	TLSNextProto:           map[string]func(string, *tls.Conn) http.RoundTripper{},
+// prober is one run of Do.
+type prober struct {
+	t     *target
+	ctx   context.Context // ends at the probe's timeout or with the caller's context
+	start time.Time
+	phase atomic.Uint32 // index into phases; written by a dial hook too
+	proto string        // of the exchange under way, once the request can be sent
 }
 
-// dialStateKey is the request context key of a probe's *dialState.
-type dialStateKey struct{}
+var phases = [...]Phase{"", PhaseDNS, PhaseConnect, PhaseTLS, PhaseHeaders, PhaseBody}
 
-// dialState carries a probe's own context and TLS settings to the dial
-// functions. net/http dials with a context detached from the request's
-// cancellation (a dial may outlive its request to serve the next one), so the
-// probe context rides along as a value and bounds the dial itself: no dial
-// outlives its probe.
-type dialState struct {
-	ctx context.Context
-	tls *tls.Config
-}
+const (
+	phaseNone uint32 = iota
+	phaseDNS
+	phaseConnect
+	phaseTLS
+	phaseHeaders
+	phaseBody
+)
 
-// tlsError marks a failed TLS handshake.
-type tlsError struct{ err error }
+func (p *prober) setPhase(ph uint32) { p.phase.Store(ph) }
 
-func (e *tlsError) Error() string { return e.err.Error() }
-func (e *tlsError) Unwrap() error { return e.err }
+func (p *prober) currentPhase() Phase { return phases[p.phase.Load()] }
 
-var errNoProbe = errors.New("probe transport used outside probe.Do")
-
-func dialPlain(ctx context.Context, network, addr string) (net.Conn, error) {
-	st, _ := ctx.Value(dialStateKey{}).(*dialState)
-	if st == nil {
-		return nil, errNoProbe
-	}
-	return dialer.DialContext(st.ctx, network, addr)
-}
-
-func dialTLS(ctx context.Context, network, addr string) (net.Conn, error) {
-	st, _ := ctx.Value(dialStateKey{}).(*dialState)
-	if st == nil || st.tls == nil {
-		return nil, errNoProbe
-	}
-	raw, err := dialer.DialContext(st.ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	conn := tls.Client(raw, st.tls)
-	if err := conn.HandshakeContext(st.ctx); err != nil {
-		raw.Close()
-		if isConnError(err) {
-			return nil, err
+// run follows redirects (when asked to) and judges the final response.
+func (p *prober) run() (Result, error) {
+	u := p.t.url
+	for hops := 0; ; hops++ {
+		ex, err := p.exchange(u)
+		if err != nil {
+			res, err := p.failed(err, 0, 0)
+			return afterRedirects(res, hops), err
 		}
-		return nil, &tlsError{err}
-	}
-	return conn, nil
-}
-
-// failed turns a transport or body read error into a down result, or into an
-// error when the caller's context ended first.
-func failed(pctx context.Context, err error, latency, timeout time.Duration, waitingFor string) (Result, error) {
-	if pctx.Err() != nil {
-		cause := context.Cause(pctx)
-		if cause != errTimedOut {
-			return Result{}, fmt.Errorf("probe interrupted: %w", cause)
-		}
-		return Result{Reason: Timeout, Latency: latency, Detail: "no " + waitingFor + " within " + timeout.String()}, nil
-	}
-	var te *tlsError
-	if errors.As(err, &te) {
-		return Result{Reason: TLSFailed, Latency: latency, Detail: shorten(te.err.Error())}, nil
-	}
-	return Result{Reason: ConnectFailed, Latency: latency, Detail: connectDetail(err)}, nil
-}
-
-// bodyContains reads at most BodyLimit bytes of body and reports whether
-// want appears in them. It stops reading as soon as want is found.
-func bodyContains(body io.Reader, want string) (bool, error) {
-	bp := bodyBufs.Get().(*[]byte)
-	defer bodyBufs.Put(bp)
-	buf := (*bp)[:BodyLimit]
-	needle := []byte(want)
-	n := 0
-	for n < len(buf) {
-		m, err := body.Read(buf[n:])
-		if m > 0 {
-			from := max(0, n-len(needle)+1)
-			n += m
-			if bytes.Contains(buf[from:n], needle) {
-				return true, nil
+		latency := time.Since(p.start)
+		code := ex.resp.StatusCode
+		if p.t.followRedirects && isRedirect(code) {
+			if loc := ex.resp.Header.Get("Location"); loc != "" {
+				ex.close()
+				res := Result{Status: code, Proto: p.proto, Latency: latency, Phase: PhaseHeaders}
+				next, where := p.t.redirectTarget(u, loc)
+				switch {
+				case next == nil:
+					res.Reason = OffHostRedirect
+					res.Detail = fmt.Sprintf("HTTP %d redirects off the origin, to %s", code, where)
+					return res, nil
+				case hops == MaxRedirects:
+					res.Reason = TooManyRedirects
+					res.Detail = fmt.Sprintf("HTTP %d: still redirecting after %d redirects", code, MaxRedirects)
+					return res, nil
+				}
+				u = next
+				continue
 			}
 		}
-		if err == io.EOF {
-			return false, nil
-		}
-		if err != nil {
-			return false, err
-		}
+		res, err := p.judge(ex, latency)
+		ex.close()
+		return afterRedirects(res, hops), err
 	}
-	return false, nil
 }
 
-var bodyBufs = sync.Pool{New: func() any {
-	b := make([]byte, BodyLimit)
-	return &b
-}}
+// afterRedirects notes in the detail how many redirects led to the result.
+func afterRedirects(res Result, hops int) Result {
+	if hops > 0 && res.Detail != "" {
+		res.Detail += fmt.Sprintf(" after %d redirect%s", hops, plural(hops))
+	}
+	return res
+}
+
+// judge decides on one response: on its headers first, then on its body.
+func (p *prober) judge(ex *exchange, latency time.Duration) (Result, error) {
+	code := ex.resp.StatusCode
+	res := Result{Status: code, Proto: p.proto, Latency: latency, Phase: PhaseHeaders}
+	switch {
+	case code >= 500:
+		res.Reason, res.Detail = HTTP5xx, statusDetail(code)
+		return res, nil
+	case len(p.t.expectedStatuses) > 0 && !containsInt(p.t.expectedStatuses, code):
+		res.Reason = UnexpectedStatus
+		res.Detail = fmt.Sprintf("HTTP %d, expected one of %v", code, p.t.expectedStatuses)
+		return res, nil
+	case p.t.maxLatency > 0 && latency > p.t.maxLatency:
+		res.Reason = TooSlow
+		res.Detail = fmt.Sprintf("headers after %v, limit %v", latency.Round(time.Microsecond), p.t.maxLatency)
+		return res, nil
+	}
+
+	p.setPhase(phaseBody)
+	n, found, err := readBody(ex.resp.Body, p.t.expectedBody, p.t.maxBody)
+	if errors.Is(err, errRawLimit) {
+		err = nil // the framing around the body reached its bound: as good as the cap
+	}
+	if err != nil {
+		r, err := p.failed(err, code, n)
+		r.Latency = latency
+		return r, err
+	}
+	res.BodyBytes, res.Phase = n, PhaseBody
+	if !found {
+		res.Reason = BodyMismatch
+		if n >= p.t.maxBody {
+			res.Detail = "expected text not in the first " + sizeString(p.t.maxBody) + " of the body"
+		} else {
+			res.Detail = "expected text not in the body (" + sizeString(n) + ")"
+		}
+		return res, nil
+	}
+	res.Up, res.Reason, res.Phase, res.Detail = true, OK, "", statusDetail(code)
+	return res, nil
+}
+
+func isRedirect(code int) bool {
+	switch code {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return true
+	}
+	return false
+}
 
 func containsInt(list []int, v int) bool {
 	for _, x := range list {
@@ -374,6 +416,26 @@ func statusDetail(code int) string {
 	return "HTTP " + strconv.Itoa(code)
 }
 
+// sizeString writes a byte count for a human: "1 MiB", "64 KiB", "1234 bytes".
+func sizeString(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + " KiB"
+	case n == 1:
+		return "1 byte"
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
 // shorten keeps details short: a detail is a hint for a human, not a dump.
 func shorten(s string) string {
 	const limit = 200
@@ -381,130 +443,4 @@ func shorten(s string) string {
 		return s
 	}
 	return s[:limit] + "..."
-}
-
-// target is a validated request, ready to send.
-type target struct {
-	url        *url.URL
-	hostHeader string
-	serverName string
-	header     http.Header
-	timeout    time.Duration
-}
-
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
-}
-
-// prepare validates r and computes what Do sends. Its errors never quote the
-// Address or Path in full: they may carry credentials or tokens.
-func (r *Request) prepare() (target, error) {
-	var t target
-	if r.Address == "" {
-		return t, invalid("address is empty; want scheme://host[:port], for example https://203.0.113.10")
-	}
-	u, err := url.Parse(r.Address)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // the url.Error quotes the whole address
-		}
-		return t, invalid("address is not a URL (%v); want scheme://host[:port]", err)
-	}
-	switch {
-	case u.Scheme != "http" && u.Scheme != "https":
-		if u.Scheme == "" {
-			return t, invalid("address has no scheme; want http:// or https:// before the host")
-		}
-		return t, invalid("address scheme %q is not http or https", u.Scheme)
-	case u.User != nil:
-		return t, invalid("address must not carry credentials (user:password@)")
-	case u.Opaque != "" || u.Host == "" || u.Hostname() == "":
-		return t, invalid("address has no host; want %s://host[:port]", u.Scheme)
-	case u.Path != "" && u.Path != "/" || u.RawPath != "":
-		return t, invalid("address must not have a path; put the health check path in Path")
-	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || strings.Contains(r.Address, "#"):
-		return t, invalid("address must not have a query or fragment")
-	}
-	if p := u.Port(); p != "" {
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return t, invalid("address port %q is not a number from 1 to 65535", p)
-		}
-	}
-
-	path := r.Path
-	if path == "" {
-		path = DefaultPath
-	}
-	if path[0] != '/' {
-		return t, invalid("path must start with \"/\"")
-	}
-	if strings.ContainsAny(path, "# \t\r\n") || hasCtl(path) {
-		return t, invalid("path must not contain spaces, control characters or a fragment (#)")
-	}
-	pu, err := url.ParseRequestURI(path)
-	if err != nil {
-		return t, invalid("path is not a valid request path")
-	}
-	t.url = &url.URL{
-		Scheme:   u.Scheme,
-		Host:     u.Host,
-		Path:     pu.Path,
-		RawPath:  pu.RawPath,
-		RawQuery: pu.RawQuery,
-	}
-
-	host := r.Host
-	if host == "" {
-		host = u.Hostname()
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.ContainsAny(host, "/\\?#@[] \t%") || hasCtl(host) {
-		return t, invalid("host %q is not a bare hostname", host)
-	}
-	t.serverName, t.hostHeader = host, host
-	if strings.Contains(host, ":") {
-		if ip := net.ParseIP(host); ip == nil {
-			return t, invalid("host %q is not a bare hostname: give it without a port", host)
-		}
-		t.hostHeader = "[" + host + "]"
-	}
-
-	switch {
-	case r.UserAgent == "":
-		t.header = defaultHeader
-	case hasCtl(r.UserAgent):
-		return t, invalid("user agent contains control characters")
-	default:
-		t.header = http.Header{"User-Agent": {r.UserAgent}}
-	}
-
-	t.timeout = r.Timeout
-	switch {
-	case r.Timeout < 0:
-		return t, invalid("timeout %v is negative", r.Timeout)
-	case r.Timeout == 0:
-		t.timeout = DefaultTimeout
-	}
-	if r.MaxLatency < 0 {
-		return t, invalid("max latency %v is negative", r.MaxLatency)
-	}
-	for _, s := range r.ExpectedStatuses {
-		if s < 100 || s > 599 {
-			return t, invalid("expected status %d is not an HTTP status (100-599)", s)
-		}
-	}
-	if len(r.ExpectedBody) > BodyLimit {
-		return t, invalid("expected body text is %d bytes, longer than the %d bytes a probe reads", len(r.ExpectedBody), BodyLimit)
-	}
-	return t, nil
-}
-
-func hasCtl(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == 0x7f {
-			return true
-		}
-	}
-	return false
 }

@@ -1,15 +1,18 @@
 package probe
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,27 +25,50 @@ const siteHost = "site.example"
 
 // seen is what an origin recorded about one request, keyed by path.
 type seen struct {
-	host, userAgent, uri, sni string
+	host, userAgent, uri, sni, proto string
+	header                           http.Header
 }
 
 // testOrigin is a loopback origin with one handler per health check path.
 type testOrigin struct {
 	url      string
+	port     string
 	release  chan struct{} // closed at cleanup: unblocks hanging handlers
 	requests sync.Map      // path -> seen
 	newConns atomic.Int64
-	redirect atomic.Int64 // hits on the redirect target
-	bodySent chan int64   // bytes written by /huge, once per request
+	redirect atomic.Int64 // hits on the off-host redirect target
+	bodySent chan int64   // bytes written by /huge and /fifty, once per request
+	ended    chan string  // paths of the endless handlers that ended
 }
 
-const hugeBodyMax = 256 << 20
+const (
+	hugeBodyMax  = 256 << 20
+	fiftyMB      = 50_000_000
+	originHTTP1  = false
+	originHTTP2  = true
+	dripInterval = 10 * time.Millisecond
+)
 
+// newOrigin starts an HTTP/1.1 origin, over TLS with tlsCert when it is not
+// nil.
 func newOrigin(t *testing.T, tlsCert *tls.Certificate) *testOrigin {
 	t.Helper()
-	o := &testOrigin{release: make(chan struct{}), bodySent: make(chan int64, 16)}
+	return startOrigin(t, tlsCert, originHTTP1)
+}
 
-	// The redirect target: another host (another port) that must never be
-	// asked, since probes do not follow redirects.
+// newH2Origin starts a TLS origin that speaks HTTP/2 only: its ALPN list is
+// just "h2", so an HTTP/1.1-only client cannot even finish the handshake.
+func newH2Origin(t *testing.T, tlsCert *tls.Certificate) *testOrigin {
+	t.Helper()
+	return startOrigin(t, tlsCert, originHTTP2)
+}
+
+func startOrigin(t *testing.T, tlsCert *tls.Certificate, h2 bool) *testOrigin {
+	t.Helper()
+	o := &testOrigin{release: make(chan struct{}), bodySent: make(chan int64, 16), ended: make(chan string, 16)}
+
+	// The off-host redirect target: another host (another port) that must
+	// never be asked.
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		o.redirect.Add(1)
 	}))
@@ -50,7 +76,7 @@ func newOrigin(t *testing.T, tlsCert *tls.Certificate) *testOrigin {
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s := seen{host: r.Host, userAgent: r.UserAgent(), uri: r.RequestURI}
+		s := seen{host: r.Host, userAgent: r.UserAgent(), uri: r.RequestURI, proto: r.Proto, header: r.Header.Clone()}
 		if r.TLS != nil {
 			s.sni = r.TLS.ServerName
 		}
@@ -72,6 +98,47 @@ func newOrigin(t *testing.T, tlsCert *tls.Certificate) *testOrigin {
 		w.(http.Flusher).Flush()
 		<-o.release
 	})
+	mux.HandleFunc("/big-headers", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Big", strings.Repeat("b", 300<<10))
+		io.WriteString(w, "vigil-ok")
+	})
+	mux.HandleFunc("/okstall", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "vigil-ok")
+		w.(http.Flusher).Flush()
+		<-o.release
+	})
+	mux.HandleFunc("/drip", func(w http.ResponseWriter, r *http.Request) {
+		// ?n bytes, one every dripInterval.
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		w.Header().Set("Content-Length", strconv.Itoa(n))
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		tick := time.NewTicker(dripInterval)
+		defer tick.Stop()
+		for range n {
+			select {
+			case <-tick.C:
+			case <-r.Context().Done():
+				return
+			case <-o.release:
+				return
+			}
+			if _, err := w.Write([]byte("x")); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+		}
+	})
+	mux.HandleFunc("/endless", func(w http.ResponseWriter, r *http.Request) {
+		// Filler as fast as the client takes it, until it goes away.
+		chunk := bytes.Repeat([]byte("x"), 32<<10)
+		for {
+			if _, err := w.Write(chunk); err != nil {
+				o.ended <- r.URL.Path
+				return
+			}
+		}
+	})
 	mux.HandleFunc("/huge", func(w http.ResponseWriter, r *http.Request) {
 		// "vigil-head" at the start, "vigil-tail" after 1 MiB, then filler
 		// until hugeBodyMax or until the client goes away.
@@ -92,6 +159,28 @@ func newOrigin(t *testing.T, tlsCert *tls.Certificate) *testOrigin {
 		}
 		o.bodySent <- n
 	})
+	mux.HandleFunc("/fifty", func(w http.ResponseWriter, r *http.Request) {
+		// A 50 MB body with a Content-Length, sent as fast as it is taken.
+		w.Header().Set("Content-Length", strconv.Itoa(fiftyMB))
+		chunk := bytes.Repeat([]byte("y"), 64<<10)
+		var n int64
+		for n < fiftyMB {
+			m, err := w.Write(chunk[:min(len(chunk), fiftyMB-int(n))])
+			n += int64(m)
+			if err != nil {
+				break
+			}
+		}
+		o.bodySent <- n
+	})
+	mux.HandleFunc("/short", func(w http.ResponseWriter, r *http.Request) {
+		// Promises 100 bytes, sends 10 and hangs up.
+		w.Header().Set("Content-Length", "100")
+		io.WriteString(w, "0123456789")
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	})
+	redirects(mux, o, other.URL)
 
 	srv := httptest.NewUnstartedServer(mux)
 	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
@@ -102,6 +191,14 @@ func newOrigin(t *testing.T, tlsCert *tls.Certificate) *testOrigin {
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // TLS handshake failures are expected
 	if tlsCert != nil {
 		srv.TLS = &tls.Config{Certificates: []tls.Certificate{*tlsCert}}
+		if h2 {
+			// ALPN offers only "h2", and a client that asks for no
+			// protocol is not served HTTP/1.1 either.
+			srv.EnableHTTP2 = true
+			srv.TLS.NextProtos = []string{"h2"}
+			srv.Config.Protocols = new(http.Protocols)
+			srv.Config.Protocols.SetHTTP2(true)
+		}
 		srv.StartTLS()
 	} else {
 		srv.Start()
@@ -109,6 +206,7 @@ func newOrigin(t *testing.T, tlsCert *tls.Certificate) *testOrigin {
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(o.release) }) // runs before srv.Close
 	o.url = srv.URL
+	_, o.port, _ = net.SplitHostPort(srv.Listener.Addr().String())
 	return o
 }
 
@@ -133,13 +231,20 @@ func check(t *testing.T, got Result, err error, w want) {
 		t.Fatalf("Do: unexpected error: %v", err)
 	}
 	if got.Up != w.up || got.Reason != w.reason || got.Status != w.status {
-		t.Fatalf("got up=%v reason=%s status=%d (detail %q), want up=%v reason=%s status=%d",
-			got.Up, got.Reason, got.Status, got.Detail, w.up, w.reason, w.status)
+		t.Fatalf("got up=%v reason=%s status=%d (phase %q, detail %q), want up=%v reason=%s status=%d",
+			got.Up, got.Reason, got.Status, got.Phase, got.Detail, w.up, w.reason, w.status)
 	}
 	if got.Detail == "" {
 		t.Errorf("result has no detail")
 	}
-	t.Logf("detail: %s (latency %v)", got.Detail, got.Latency)
+	if got.Up != (got.Phase == "") {
+		t.Errorf("up=%v with phase %q: a down result must have a phase, an up one none", got.Up, got.Phase)
+	}
+	if got.Duration < got.Latency {
+		t.Errorf("duration %v is shorter than latency %v", got.Duration, got.Latency)
+	}
+	t.Logf("detail: %s (phase %q, proto %s, latency %v, duration %v, body %d bytes)",
+		got.Detail, got.Phase, got.Proto, got.Latency, got.Duration, got.BodyBytes)
 }
 
 func TestDoHTTP(t *testing.T) {
@@ -157,11 +262,7 @@ func TestDoHTTP(t *testing.T) {
 		{"301 is up and not followed", Request{Path: "/moved"}, want{true, OK, 301}},
 		{"503 is down", Request{Path: "/unavailable"}, want{false, HTTP5xx, 503}},
 		{"hang past the timeout", Request{Path: "/hang", Timeout: short}, want{false, Timeout, 0}},
-		{"stall after headers, no body check", Request{Path: "/stall", Timeout: short}, want{true, OK, 200}},
-		{"stall after headers, body check", Request{Path: "/stall", Timeout: short, ExpectedBody: "vigil-ok"}, want{false, Timeout, 200}},
-		{"huge body, no body check", Request{Path: "/huge"}, want{true, OK, 200}},
-		{"huge body, text in the prefix", Request{Path: "/huge", ExpectedBody: "vigil-head"}, want{true, OK, 200}},
-		{"huge body, text past the cap", Request{Path: "/huge", ExpectedBody: "vigil-tail"}, want{false, BodyMismatch, 200}},
+		{"response headers too large", Request{Path: "/big-headers"}, want{false, ConnectFailed, 0}},
 
 		{"expected status listed", Request{Path: "/health", ExpectedStatuses: []int{200, 204}}, want{true, OK, 200}},
 		{"expected status not listed", Request{Path: "/missing", ExpectedStatuses: []int{200}}, want{false, UnexpectedStatus, 404}},
@@ -182,12 +283,8 @@ func TestDoHTTP(t *testing.T) {
 			if tc.want.reason == Timeout && tc.want.status == 0 && got.Latency < req.Timeout {
 				t.Errorf("timed out after %v, before the %v timeout", got.Latency, req.Timeout)
 			}
-			if req.Path == "/huge" {
-				// The client reads at most the cap and hangs up; the origin
-				// must fail to write its whole body.
-				if n := <-o.bodySent; n >= hugeBodyMax {
-					t.Errorf("origin wrote the whole %d byte body: the read is not capped", n)
-				}
+			if got.Proto != "HTTP/1.1" {
+				t.Errorf("proto %q, want HTTP/1.1", got.Proto)
 			}
 		})
 	}
@@ -234,15 +331,93 @@ func TestDoRequestLine(t *testing.T) {
 	}
 }
 
-func TestDoNoConnectionReuse(t *testing.T) {
-	o := newOrigin(t, nil)
-	const probes = 5
-	for range probes {
-		got, err := Do(context.Background(), Request{Address: o.url, Host: siteHost})
-		check(t, got, err, want{true, OK, 200})
+// TestDoRequestHeaders checks the headers a probe sends, over HTTP/1.1 and
+// HTTP/2: the extra ones arrive, nothing asks for compression.
+func TestDoRequestHeaders(t *testing.T) {
+	ca := newTestCA(t)
+	cert := leaf(t, ca, []string{siteHost}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	origins := []struct {
+		name  string
+		o     *testOrigin
+		proto string
+	}{
+		{"HTTP/1.1", newOrigin(t, nil), "HTTP/1.1"},
+		{"HTTP/2", newH2Origin(t, &cert), "HTTP/2.0"},
 	}
-	if n := o.newConns.Load(); n != probes {
-		t.Fatalf("origin saw %d connections for %d probes, want one each", n, probes)
+	extra := http.Header{
+		"Authorization": {"Bearer s3cret"},
+		"x-lower-case":  {"kept"},
+		"Accept":        {"text/plain", "text/html"},
+	}
+	for _, oc := range origins {
+		t.Run(oc.name, func(t *testing.T) {
+			got, err := Do(context.Background(), Request{
+				Address: oc.o.url, Host: siteHost, Path: "/headers", Header: extra, RootCAs: ca.pool,
+			})
+			check(t, got, err, want{true, OK, 200})
+			s := oc.o.seen(t, "/headers")
+			if s.proto != oc.proto || got.Proto != oc.proto {
+				t.Errorf("origin saw %s, result says %s, want %s", s.proto, got.Proto, oc.proto)
+			}
+			if v := s.header.Get("Authorization"); v != "Bearer s3cret" {
+				t.Errorf("Authorization %q", v)
+			}
+			if v := s.header.Get("X-Lower-Case"); v != "kept" {
+				t.Errorf("X-Lower-Case %q", v)
+			}
+			if v := s.header.Values("Accept"); len(v) != 2 || v[0] != "text/plain" || v[1] != "text/html" {
+				t.Errorf("Accept %q, want both values in order", v)
+			}
+			if v := s.header.Get("User-Agent"); v != DefaultUserAgent {
+				t.Errorf("User-Agent %q", v)
+			}
+			if v, ok := s.header["Accept-Encoding"]; ok {
+				t.Errorf("probe asked for compression: Accept-Encoding %q", v)
+			}
+			if strings.Contains(got.Detail, "s3cret") {
+				t.Errorf("detail %q leaks a header value", got.Detail)
+			}
+		})
+	}
+}
+
+// TestDoNoConnectionReuse runs probes to one address alternating between two
+// sites: each must get a new connection carrying its own Host and, over
+// TLS, its own SNI, over HTTP/1.1 and HTTP/2 alike.
+func TestDoNoConnectionReuse(t *testing.T) {
+	ca := newTestCA(t)
+	hosts := []string{siteHost, "other.example"}
+	cert := leaf(t, ca, hosts, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	origins := []struct {
+		name  string
+		o     *testOrigin
+		tls   bool
+		proto string
+	}{
+		{"HTTP/1.1", newOrigin(t, nil), false, "HTTP/1.1"},
+		{"HTTP/1.1 over TLS", newOrigin(t, &cert), true, "HTTP/1.1"},
+		{"HTTP/2", newH2Origin(t, &cert), true, "HTTP/2.0"},
+	}
+	const probes = 6
+	for _, oc := range origins {
+		t.Run(oc.name, func(t *testing.T) {
+			for i := range probes {
+				host := hosts[i%len(hosts)]
+				path := fmt.Sprintf("/reuse/%d", i)
+				got, err := Do(context.Background(), Request{Address: oc.o.url, Host: host, Path: path, RootCAs: ca.pool})
+				check(t, got, err, want{true, OK, 200})
+				if got.Proto != oc.proto {
+					t.Errorf("proto %q, want %q", got.Proto, oc.proto)
+				}
+				s := oc.o.seen(t, path)
+				if s.host != host || (oc.tls && s.sni != host) {
+					t.Errorf("probe %d for %s: origin saw Host %q, SNI %q", i, host, s.host, s.sni)
+				}
+			}
+			if n := oc.o.newConns.Load(); n != probes {
+				t.Fatalf("origin saw %d connections for %d probes, want one each", n, probes)
+			}
+		})
 	}
 }
 
@@ -253,9 +428,11 @@ func TestDoTLS(t *testing.T) {
 	selfSigned := leaf(t, nil, []string{siteHost}, now.Add(-time.Hour), now.Add(time.Hour))
 	expired := leaf(t, ca, []string{siteHost}, now.Add(-48*time.Hour), now.Add(-24*time.Hour))
 	wrongName := leaf(t, ca, []string{"other.example"}, now.Add(-time.Hour), now.Add(time.Hour))
+	originName := leaf(t, ca, []string{"origin-a.internal"}, now.Add(-time.Hour), now.Add(time.Hour))
 
 	validOrigin := newOrigin(t, &valid)
 	plainOrigin := newOrigin(t, nil)
+	originNamed := newOrigin(t, &originName)
 
 	cases := []struct {
 		name string
@@ -263,13 +440,17 @@ func TestDoTLS(t *testing.T) {
 		req  Request
 		want want
 	}{
-		{"valid for a test CA", validOrigin.url, Request{RootCAs: ca.pool}, want{true, OK, 200}},
-		{"valid cert, CA not trusted", validOrigin.url, Request{}, want{false, TLSFailed, 0}},
+		{"valid for a private CA", validOrigin.url, Request{RootCAs: ca.pool}, want{true, OK, 200}},
+		{"valid cert, private CA not trusted", validOrigin.url, Request{}, want{false, TLSFailed, 0}},
 		{"self-signed", newOrigin(t, &selfSigned).url, Request{RootCAs: ca.pool}, want{false, TLSFailed, 0}},
 		{"self-signed, verification off", newOrigin(t, &selfSigned).url, Request{InsecureSkipVerify: true}, want{true, OK, 200}},
 		{"expired", newOrigin(t, &expired).url, Request{RootCAs: ca.pool}, want{false, TLSFailed, 0}},
+		{"expired, verification off", newOrigin(t, &expired).url, Request{InsecureSkipVerify: true}, want{true, OK, 200}},
 		{"wrong name", newOrigin(t, &wrongName).url, Request{RootCAs: ca.pool}, want{false, TLSFailed, 0}},
 		{"not TLS at all", strings.Replace(plainOrigin.url, "http://", "https://", 1), Request{RootCAs: ca.pool}, want{false, TLSFailed, 0}},
+		{"cert names the origin, not the site", originNamed.url, Request{RootCAs: ca.pool}, want{false, TLSFailed, 0}},
+		{"cert names the origin, ServerName set", originNamed.url, Request{RootCAs: ca.pool, ServerName: "origin-a.internal"}, want{true, OK, 200}},
+		{"ServerName set, cert names the site", validOrigin.url, Request{RootCAs: ca.pool, ServerName: "origin-a.internal"}, want{false, TLSFailed, 0}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -277,6 +458,9 @@ func TestDoTLS(t *testing.T) {
 			req.Address, req.Host, req.Path = tc.addr, siteHost, "/tls"
 			got, err := Do(context.Background(), req)
 			check(t, got, err, tc.want)
+			if !got.Up && got.Phase != PhaseTLS {
+				t.Errorf("phase %q, want %q", got.Phase, PhaseTLS)
+			}
 		})
 	}
 
@@ -286,6 +470,67 @@ func TestDoTLS(t *testing.T) {
 		s := validOrigin.seen(t, "/sni")
 		if s.host != siteHost || s.sni != siteHost {
 			t.Fatalf("origin saw Host %q and SNI %q, want %q for both", s.host, s.sni, siteHost)
+		}
+	})
+	t.Run("ServerName is the SNI, Host stays the Host header", func(t *testing.T) {
+		got, err := Do(context.Background(), Request{Address: originNamed.url, Host: siteHost, Path: "/sni", RootCAs: ca.pool, ServerName: "origin-a.internal"})
+		check(t, got, err, want{true, OK, 200})
+		s := originNamed.seen(t, "/sni")
+		if s.host != siteHost || s.sni != "origin-a.internal" {
+			t.Fatalf("origin saw Host %q and SNI %q, want %q and %q", s.host, s.sni, siteHost, "origin-a.internal")
+		}
+	})
+}
+
+func TestDoHTTP2(t *testing.T) {
+	ca := newTestCA(t)
+	cert := leaf(t, ca, []string{siteHost}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+	o := newH2Origin(t, &cert)
+
+	for _, alpn := range [][]string{{"http/1.1"}, nil} {
+		t.Run(fmt.Sprintf("the origin refuses HTTP/1.1, ALPN %q", alpn), func(t *testing.T) {
+			client := &http.Client{Transport: &http.Transport{
+				TLSClientConfig: &tls.Config{RootCAs: ca.pool, ServerName: siteHost, NextProtos: alpn},
+				TLSNextProto:    map[string]func(string, *tls.Conn) http.RoundTripper{}, // HTTP/1.1 only
+			}}
+			t.Cleanup(client.CloseIdleConnections)
+			resp, err := client.Get(o.url + "/h1")
+			if err == nil {
+				resp.Body.Close()
+				t.Fatalf("an HTTP/1.1-only client got %s from the h2-only origin", resp.Status)
+			}
+			t.Logf("HTTP/1.1 client: %v", err)
+		})
+	}
+
+	cases := []struct {
+		name string
+		req  Request
+		want want
+	}{
+		{"200", Request{Path: "/health"}, want{true, OK, 200}},
+		{"404 is up", Request{Path: "/missing"}, want{true, OK, 404}},
+		{"503 is down", Request{Path: "/unavailable"}, want{false, HTTP5xx, 503}},
+		{"body text found", Request{Path: "/health", ExpectedBody: "vigil-ok"}, want{true, OK, 200}},
+		{"body text missing", Request{Path: "/health", ExpectedBody: "not-there"}, want{false, BodyMismatch, 200}},
+		{"hang past the timeout", Request{Path: "/hang", Timeout: 300 * time.Millisecond}, want{false, Timeout, 0}},
+		{"response headers too large", Request{Path: "/big-headers"}, want{false, ConnectFailed, 0}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req := tc.req
+			req.Address, req.Host, req.RootCAs = o.url, siteHost, ca.pool
+			got, err := Do(context.Background(), req)
+			check(t, got, err, tc.want)
+			if got.Proto != "HTTP/2.0" {
+				t.Errorf("proto %q, want HTTP/2.0", got.Proto)
+			}
+		})
+	}
+	t.Run("origin saw HTTP/2 with the site as authority and SNI", func(t *testing.T) {
+		s := o.seen(t, "/health")
+		if s.proto != "HTTP/2.0" || s.host != siteHost || s.sni != siteHost {
+			t.Fatalf("origin saw %s, Host %q, SNI %q", s.proto, s.host, s.sni)
 		}
 	})
 }
@@ -303,39 +548,28 @@ func TestDoConnectFailures(t *testing.T) {
 	// reset accepts, reads the start of the request and closes with
 	// SO_LINGER 0, which sends a TCP RST.
 	reset := func(t *testing.T) string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		t.Cleanup(func() { ln.Close(); <-done })
-		go func() {
-			defer close(done)
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				c.Read(make([]byte, 1))
-				c.(*net.TCPConn).SetLinger(0)
-				c.Close()
-			}
-		}()
-		return "http://" + ln.Addr().String()
+		return "http://" + rawOrigin(t, func(c net.Conn, _ []byte) {
+			c.(*net.TCPConn).SetLinger(0)
+		}, false)
+	}
+	resetDuringTLS := func(t *testing.T) string {
+		return "https://" + rawOrigin(t, func(c net.Conn, _ []byte) {
+			c.Read(make([]byte, 1)) // the start of the client hello
+			c.(*net.TCPConn).SetLinger(0)
+		}, true)
 	}
 	cases := []struct {
 		name   string
 		addr   func(*testing.T) string
+		phase  Phase
 		detail string
 	}{
-		{"refused", refused, "refused"},
-		{"reset", reset, "reset"},
-		{"reset during TLS", func(t *testing.T) string {
-			return strings.Replace(reset(t), "http://", "https://", 1)
-		}, "reset"},
+		{"refused", refused, PhaseConnect, "refused"},
+		{"reset", reset, PhaseHeaders, "reset"},
+		{"reset during TLS", resetDuringTLS, PhaseTLS, "reset"},
 		// A label over 63 bytes is not a domain name: the lookup fails
 		// without asking any DNS server, so the test needs no network.
-		{"DNS failure", func(*testing.T) string { return "http://" + strings.Repeat("x", 64) + ".invalid" }, "DNS"},
+		{"DNS failure", func(*testing.T) string { return "http://" + strings.Repeat("x", 64) + ".invalid" }, PhaseDNS, "DNS"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -344,8 +578,135 @@ func TestDoConnectFailures(t *testing.T) {
 			if !strings.Contains(got.Detail, tc.detail) {
 				t.Errorf("detail %q does not mention %q", got.Detail, tc.detail)
 			}
+			if got.Phase != tc.phase {
+				t.Errorf("phase %q, want %q", got.Phase, tc.phase)
+			}
 		})
 	}
+}
+
+// rawOrigin is a TCP server that hands each connection to serve, with the
+// request head it read, or at once (head nil) when atOnce is set. It closes
+// the connection when serve returns. It returns the listening address.
+func rawOrigin(t *testing.T, serve func(c net.Conn, request []byte), atOnce bool) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				if atOnce {
+					serve(c, nil)
+					return
+				}
+				c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				br := bufio.NewReader(c)
+				var head []byte
+				for !bytes.HasSuffix(head, []byte("\r\n\r\n")) {
+					line, err := br.ReadSlice('\n')
+					head = append(head, line...)
+					if err != nil {
+						return
+					}
+				}
+				c.SetReadDeadline(time.Time{})
+				serve(c, head)
+			})
+		}
+	})
+	return ln.Addr().String()
+}
+
+// TestDoHTTP1Wire checks the HTTP/1.1 exchange byte by byte, against origins
+// that answer in ways net/http's server never would.
+func TestDoHTTP1Wire(t *testing.T) {
+	write := func(s string) func(net.Conn, []byte) {
+		return func(c net.Conn, _ []byte) { io.WriteString(c, s) }
+	}
+	cases := []struct {
+		name      string
+		serve     func(net.Conn, []byte)
+		req       Request
+		want      want
+		phase     Phase
+		bodyBytes int64
+		detail    string
+	}{
+		{"interim responses skipped", write("HTTP/1.1 100 Continue\r\n\r\n" +
+			"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n" +
+			"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nvigil-ok"),
+			Request{ExpectedBody: "vigil-ok"}, want{true, OK, 200}, "", 8, "200"},
+		{"chunked body, text across chunks", write("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" +
+			"4\r\nvigi\r\n4\r\nl-ok\r\n0\r\n\r\n"),
+			Request{ExpectedBody: "vigil-ok"}, want{true, OK, 200}, "", 8, "200"},
+		{"body until close", write("HTTP/1.0 200 OK\r\n\r\nhello"),
+			Request{}, want{true, OK, 200}, "", 5, "200"},
+		{"truncated body", write("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789"),
+			Request{}, want{false, ConnectFailed, 200}, PhaseBody, 10, "end of the body"},
+		{"truncated chunked body", write("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10\r\n01234"),
+			Request{}, want{false, ConnectFailed, 200}, PhaseBody, 5, "end of the body"},
+		{"headers too large", write("HTTP/1.1 200 OK\r\nX-Big: " + strings.Repeat("b", 300<<10) + "\r\n\r\n"),
+			Request{}, want{false, ConnectFailed, 0}, PhaseHeaders, 0, "headers larger"},
+		{"endless interim responses", func(c net.Conn, _ []byte) {
+			for {
+				if _, err := io.WriteString(c, "HTTP/1.1 100 Continue\r\n\r\n"); err != nil {
+					return
+				}
+			}
+		}, Request{}, want{false, ConnectFailed, 0}, PhaseHeaders, 0, "headers larger"},
+		{"not HTTP", write("SSH-2.0-OpenSSH_9.6\r\n"),
+			Request{}, want{false, ConnectFailed, 0}, PhaseHeaders, 0, "malformed"},
+		{"closed before answering", write(""),
+			Request{}, want{false, ConnectFailed, 0}, PhaseHeaders, 0, "closed by origin"},
+		{"endless chunked body stops at the cap", func(c net.Conn, _ []byte) {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+			chunk := "8000\r\n" + strings.Repeat("z", 0x8000) + "\r\n"
+			for {
+				if _, err := io.WriteString(c, chunk); err != nil {
+					return
+				}
+			}
+		}, Request{MaxBody: 100 << 10}, want{true, OK, 200}, "", 100 << 10, "200"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req := tc.req
+			req.Address, req.Host, req.Timeout = "http://"+rawOrigin(t, tc.serve, false), siteHost, 5*time.Second
+			got, err := Do(context.Background(), req)
+			check(t, got, err, tc.want)
+			if got.Phase != tc.phase || got.BodyBytes != tc.bodyBytes || !strings.Contains(got.Detail, tc.detail) {
+				t.Errorf("phase %q, body %d bytes, detail %q; want %q, %d, mentioning %q",
+					got.Phase, got.BodyBytes, got.Detail, tc.phase, tc.bodyBytes, tc.detail)
+			}
+		})
+	}
+
+	t.Run("request as sent", func(t *testing.T) {
+		heads := make(chan string, 1)
+		addr := rawOrigin(t, func(c net.Conn, head []byte) {
+			heads <- string(head)
+			io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
+		}, false)
+		got, err := Do(context.Background(), Request{
+			Address: "http://" + addr, Host: siteHost, Path: "/raw?q=1",
+			Header: http.Header{"X-B": {"2"}, "X-A": {"1", "3"}},
+		})
+		check(t, got, err, want{true, OK, 204})
+		wantHead := "GET /raw?q=1 HTTP/1.1\r\nHost: site.example\r\nUser-Agent: " + DefaultUserAgent + "\r\n" +
+			"X-A: 1\r\nX-A: 3\r\nX-B: 2\r\nConnection: close\r\n\r\n"
+		if head := <-heads; head != wantHead {
+			t.Fatalf("request head\n%q\nwant\n%q", head, wantHead)
+		}
+	})
 }
 
 func TestDoCallerContext(t *testing.T) {
@@ -358,17 +719,21 @@ func TestDoCallerContext(t *testing.T) {
 			t.Fatalf("got error %v, want context.Canceled", err)
 		}
 	})
-	t.Run("caller deadline before the probe timeout", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-		t.Cleanup(cancel)
-		_, err := Do(ctx, Request{Address: o.url, Path: "/hang", Timeout: time.Minute})
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("got error %v, want context.DeadlineExceeded", err)
-		}
-	})
+	for _, path := range []string{"/hang", "/stall"} {
+		t.Run("caller deadline before the probe timeout, "+path, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			t.Cleanup(cancel)
+			_, err := Do(ctx, Request{Address: o.url, Path: path, Timeout: time.Minute})
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("got error %v, want context.DeadlineExceeded", err)
+			}
+		})
+	}
 }
 
 func TestDoInvalidRequest(t *testing.T) {
+	const addr = "http://origin.example"
+	hdr := func(k, v string) http.Header { return http.Header{k: {v}} }
 	cases := []struct {
 		name string
 		req  Request
@@ -389,16 +754,35 @@ func TestDoInvalidRequest(t *testing.T) {
 		{"port out of range", Request{Address: "http://origin.example:99999"}, "port"},
 		{"not a URL", Request{Address: "http://[::1"}, "not a URL"},
 		{"control character", Request{Address: "http://origin.example\n"}, "not a URL"},
-		{"relative path", Request{Address: "http://origin.example", Path: "health"}, `start with "/"`},
-		{"path with space", Request{Address: "http://origin.example", Path: "/a b?token=s3cret"}, "spaces"},
-		{"path with fragment", Request{Address: "http://origin.example", Path: "/a#b"}, "fragment"},
-		{"host with port", Request{Address: "http://origin.example", Host: "site.example:443"}, "without a port"},
-		{"host with path", Request{Address: "http://origin.example", Host: "site.example/x"}, "bare hostname"},
-		{"user agent with newline", Request{Address: "http://origin.example", UserAgent: "a\r\nX-Evil: 1"}, "user agent"},
-		{"negative timeout", Request{Address: "http://origin.example", Timeout: -time.Second}, "timeout"},
-		{"negative max latency", Request{Address: "http://origin.example", MaxLatency: -1}, "max latency"},
-		{"bad expected status", Request{Address: "http://origin.example", ExpectedStatuses: []int{200, 42}}, "42"},
-		{"expected body too long", Request{Address: "http://origin.example", ExpectedBody: strings.Repeat("x", BodyLimit+1)}, "longer"},
+		{"relative path", Request{Address: addr, Path: "health"}, `start with "/"`},
+		{"path with space", Request{Address: addr, Path: "/a b?token=s3cret"}, "spaces"},
+		{"path with fragment", Request{Address: addr, Path: "/a#b"}, "fragment"},
+		{"host with port", Request{Address: addr, Host: "site.example:443"}, "without a port"},
+		{"host with path", Request{Address: addr, Host: "site.example/x"}, "bare hostname"},
+		{"server name with port", Request{Address: addr, ServerName: "origin.example:443"}, "server name"},
+		{"server name with path", Request{Address: addr, ServerName: "origin.example/x"}, "server name"},
+		{"user agent with newline", Request{Address: addr, UserAgent: "a\r\nX-Evil: 1"}, "user agent"},
+		{"negative timeout", Request{Address: addr, Timeout: -time.Second}, "timeout"},
+		{"negative max latency", Request{Address: addr, MaxLatency: -1}, "max latency"},
+		{"negative max body", Request{Address: addr, MaxBody: -1}, "max body"},
+		{"bad expected status", Request{Address: addr, ExpectedStatuses: []int{200, 42}}, "42"},
+		{"expected body too long", Request{Address: addr, ExpectedBody: strings.Repeat("x", MaxExpectedBody+1)}, "longer"},
+		{"expected body longer than max body", Request{Address: addr, MaxBody: 4, ExpectedBody: "vigil"}, "MaxBody"},
+		{"header Host", Request{Address: addr, Header: hdr("Host", "evil.example")}, "Host"},
+		{"header host in lower case", Request{Address: addr, Header: hdr("host", "evil.example")}, "Host"},
+		{"header User-Agent", Request{Address: addr, Header: hdr("User-Agent", "x")}, "UserAgent"},
+		{"header Content-Length", Request{Address: addr, Header: hdr("Content-Length", "5")}, "Content-Length"},
+		{"header Transfer-Encoding", Request{Address: addr, Header: hdr("Transfer-Encoding", "chunked")}, "Transfer-Encoding"},
+		{"header Connection", Request{Address: addr, Header: hdr("Connection", "keep-alive")}, "Connection"},
+		{"header Upgrade", Request{Address: addr, Header: hdr("Upgrade", "h2c")}, "Upgrade"},
+		{"header TE", Request{Address: addr, Header: hdr("TE", "trailers")}, "Te"},
+		{"header Keep-Alive", Request{Address: addr, Header: hdr("Keep-Alive", "300")}, "Keep-Alive"},
+		{"header Proxy-Connection", Request{Address: addr, Header: hdr("Proxy-Connection", "close")}, "Proxy-Connection"},
+		{"header name with space", Request{Address: addr, Header: hdr("X Token", "s3cret")}, "token"},
+		{"header name empty", Request{Address: addr, Header: hdr("", "s3cret")}, "token"},
+		{"header name pseudo", Request{Address: addr, Header: hdr(":authority", "evil.example")}, "token"},
+		{"header value with newline", Request{Address: addr, Header: hdr("X-Token", "s3cret\r\nX-Evil: 1")}, "control characters"},
+		{"header value with NUL", Request{Address: addr, Header: hdr("Authorization", "Bearer s3cret\x00")}, "Authorization"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -426,6 +810,9 @@ func TestDoInvalidRequest(t *testing.T) {
 		{Address: "https://origin.example/", Host: "site.example", Path: "/health?full=1"},
 		{Address: "https://203.0.113.10:8443", Host: "2001:db8::1"},
 		{Address: "http://[2001:db8::1]:8080", Host: "[2001:db8::1]"},
+		{Address: "https://203.0.113.10", Host: "site.example", ServerName: "origin-a.internal"},
+		{Address: "http://origin.example", MaxBody: 1, ExpectedBody: "x"},
+		{Address: "http://origin.example", Header: http.Header{"Authorization": {"Bearer x"}, "X-Tab": {"a\tb"}, "Accept": nil}},
 	}
 	for _, r := range valid {
 		if err := r.Validate(); err != nil {
@@ -436,104 +823,49 @@ func TestDoInvalidRequest(t *testing.T) {
 
 func TestBodyContainsAcrossReads(t *testing.T) {
 	body := strings.Repeat("a", 1000) + "needle" + strings.Repeat("b", 1000)
+	// A text straddling the read buffer's end, found only by carrying the
+	// end of one read into the next.
+	straddle := strings.Repeat("a", bodyBufSize-3) + "needle" + strings.Repeat("b", bodyBufSize)
+	long := strings.Repeat("n", bodyBufSize) + "!" // longer than half the buffer
+	longStraddle := strings.Repeat("a", bodyBufSize-100) + long + strings.Repeat("b", 3*bodyBufSize)
 	cases := []struct {
-		name string
-		r    io.Reader
-		text string
-		want bool
+		name  string
+		r     io.Reader
+		text  string
+		limit int64
+		want  bool
+		read  int64
 	}{
-		{"one byte reads", iotest.OneByteReader(strings.NewReader(body)), "needle", true},
-		{"half reads", iotest.HalfReader(strings.NewReader(body)), "needle", true},
-		{"missing", iotest.OneByteReader(strings.NewReader(body)), "pin", false},
-		{"at the very end of the cap", strings.NewReader(strings.Repeat("a", BodyLimit-3) + "end"), "end", true},
-		{"just past the cap", strings.NewReader(strings.Repeat("a", BodyLimit-2) + "end"), "end", false},
+		{"one byte reads", iotest.OneByteReader(strings.NewReader(body)), "needle", 1 << 20, true, int64(len(body))},
+		{"half reads", iotest.HalfReader(strings.NewReader(body)), "needle", 1 << 20, true, int64(len(body))},
+		{"missing", iotest.OneByteReader(strings.NewReader(body)), "pin", 1 << 20, false, int64(len(body))},
+		{"no text: reads it all", strings.NewReader(body), "", 1 << 20, true, int64(len(body))},
+		{"across the buffer's end", strings.NewReader(straddle), "needle", 1 << 20, true, int64(len(straddle))},
+		{"long text across the buffer's end", strings.NewReader(longStraddle), long, 1 << 20, true, int64(len(longStraddle))},
+		{"at the very end of the cap", strings.NewReader(strings.Repeat("a", 4093) + "end"), "end", 4096, true, 4096},
+		{"just past the cap", strings.NewReader(strings.Repeat("a", 4094) + "end"), "end", 4096, false, 4096},
+		{"cap far below the body", strings.NewReader(straddle), "", 10, true, 10},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := bodyContains(tc.r, tc.text)
-			if err != nil || got != tc.want {
-				t.Fatalf("bodyContains = %v, %v; want %v, nil", got, err, tc.want)
+			n, got, err := readBody(tc.r, tc.text, tc.limit)
+			if err != nil || got != tc.want || n != tc.read {
+				t.Fatalf("readBody = %d, %v, %v; want %d, %v, nil", n, got, err, tc.read, tc.want)
 			}
 		})
 	}
 	t.Run("read error", func(t *testing.T) {
 		boom := errors.New("boom")
-		_, err := bodyContains(iotest.ErrReader(boom), "x")
+		_, _, err := readBody(iotest.ErrReader(boom), "x", 1<<20)
 		if !errors.Is(err, boom) {
 			t.Fatalf("got %v, want %v", err, boom)
 		}
 	})
-}
-
-// silentOrigin accepts connections and never says a word. Each connection's
-// end (the client hanging up) is reported on the returned channel.
-func silentOrigin(t *testing.T) (addr string, hungUp <-chan struct{}) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := make(chan struct{}, 16)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		conns []net.Conn
-	)
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
+	t.Run("read error after the text", func(t *testing.T) {
+		boom := errors.New("boom")
+		n, found, err := readBody(io.MultiReader(strings.NewReader("vigil-ok"), iotest.ErrReader(boom)), "vigil-ok", 1<<20)
+		if !errors.Is(err, boom) || !found || n != 8 {
+			t.Fatalf("got %d, %v, %v; want 8, true, %v: the body must be read to its end", n, found, err, boom)
 		}
-		mu.Unlock()
-		wg.Wait()
 	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer c.Close()
-				io.Copy(io.Discard, c) // returns when the client closes
-				closed <- struct{}{}
-			}()
-		}
-	}()
-	return ln.Addr().String(), closed
-}
-
-func TestDoTimeoutCoversEveryStage(t *testing.T) {
-	const timeout = 200 * time.Millisecond
-	cases := []struct {
-		name   string
-		scheme string
-	}{
-		{"no response headers", "http://"},
-		{"no TLS handshake", "https://"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			addr, hungUp := silentOrigin(t)
-			got, err := Do(context.Background(), Request{Address: tc.scheme + addr, Host: siteHost, Timeout: timeout})
-			check(t, got, err, want{false, Timeout, 0})
-			if got.Latency < timeout {
-				t.Errorf("timed out after %v, before the %v timeout", got.Latency, timeout)
-			}
-			// The connection must not outlive the probe.
-			select {
-			case <-hungUp:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the probe's connection is still open after Do returned")
-			}
-		})
-	}
 }
