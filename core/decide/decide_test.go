@@ -27,6 +27,8 @@ func TestApplyVerdict(t *testing.T) {
 		{"a down resets successes", decide.OriginState{Successes: 1}, []vote.Verdict{D}, decide.OriginState{Failures: 1}},
 		{"an up resets failures", decide.OriginState{State: decide.Healthy, Failures: 2}, []vote.Verdict{U}, decide.OriginState{State: decide.Healthy, Successes: 1}},
 		{"none changes nothing", decide.OriginState{State: decide.Healthy, Failures: 2}, []vote.Verdict{N, N, N}, decide.OriginState{State: decide.Healthy, Failures: 2}},
+		{"successes stop at the threshold", decide.OriginState{}, []vote.Verdict{U, U, U, U, U}, decide.OriginState{State: decide.Healthy, Successes: 2}},
+		{"failures stop at the threshold", decide.OriginState{State: decide.Healthy}, []vote.Verdict{D, D, D, D, D, D}, decide.OriginState{State: decide.Unhealthy, Failures: 3}},
 		{"alternating never reaches a threshold", decide.OriginState{State: decide.Healthy}, []vote.Verdict{D, U, D, U, D}, decide.OriginState{State: decide.Healthy, Failures: 1}},
 		{"disabled ignores verdicts", decide.OriginState{State: decide.Disabled}, []vote.Verdict{U, U, U}, decide.OriginState{State: decide.Disabled}},
 	}

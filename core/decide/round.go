@@ -4,6 +4,11 @@ import "github.com/vigilcdn/vigil/core/vote"
 
 // ApplyVerdict moves one origin's counters and state by one verdict and
 // reports whether the state changed. A disabled origin never changes.
+//
+// A counter stops growing once it has reached its threshold: past that
+// point a higher count changes no decision (the state is already healthy,
+// or unhealthy), and a counter that stays put lets a quiet origin's stored
+// state stay unchanged round after round.
 func ApplyVerdict(o *OriginState, v vote.Verdict, healthy, unhealthy int32) (from Health, changed bool) {
 	from = o.State
 	if o.State == Disabled {
@@ -11,13 +16,17 @@ func ApplyVerdict(o *OriginState, v vote.Verdict, healthy, unhealthy int32) (fro
 	}
 	switch v {
 	case vote.VerdictUp:
-		o.Successes++
+		if o.Successes < healthy {
+			o.Successes++
+		}
 		o.Failures = 0
 		if o.Successes >= healthy {
 			o.State = Healthy
 		}
 	case vote.VerdictDown:
-		o.Failures++
+		if o.Failures < unhealthy {
+			o.Failures++
+		}
 		o.Successes = 0
 		if o.Failures >= unhealthy {
 			o.State = Unhealthy
