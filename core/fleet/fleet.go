@@ -58,7 +58,9 @@ func (s *Site) Asked(chain []ChainSource, origin int) []string {
 // Report is what one round did to one site. Events is only valid until the
 // next round.
 type Report struct {
-	Site   *Site
+	Site *Site
+	// Index is the site's position in Fleet.Sites.
+	Index  int
 	Events []decide.Event
 }
 
@@ -77,10 +79,9 @@ type Fleet struct {
 	walker  vote.Walker
 	picker  schedule.Picker
 	sched   []schedule.Site
-	jobs    []vote.Job
+	plan    Plan
 	events  []decide.Event
 	reports []Report
-	picked  []int
 	spans   []span
 }
 
@@ -153,41 +154,104 @@ func (f *Fleet) Site(name string) *Site {
 	return nil
 }
 
-// Round runs one scheduler tick: it picks up to SitesPerRound eligible
-// sites, walks the chain over their enabled origins through src, and applies
-// the verdicts. Reports come in site-name order; they and their events are
-// valid until the next call.
-func (f *Fleet) Round(ctx context.Context, src vote.Source) []Report {
-	f.Seq++
+// Plan is one round in the making: the sites the scheduler picked and
+// their jobs for the vote chain. The chain fills the jobs' outcomes (which
+// belong to the plan, not to the sites), so a plan can be walked while the
+// fleet serves operator actions; [Fleet.Apply] then applies it. A fleet
+// has at most one plan in flight: Plan reuses the buffers of the previous
+// one.
+type Plan struct {
+	// Seq is the round's sequence number.
+	Seq uint64
+	// Picked are the indices (into Fleet.Sites) of the round's sites, in
+	// site-name order.
+	Picked []int
+	// Jobs has one job per picked site, in the same order.
+	Jobs []vote.Job
+	// All is set when the round picked every eligible site.
+	All bool
+
+	fleet    *Fleet
+	outcomes []vote.Outcome
+}
+
+// Plan runs the scheduler for the next round: it picks up to
+// SitesPerRound eligible sites and prepares one job per site, its disabled
+// origins skipped. Nothing of the sites changes until Apply.
+func (f *Fleet) Plan() *Plan {
+	p := &f.plan
+	p.fleet, p.Seq = f, f.Seq+1
+	p.Picked = p.Picked[:0]
 	for i, s := range f.Sites {
-		f.sched[i] = schedule.Site{Name: s.Spec.Name, LastProbed: s.LastProbed, Eligible: s.Eligible() && (f.Owns == nil || f.Owns(s.Spec.Name))}
-	}
-	picked := f.picker.Pick(f.sched, f.SitesPerRound)
-	f.picked = append(f.picked[:0], picked...)
-	sort.Ints(f.picked) // site-name order, since Sites is sorted by name
-
-	f.jobs = f.jobs[:0]
-	for _, i := range f.picked {
-		s := f.Sites[i]
-		for o := range s.Outcomes {
-			s.Outcomes[o].Skip = s.State.Origins[o].State == decide.Disabled
+		eligible := s.Eligible() && (f.Owns == nil || f.Owns(s.Spec.Name))
+		f.sched[i] = schedule.Site{Name: s.Spec.Name, LastProbed: s.LastProbed, Eligible: eligible}
+		if eligible {
+			p.Picked = append(p.Picked, i)
 		}
-		f.jobs = append(f.jobs, vote.Job{Site: int32(i), Sources: s.Sources, Outcomes: s.Outcomes})
 	}
-	f.walker.Walk(ctx, src, f.jobs)
+	p.All = len(p.Picked) <= f.SitesPerRound
+	if !p.All {
+		// Not every eligible site fits: the scheduler chooses.
+		p.Picked = append(p.Picked[:0], f.picker.Pick(f.sched, f.SitesPerRound)...)
+		sort.Ints(p.Picked) // site-name order, since Sites is sorted by name
+	}
+	n := 0
+	for _, i := range p.Picked {
+		n += len(f.Sites[i].Outcomes)
+	}
+	if cap(p.outcomes) < n {
+		p.outcomes = make([]vote.Outcome, n)
+	}
+	p.outcomes = p.outcomes[:n]
+	p.Jobs = p.Jobs[:0]
+	at := 0
+	for _, i := range p.Picked {
+		s := f.Sites[i]
+		outs := p.outcomes[at : at+len(s.Outcomes) : at+len(s.Outcomes)]
+		at += len(s.Outcomes)
+		for o := range outs {
+			outs[o] = vote.Outcome{Skip: s.State.Origins[o].State == decide.Disabled, By: -1}
+		}
+		p.Jobs = append(p.Jobs, vote.Job{Site: int32(i), Sources: s.Sources, Outcomes: outs})
+	}
+	return p
+}
 
+// Walk asks the chain for the plan's votes through src. It reads only the
+// sites' configuration, never their state, so it may run while the fleet
+// applies operator actions.
+func (p *Plan) Walk(ctx context.Context, src vote.Source) {
+	p.fleet.walker.Walk(ctx, src, p.Jobs)
+}
+
+// Apply ends the round: it takes the plan's outcomes into the sites and
+// applies the verdicts. An origin disabled since Plan gets no verdict, and
+// a site that is no longer eligible (its health check paused meanwhile)
+// sits the round out. Reports come in site-name order; they and their
+// events are valid until the next Apply.
+func (f *Fleet) Apply(p *Plan) []Report {
+	f.Seq = p.Seq
 	f.events = f.events[:0]
 	f.reports = f.reports[:0]
 	f.spans = f.spans[:0]
-	for _, i := range f.picked {
+	for j, i := range p.Picked {
 		s := f.Sites[i]
+		if !s.Eligible() {
+			continue
+		}
+		outs := p.Jobs[j].Outcomes
 		for o := range s.Outcomes {
-			s.verdicts[o] = s.Outcomes[o].Verdict
+			out := outs[o]
+			if s.State.Origins[o].State == decide.Disabled {
+				out = vote.Outcome{Skip: true, By: -1}
+			}
+			s.Outcomes[o] = out
+			s.verdicts[o] = out.Verdict
 		}
 		from := len(f.events)
 		f.events = decide.Round(s.Spec, s.State, s.verdicts, s.Levels, f.events)
-		s.LastProbed = f.Seq
-		f.reports = append(f.reports, Report{Site: s})
+		s.LastProbed = p.Seq
+		f.reports = append(f.reports, Report{Site: s, Index: i})
 		f.spans = append(f.spans, span{from, len(f.events)})
 	}
 	// The events buffer may have moved while growing: slice it at the end.
@@ -195,6 +259,14 @@ func (f *Fleet) Round(ctx context.Context, src vote.Source) []Report {
 		f.reports[k].Events = f.events[f.spans[k].from:f.spans[k].to:f.spans[k].to]
 	}
 	return f.reports
+}
+
+// Round runs one whole scheduler tick at once: Plan, Walk through src and
+// Apply (what `vigil simulate` does).
+func (f *Fleet) Round(ctx context.Context, src vote.Source) []Report {
+	p := f.Plan()
+	p.Walk(ctx, src)
+	return f.Apply(p)
 }
 
 // ErrUnknownSite is returned (wrapped) for an action on a site that does not
