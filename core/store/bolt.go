@@ -19,6 +19,7 @@ var (
 	bucketSites   = []byte("sites")
 	bucketEvents  = []byte("events")
 	bucketCursors = []byte("cursors")
+	bucketProbed  = []byte("probed")
 	keyMeta       = []byte("meta")
 )
 
@@ -46,7 +47,7 @@ func Open(dir string, journalSize int) (*Bolt, error) {
 		return nil, fmt.Errorf("store: opening %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketSites, bucketEvents, bucketCursors} {
+		for _, b := range [][]byte{bucketMeta, bucketSites, bucketEvents, bucketCursors, bucketProbed} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -88,6 +89,20 @@ func (s *Bolt) Load(_ context.Context) (*State, error) {
 		}); err != nil {
 			return err
 		}
+		if err := tx.Bucket(bucketProbed).ForEach(func(k, v []byte) error {
+			site, ok := st.Sites[string(k)]
+			if !ok || len(v) != 16 {
+				return nil
+			}
+			if r := binary.BigEndian.Uint64(v); r > site.LastProbed {
+				site.LastProbed = r
+				site.LastProbedAt = time.Unix(0, int64(binary.BigEndian.Uint64(v[8:]))).UTC()
+				st.Sites[string(k)] = site
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
 		return tx.Bucket(bucketCursors).ForEach(func(k, v []byte) error {
 			if len(v) == 8 {
 				st.Cursors[string(k)] = binary.BigEndian.Uint64(v)
@@ -121,13 +136,28 @@ func (s *Bolt) Commit(_ context.Context, b Batch) error {
 				return err
 			}
 		}
+		probed := tx.Bucket(bucketProbed)
+		for _, p := range b.Probed {
+			var v [16]byte
+			binary.BigEndian.PutUint64(v[:], p.Round)
+			binary.BigEndian.PutUint64(v[8:], uint64(p.At.UnixNano()))
+			if err := probed.Put([]byte(p.Site), v[:]); err != nil {
+				return err
+			}
+		}
 		for _, name := range b.Deleted {
 			if err := sites.Delete([]byte(name)); err != nil {
+				return err
+			}
+			if err := probed.Delete([]byte(name)); err != nil {
 				return err
 			}
 		}
 		events := tx.Bucket(bucketEvents)
 		for _, e := range b.Events {
+			if b.Meta.LastEvent > s.journalSize && e.Seq <= b.Meta.LastEvent-s.journalSize {
+				continue // dropped by the bound below at once: not worth writing
+			}
 			v, err := json.Marshal(e)
 			if err != nil {
 				return fmt.Errorf("event %d: %w", e.Seq, err)

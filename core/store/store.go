@@ -62,6 +62,21 @@ type Meta struct {
 	// Publication, so that a restart republishes the same version only
 	// when the content is the same.
 	PublicationDigest string `json:"publication_digest,omitempty"`
+	// ProbedAll is the last round that probed every site eligible at the
+	// time, and ProbedAllAt when it ran: no eligible site had been probed
+	// longer ago than that. Such a round writes no per-site probe marks.
+	ProbedAll   uint64    `json:"probed_all,omitempty"`
+	ProbedAllAt time.Time `json:"probed_all_at,omitzero"`
+}
+
+// Probe is the scheduler's memory of one site: the round that last probed
+// it and when. A round that probes only some of the eligible sites writes
+// one per probed site; the site records themselves are written only when
+// a site's state changes.
+type Probe struct {
+	Site  string
+	Round uint64
+	At    time.Time
 }
 
 // State is everything Load returns.
@@ -81,13 +96,19 @@ type Batch struct {
 	// Deleted are sites removed from the configuration.
 	Deleted []string
 	// Events are appended; their Seq must follow Meta.LastEvent of the
-	// previous commit.
+	// previous commit. Events the journal bound would drop at once (more
+	// than it keeps) are not written.
 	Events []Event
+	// Probed are the probe marks of a round that did not probe every
+	// eligible site.
+	Probed []Probe
 }
 
 // Store is the persistence interface the engine uses.
 type Store interface {
-	// Load reads everything (an empty State on first start).
+	// Load reads everything (an empty State on first start). A site's
+	// LastProbed and LastProbedAt are the later of its record's and its
+	// probe mark's.
 	Load(ctx context.Context) (*State, error)
 	// Commit writes a batch atomically: all of it or none.
 	Commit(ctx context.Context, b Batch) error

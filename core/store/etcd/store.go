@@ -100,6 +100,10 @@ func (s *Store) SitesPrefix() string   { return s.prefix + "/sites/" }
 func (s *Store) EventsPrefix() string  { return s.prefix + "/events/" }
 func (s *Store) CursorsPrefix() string { return s.prefix + "/cursors/" }
 
+// ProbedPrefix holds the scheduler's probe marks (store.Probe), one key
+// per site, written by rounds that probe only some of the sites.
+func (s *Store) ProbedPrefix() string { return s.prefix + "/probed/" }
+
 func (s *Store) eventKey(seq uint64) string { return fmt.Sprintf("%s%020d", s.EventsPrefix(), seq) }
 
 func (s *Store) check() error {
@@ -122,6 +126,7 @@ func (s *Store) Load(ctx context.Context) (*store.State, error) {
 		clientv3.OpGet(s.MetaKey()),
 		clientv3.OpGet(s.SitesPrefix(), clientv3.WithPrefix()),
 		clientv3.OpGet(s.CursorsPrefix(), clientv3.WithPrefix()),
+		clientv3.OpGet(s.ProbedPrefix(), clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return nil, fmt.Errorf("store: loading the state from etcd under %s: %w", s.prefix, err)
@@ -145,6 +150,15 @@ func (s *Store) Load(ctx context.Context) (*store.State, error) {
 	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
 		if n, err := strconv.ParseUint(string(kv.Value), 10, 64); err == nil {
 			st.Cursors[strings.TrimPrefix(string(kv.Key), s.CursorsPrefix())] = n
+		}
+	}
+	for _, kv := range resp.Responses[3].GetResponseRange().Kvs {
+		name := strings.TrimPrefix(string(kv.Key), s.ProbedPrefix())
+		site, ok := st.Sites[name]
+		round, at, okMark := parseProbe(string(kv.Value))
+		if ok && okMark && round > site.LastProbed {
+			site.LastProbed, site.LastProbedAt = round, at
+			st.Sites[name] = site
 		}
 	}
 	s.mu.Lock()
@@ -206,6 +220,18 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) error {
 			early = append(early, p)
 		}
 	}
+	for _, p := range b.Probed {
+		var cmps []clientv3.Cmp
+		if fence != nil {
+			var ok bool
+			if cmps, ok = fence.Site(p.Site); !ok {
+				continue
+			}
+		}
+		// A probe mark is the scheduler's memory only: it may land before
+		// the rest of the round without harm.
+		early = append(early, put{key: s.ProbedPrefix() + p.Site, val: formatProbe(p), cmps: cmps})
+	}
 	for _, name := range b.Deleted {
 		var cmps []clientv3.Cmp
 		if fence != nil {
@@ -214,7 +240,9 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) error {
 				continue
 			}
 		}
-		finalDeletes = append(finalDeletes, put{key: s.SitesPrefix() + name, cmps: cmps})
+		// The probe mark goes with the record; one guard covers both.
+		finalDeletes = append(finalDeletes, put{key: s.SitesPrefix() + name, cmps: cmps},
+			put{key: s.ProbedPrefix() + name})
 	}
 	// The final transaction: events, counters, journal pruning, the sites
 	// with events and the deletions; the other sites join it while they fit.
@@ -269,9 +297,13 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) error {
 			return err
 		}
 		meta := store.Meta{Round: max(stored.Round, b.Meta.Round), LastEvent: stored.LastEvent + uint64(len(b.Events)),
-			Publication: max(stored.Publication, b.Meta.Publication), PublicationDigest: stored.PublicationDigest}
+			Publication: max(stored.Publication, b.Meta.Publication), PublicationDigest: stored.PublicationDigest,
+			ProbedAll: stored.ProbedAll, ProbedAllAt: stored.ProbedAllAt}
 		if b.Meta.Publication >= stored.Publication {
 			meta.PublicationDigest = b.Meta.PublicationDigest
+		}
+		if b.Meta.ProbedAll > stored.ProbedAll {
+			meta.ProbedAll, meta.ProbedAllAt = b.Meta.ProbedAll, b.Meta.ProbedAllAt
 		}
 		metaVal, _ := json.Marshal(meta)
 		ops := []clientv3.Op{clientv3.OpPut(s.MetaKey(), string(metaVal))}
@@ -424,4 +456,23 @@ func (s *Store) Close() error {
 	defer s.mu.Unlock()
 	s.closed = true
 	return nil
+}
+
+// formatProbe and parseProbe are a probe mark's value: the round and the
+// time in Unix nanoseconds.
+func formatProbe(p store.Probe) string {
+	return strconv.FormatUint(p.Round, 10) + " " + strconv.FormatInt(p.At.UnixNano(), 10)
+}
+
+func parseProbe(v string) (round uint64, at time.Time, ok bool) {
+	r, t, found := strings.Cut(v, " ")
+	if !found {
+		return 0, time.Time{}, false
+	}
+	round, err1 := strconv.ParseUint(r, 10, 64)
+	ns, err2 := strconv.ParseInt(t, 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, time.Time{}, false
+	}
+	return round, time.Unix(0, ns).UTC(), true
 }
