@@ -7,11 +7,11 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agext/levenshtein"
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/vote"
 )
@@ -137,26 +137,37 @@ type fileSource struct {
 }
 
 func parse(files []fileSource) (*Config, hcl.Diagnostics) {
-	p := hclparse.NewParser()
+	// Files (and the chunks of a large one) parse concurrently.
+	parsed := make([]parsedFile, len(files))
+	var wg sync.WaitGroup
+	for i, f := range files {
+		wg.Go(func() { parsed[i] = parseFile(f.name, f.src) })
+	}
+	wg.Wait()
 	var diags hcl.Diagnostics
-	var bodies []hcl.Body
-	for _, f := range files {
-		file, d := p.ParseHCL(f.src, f.name)
-		diags = append(diags, d...)
-		if file != nil && !d.HasErrors() {
-			bodies = append(bodies, file.Body)
-		}
+	fileMap := make(map[string]*hcl.File, len(files))
+	for i, pf := range parsed {
+		diags = append(diags, pf.diags...)
+		fileMap[files[i].name] = pf.file
 	}
 	if diags.HasErrors() {
-		return &Config{Files: p.Files()}, diags
+		return &Config{Files: fileMap}, diags
 	}
-	l := &loader{cfg: &Config{Files: p.Files()}}
-	for _, b := range bodies {
-		l.file(b)
+	// Diagnostics need a file's bytes and which block holds an offset, not
+	// its syntax tree, which would cost kilobytes per site for as long as
+	// the configuration is in force.
+	for i, pf := range parsed {
+		fileMap[files[i].name] = &hcl.File{Bytes: files[i].src, Nav: newTopNav(pf.bodies)}
+	}
+	l := &loader{cfg: &Config{Files: fileMap}}
+	for _, pf := range parsed {
+		for _, b := range pf.bodies {
+			l.file(b)
+		}
 	}
 	l.finish()
 	if l.diags.HasErrors() {
-		return &Config{Files: p.Files()}, l.diags
+		return &Config{Files: fileMap}, l.diags
 	}
 	return l.cfg, l.diags
 }
