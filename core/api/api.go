@@ -1,20 +1,24 @@
 package api
 
 import (
+	"bufio"
+	"compress/gzip"
 	"context"
 	"crypto/subtle"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
 
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/engine"
@@ -62,7 +66,7 @@ func New(opts Options) http.Handler {
 	h.mux.HandleFunc("GET /v1/events", h.read(h.events))
 	h.mux.HandleFunc("GET /v1/publication", h.read(h.publication))
 	h.mux.HandleFunc("GET /v1/nodes", h.read(h.nodes))
-	h.mux.Handle("GET /metrics", h.read(promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{}).ServeHTTP))
+	h.mux.HandleFunc("GET /metrics", h.read(h.metrics))
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		io.WriteString(w, "ok\n")
@@ -139,27 +143,192 @@ func (h *handler) write(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-func (h *handler) sites(w http.ResponseWriter, _ *http.Request) {
-	v := h.Engine.Views()
-	out := struct {
-		Round       uint64             `json:"round"`
-		Publication uint64             `json:"publication"`
-		Sites       []*engine.SiteView `json:"sites"`
-	}{Round: v.Round, Publication: v.Publication, Sites: []*engine.SiteView{}}
-	for _, n := range v.Names {
-		out.Sites = append(out.Sites, v.Sites[n])
+// MaxPageLimit bounds the limit parameter of GET /v1/sites.
+const MaxPageLimit = 10000
+
+// siteFilter is what GET /v1/sites selects.
+type siteFilter struct {
+	statuses map[string]bool // nil: any
+	level    int             // 0: any
+	problem  bool
+	prefix   string
+}
+
+func (f *siteFilter) match(v *engine.Views, i int) bool {
+	if f.prefix != "" && !strings.HasPrefix(v.Name(i), f.prefix) {
+		return false
 	}
-	writeJSON(w, http.StatusOK, out)
+	if f.level != 0 && v.Level(i) != f.level {
+		return false
+	}
+	if f.statuses == nil && !f.problem {
+		return true
+	}
+	st := v.Status(i)
+	if f.problem && !isProblem(st) {
+		return false
+	}
+	return f.statuses == nil || f.statuses[st]
+}
+
+// isProblem reports whether a site's status needs an operator's eye.
+func isProblem(status string) bool {
+	switch status {
+	case engine.StatusDown, engine.StatusFailedOver, engine.StatusDegraded, engine.StatusPaused:
+		return true
+	}
+	return false
+}
+
+func parseSiteFilter(r *http.Request) (siteFilter, error) {
+	q := r.URL.Query()
+	var f siteFilter
+	if s := q.Get("status"); s != "" {
+		f.statuses = map[string]bool{}
+		for _, st := range strings.Split(s, ",") {
+			if !slices.Contains(engine.Statuses, st) {
+				return f, fmt.Errorf("status=%q: each status is one of %s", st, strings.Join(engine.Statuses, ", "))
+			}
+			f.statuses[st] = true
+		}
+	}
+	if s := q.Get("level"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return f, fmt.Errorf("level=%q is not a level number (1 or more)", s)
+		}
+		f.level = n
+	}
+	if s := q.Get("problem"); s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return f, fmt.Errorf("problem=%q: use true or false", s)
+		}
+		f.problem = b
+	}
+	f.prefix = q.Get("prefix")
+	return f, nil
+}
+
+// sites streams the sites in name order, a page at a time when limit is
+// given: the answer's next_cursor, passed back as cursor, continues after
+// the page's last site. Without limit every matching site comes in one
+// answer. Sites are encoded one at a time, so no call holds a fleet-sized
+// buffer; a page comes from one consistent view of the fleet.
+func (h *handler) sites(w http.ResponseWriter, r *http.Request) {
+	f, err := parseSiteFilter(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	limit := 0
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > MaxPageLimit {
+			writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("limit=%q: give a whole number from 1 to %d", s, MaxPageLimit))
+			return
+		}
+		limit = n
+	}
+	v := h.Engine.Views()
+	from := 0
+	if c := r.URL.Query().Get("cursor"); c != "" {
+		after, err := decodeCursor(c)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "bad_request", err.Error(), "pass back the next_cursor of the previous page as it came")
+			return
+		}
+		from = v.Seek(after)
+	}
+	total := 0
+	for i := 0; i < v.Len(); i++ {
+		if f.match(v, i) {
+			total++
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	bw := bufio.NewWriterSize(w, 32<<10)
+	fmt.Fprintf(bw, "{\"round\": %d, \"publication\": %d, \"total\": %d, \"sites\": [", v.Round, v.Publication, total)
+	n, last := 0, -1
+	for i := from; i < v.Len(); i++ {
+		if !f.match(v, i) {
+			continue
+		}
+		if limit > 0 && n == limit {
+			break
+		}
+		b, err := json.Marshal(v.At(i))
+		if err != nil {
+			h.Logger.Error("encoding a site", "site", v.Name(i), "error", err)
+			return
+		}
+		if n > 0 {
+			bw.WriteByte(',')
+		}
+		bw.WriteString("\n")
+		bw.Write(b)
+		n++
+		last = i
+	}
+	bw.WriteString("\n]")
+	if limit > 0 && last >= 0 {
+		for j := last + 1; j < v.Len(); j++ {
+			if f.match(v, j) {
+				fmt.Fprintf(bw, ", \"next_cursor\": %q", encodeCursor(v.Name(last)))
+				break
+			}
+		}
+	}
+	bw.WriteString("}\n")
+	_ = bw.Flush()
+}
+
+// A cursor is the last site of a page, opaque to clients.
+func encodeCursor(site string) string { return base64.RawURLEncoding.EncodeToString([]byte(site)) }
+
+func decodeCursor(c string) (string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return "", fmt.Errorf("cursor=%q is not a cursor this API gave", c)
+	}
+	return string(b), nil
 }
 
 func (h *handler) site(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("site")
-	v := h.Engine.Views().Sites[name]
+	v := h.Engine.Views().Site(name)
 	if v == nil {
 		writeError(w, http.StatusNotFound, "unknown_site", fmt.Sprintf("no site %s", name), "GET /v1/sites lists the sites")
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
+}
+
+// metrics serves the registry's metrics and then the per-site series,
+// which the engine writes straight from its views (text format 0.0.4,
+// gzipped when the scraper accepts it).
+func (h *handler) metrics(w http.ResponseWriter, r *http.Request) {
+	mfs, err := h.Gatherer.Gather()
+	if err != nil {
+		h.Logger.Warn("gathering metrics", "error", err)
+	}
+	w.Header().Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+	var out io.Writer = w
+	if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+		w.Header().Set("Content-Encoding", "gzip")
+		gz := gzip.NewWriter(w)
+		defer gz.Close()
+		out = gz
+	}
+	enc := expfmt.NewEncoder(out, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			return
+		}
+	}
+	if err := h.Engine.Views().WriteMetrics(out); err != nil {
+		h.Logger.Debug("writing per-site metrics", "error", err)
+	}
 }
 
 func actor(r *http.Request) string {
@@ -179,8 +348,12 @@ func (h *handler) actionError(w http.ResponseWriter, err error) {
 	var ae *engine.ActionError
 	if errors.As(err, &ae) {
 		status, hint := http.StatusNotFound, ae.Hint
-		if ae.Code == "unknown_level" {
+		switch ae.Code {
+		case "unknown_level":
 			status = http.StatusBadRequest
+		case "not_saved":
+			status = http.StatusServiceUnavailable
+			w.Header().Set("Retry-After", "5")
 		}
 		if ae.Code == "unknown_site" {
 			hint = "GET /v1/sites lists the sites"
@@ -301,7 +474,7 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	site := r.URL.Query().Get("site")
-	if site != "" && h.Engine.Views().Sites[site] == nil {
+	if site != "" && !h.Engine.Views().Has(site) {
 		writeError(w, http.StatusNotFound, "unknown_site", fmt.Sprintf("no site %s", site), "GET /v1/sites lists the sites")
 		return
 	}

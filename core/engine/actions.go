@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/hashicorp/hcl/v2"
 
@@ -14,10 +15,12 @@ import (
 )
 
 // ActionError is an operator action refused for a reason the operator can
-// fix (unknown site, origin or level).
+// fix (unknown site, origin or level), or because the change could not be
+// saved (nothing was changed then).
 type ActionError struct {
 	Err error
-	// Code is "unknown_site", "unknown_level" or "unknown_origin".
+	// Code is "unknown_site", "unknown_level", "unknown_origin" or
+	// "not_saved".
 	Code string
 	Hint string
 }
@@ -25,11 +28,19 @@ type ActionError struct {
 func (e *ActionError) Error() string { return e.Err.Error() }
 func (e *ActionError) Unwrap() error { return e.Err }
 
+// act applies an operator action and commits it before answering. When
+// the commit fails the action is undone in memory, nothing of it leaves the
+// process, and the answer is an ActionError with code "not_saved".
 func (e *Engine) act(ctx context.Context, site, actor string, do func(f *fleet.Fleet) ([]decide.Event, error)) ([]decide.Event, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.active() || (e.opts.Owns != nil && e.fleet.Site(site) != nil && !e.opts.Owns(site)) {
 		return nil, fmt.Errorf("site %s: %w", site, ErrNotActive)
+	}
+	i := e.fleet.SiteIndex(site)
+	var undo func()
+	if i >= 0 {
+		undo = e.saveSite(i)
 	}
 	events, err := do(e.fleet)
 	if err != nil {
@@ -44,38 +55,58 @@ func (e *Engine) act(ctx context.Context, site, actor string, do func(f *fleet.F
 		}
 		return nil, ae
 	}
-	s := e.fleet.Site(site)
-	x := e.extra(site)
-	now := e.opts.Now()
+	s := e.fleet.Sites[i]
+	x := &e.info[i]
+	now := nanos(e.opts.Now())
 	for _, ev := range events {
 		if ev.Kind == decide.KindOriginState {
-			ox := x.origin(ev.Origin)
-			ox.since = now
-			ox.votes = nil
+			oi := s.Spec.OriginIndex(ev.Origin)
+			x.origins[oi].since = now
 			if ev.To == decide.Disabled {
-				ox.disabledBy = "operator"
-				ox.reason = "disabled by " + actor
+				x.origins[oi].disabledBy, x.origins[oi].cause = disabledByOperator, "disabled by "+actor
 			} else {
-				ox.disabledBy = ""
-				ox.reason = "enabled by " + actor + "; not probed since"
+				x.origins[oi].disabledBy, x.origins[oi].cause = disabledByNone, "enabled by "+actor+"; not probed since"
 			}
 		}
 		e.addEvent(site, 0, actor, ev)
 	}
 	decide.LevelHealth(s.Spec, s.State, s.Levels)
-	e.dirty[site] = true
-	e.observeSite(s)
-	e.republish()
-	if !e.commitLocked(ctx) {
-		// The action is applied in memory and will be saved with the
-		// next commit; say so rather than pretend it is durable.
-		e.log.Warn("operator action applied but not yet saved", "site", site, "actor", actor)
+	e.touch(i)
+	if !e.flushLocked(ctx) {
+		undo()
+		return nil, &ActionError{Code: "not_saved", Err: fmt.Errorf("site %s: the change was not saved, so it was not made: %w", site, errStoreFailed),
+			Hint: storeHint(e.lastCommitErr)}
 	}
-	e.refreshViews([]string{site})
 	if events == nil {
 		events = []decide.Event{}
 	}
 	return events, nil
+}
+
+// saveSite returns a function that puts site i back as it is now, with
+// what is pending for the store. Called with e.mu held.
+func (e *Engine) saveSite(i int) (undo func()) {
+	s := e.fleet.Sites[i]
+	state := *s.State
+	state.Origins = slices.Clone(s.State.Origins)
+	state.Baseline = slices.Clone(s.State.Baseline)
+	levels := slices.Clone(s.Levels)
+	info := e.info[i]
+	info.origins = slices.Clone(info.origins)
+	pending, lastEvent := len(e.pending), e.meta.LastEvent
+	wasDirty, wasChanged := e.dirty.in[i], e.changed.in[i]
+	return func() {
+		*s.State = state
+		copy(s.Levels, levels)
+		e.info[i] = info
+		e.pending, e.meta.LastEvent = e.pending[:pending], lastEvent
+		if !wasDirty {
+			e.dirty.remove(i)
+		}
+		if !wasChanged {
+			e.changed.remove(i)
+		}
+	}
 }
 
 // Switch is the operator's manual switch of site to level.
@@ -101,7 +132,9 @@ func (e *Engine) Events(ctx context.Context, after uint64, site string, limit in
 // Reload applies a new configuration: sources whose block changed are
 // restarted, sites keep their state (see restore). When the new
 // configuration or one of its sources fails, nothing changes and the
-// diagnostics say why.
+// diagnostics say why. New sources start without the engine's lock, so
+// rounds and actions go on meanwhile; a round in progress when the new
+// configuration is installed is discarded.
 func (e *Engine) Reload(ctx context.Context, cfg *config.Config) hcl.Diagnostics {
 	e.mu.Lock()
 	oldSources, oldKeys := e.sources, e.sourceKeys
@@ -111,20 +144,54 @@ func (e *Engine) Reload(ctx context.Context, cfg *config.Config) hcl.Diagnostics
 		return diags
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	records := map[string]store.Site{}
-	for _, s := range e.fleet.Sites {
-		records[s.Spec.Name] = record(s, e.extra(s.Spec.Name))
+	old, oldInfo, oldLast := e.fleet, e.info, e.last
+	sameChain := len(old.Chain) == len(cfg.Sources)
+	for k, c := range old.Chain {
+		sameChain = sameChain && c.Name == cfg.Sources[k].Name
 	}
-	e.install(cfg, records, e.extras)
-	for _, old := range e.sources {
-		if !isOld(old, sources) {
-			old.Close()
+	recordOf := func(name string) (store.Site, bool) {
+		i := old.SiteIndex(name)
+		if i < 0 {
+			return store.Site{}, false
+		}
+		return record(old.Sites[i], &oldInfo[i]), true
+	}
+	carry := func(name string) lastRef {
+		i := old.SiteIndex(name)
+		if i < 0 || !sameChain {
+			return lastRef{}
+		}
+		// The record's layout is the old site's origins: keep it only
+		// when they are the same.
+		if n := cfg.Site(name); n == nil || !sameOrigins(old.Sites[i], n) {
+			return lastRef{}
+		}
+		return oldLast[i]
+	}
+	closing := e.sources
+	e.install(cfg, recordOf, carry)
+	for _, s := range old.Sites {
+		if cfg.Site(s.Spec.Name) == nil {
+			e.deleted = append(e.deleted, s.Spec.Name)
 		}
 	}
 	e.sources, e.sourceKeys = sources, keys
 	e.setSourceStats()
-	e.commitLocked(ctx)
+	e.flushLocked(ctx)
+	e.mu.Unlock()
+	closeSources(closing, sources)
 	e.log.Info("configuration reloaded", "sources", len(cfg.Sources), "sites", len(cfg.Sites))
 	return diags
+}
+
+func sameOrigins(s *fleet.Site, c *config.Site) bool {
+	if len(s.Spec.Origins) != len(c.Origins) {
+		return false
+	}
+	for i, o := range s.Spec.Origins {
+		if o.Name != c.Origins[i].Name {
+			return false
+		}
+	}
+	return true
 }

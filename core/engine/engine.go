@@ -2,11 +2,9 @@ package engine
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,7 +20,6 @@ import (
 	"github.com/vigilcdn/vigil/core/publish"
 	"github.com/vigilcdn/vigil/core/store"
 	"github.com/vigilcdn/vigil/sdk"
-	"github.com/vigilcdn/vigil/sdk/publication"
 )
 
 // VoteSource is one running link of the chain; *pluginhost.Source is the
@@ -61,6 +58,19 @@ type Options struct {
 	// OnCommitError is called when a commit fails (such as refused by the
 	// store's fence).
 	OnCommitError func(error)
+	// Hooks, when set, are called at the named points of a commit (fault
+	// injection for tests: see Hooks).
+	Hooks *Hooks
+}
+
+// Hooks are called at the points of a commit where a crash matters most.
+// Tests use them to kill the process inside those windows.
+type Hooks struct {
+	// BeforeCommit runs when a batch is ready and nothing of it is saved.
+	BeforeCommit func()
+	// AfterCommit runs when the batch is saved and nothing of it has left
+	// the process yet (no publication, notification or answer).
+	AfterCommit func()
 }
 
 // ErrNotActive is returned by actions on an instance that is not active
@@ -68,7 +78,34 @@ type Options struct {
 var ErrNotActive = errors.New("this instance does not act on the state now")
 
 // Engine runs vigil's rounds. Its exported methods are safe for
-// concurrent use; rounds and actions are serialized.
+// concurrent use.
+//
+// # Locks
+//
+// roundMu serializes rounds. A round holds it from start to end, votes
+// included, and nothing else takes it, so a slow source delays only the
+// next round.
+//
+// mu guards the decision state (fleet, per-site info, counters, what is
+// pending for the store). It is held only for work in memory and for the
+// store commit: to plan a round, to apply its votes and commit, for an
+// operator action and its commit, and to install a new configuration. It is
+// never held across a call to a plugin: a round takes its plan under mu,
+// releases it while the sources vote, and takes it again to apply. An
+// action or a reload that lands while a round's sources vote takes effect
+// before that round's decisions (a reload makes the round discard its
+// votes and the next one start at once).
+//
+// Reads never take mu: they use the Views, an immutable copy swapped in
+// after each commit, and the publication hub.
+//
+// # Order of effects
+//
+// Nothing leaves the process before it is durable: a round's or an
+// action's changes are committed first; only then are they published,
+// shown in the views, announced to the notifiers and answered. A commit
+// that fails publishes nothing: the changes stay pending for the next
+// commit, and an action is rolled back and refused.
 type Engine struct {
 	log     hclog.Logger
 	opts    Options
@@ -76,25 +113,77 @@ type Engine struct {
 	hub     *publish.Hub
 	metrics *metrics
 
-	mu         sync.Mutex // held for a whole round and for each action
+	roundMu sync.Mutex
+
+	mu         sync.Mutex
+	gen        uint64 // bumped by every install: a round of an older generation is discarded
 	cfg        *config.Config
 	fleet      *fleet.Fleet
-	extras     map[string]*siteExtra
+	info       []siteInfo // by fleet index
+	last       []lastRef  // by fleet index: the last round record of each site
 	sources    []VoteSource
 	sourceKeys []string
 	meta       store.Meta
-	pending    []store.Event // events not yet committed
-	dirty      map[string]bool
-	lastPub    *publication.Snapshot
+	pending    []store.Event // journaled, not yet committed
+	dirty      indexSet      // sites whose record must be written
+	changed    indexSet      // sites whose view and publication entry must be rebuilt
+	allChanged bool          // every site's must (after an install)
+	marks      indexSet      // sites whose probe mark must be written
+	deleted    []string      // sites to delete from the store
+	lastChanged bool         // e.last moved since the views were built
+	retryNow   bool
+	lastCommitErr error
+	pub        pubState
+	posBuf     []int32
+	intern     interner
+	eventLog   eventLogger
+	verdictCounts map[verdictKey]int
 
 	statsMu     sync.Mutex
 	srcStats    []func() namedStats
-	liveSources []VoteSource // the sources in force, for status calls outside the round lock
+	liveSources []VoteSource // the sources in force, for status calls
 
 	views atomic.Pointer[Views]
 
 	journalMu      sync.Mutex
 	journalChanged chan struct{} // closed and replaced after each commit that wrote events
+}
+
+// indexSet is a set of fleet indices with O(1) insert and an ordered-by-
+// insertion list for the commit.
+type indexSet struct {
+	in   []bool
+	list []int
+}
+
+func (s *indexSet) reset(n int) {
+	if cap(s.in) < n {
+		s.in = make([]bool, n)
+	}
+	s.in = s.in[:n]
+	clear(s.in)
+	s.list = s.list[:0]
+}
+
+func (s *indexSet) add(i int) {
+	if !s.in[i] {
+		s.in[i] = true
+		s.list = append(s.list, i)
+	}
+}
+
+func (s *indexSet) remove(i int) {
+	if s.in[i] {
+		s.in[i] = false
+		s.list = slices.DeleteFunc(s.list, func(j int) bool { return j == i })
+	}
+}
+
+func (s *indexSet) clear() {
+	for _, i := range s.list {
+		s.in[i] = false
+	}
+	s.list = s.list[:0]
 }
 
 // New builds an engine for cfg: it loads the stored state, reconciles it
@@ -113,24 +202,46 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Engine, hcl.Di
 	if opts.Store == nil {
 		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No state store", Detail: "engine.New needs a store"}}
 	}
-	e := &Engine{log: opts.Logger, opts: opts, store: opts.Store, hub: publish.NewHub(), dirty: map[string]bool{}, journalChanged: make(chan struct{})}
-	state, err := e.store.Load(ctx)
-	if err != nil {
-		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read the stored state", Detail: err.Error()}}
-	}
-	e.meta = state.Meta
+	e := &Engine{log: opts.Logger, opts: opts, store: opts.Store, hub: publish.NewHub(), journalChanged: make(chan struct{}),
+		verdictCounts: map[verdictKey]int{}}
+	e.eventLog.log = e.log
 	e.metrics = newMetrics(opts.Registerer, e)
 
+	// The plugins start while the state loads: both take a while at scale.
+	type loaded struct {
+		state *store.State
+		err   error
+	}
+	stateCh := make(chan loaded, 1)
+	go func() {
+		st, err := e.store.Load(ctx)
+		stateCh <- loaded{st, err}
+	}()
 	sources, keys, diags := e.startSources(ctx, cfg, nil, nil)
+	ld := <-stateCh
+	if ld.err != nil {
+		closeSources(sources, nil)
+		return nil, append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Cannot read the stored state", Detail: ld.err.Error()})
+	}
 	if diags.HasErrors() {
 		return nil, diags
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.meta = ld.state.Meta
 	e.sources, e.sourceKeys = sources, keys
 	e.setSourceStats()
-	e.install(cfg, state.Sites, nil)
-	e.commitLocked(ctx)
+	records := ld.state.Sites
+	e.install(cfg, func(name string) (store.Site, bool) {
+		r, ok := records[name]
+		return r, ok
+	}, nil)
+	for name := range records {
+		if cfg.Site(name) == nil && e.fleet.Site(name) == nil {
+			e.deleted = append(e.deleted, name)
+		}
+	}
+	e.flushLocked(ctx)
 	return e, diags
 }
 
@@ -145,15 +256,6 @@ func (e *Engine) Config() *config.Config {
 	return e.cfg
 }
 
-func (e *Engine) extra(name string) *siteExtra {
-	x := e.extras[name]
-	if x == nil {
-		x = newSiteExtra()
-		e.extras[name] = x
-	}
-	return x
-}
-
 // PluginSource is the real VoteSource of a source block: its plugin,
 // run by pluginhost (not started yet).
 func PluginSource(s *config.Source, pluginDir string, log hclog.Logger) VoteSource {
@@ -163,35 +265,14 @@ func PluginSource(s *config.Source, pluginDir string, log hclog.Logger) VoteSour
 	})
 }
 
-// sourceKey fingerprints a source block: a changed key means the plugin
-// must be restarted on reload.
-func sourceKey(cfg *config.Config, s *config.Source) string {
-	key := fmt.Sprintf("%s|%s|%s|%v|%s|%d|%d", s.Name, s.Plugin, s.Checksum, s.Env, s.Timeout, s.MinVotes, s.Tally)
-	if s.Config != nil {
-		if f := cfg.Files[s.DeclRange.Filename]; f != nil {
-			if r, ok := bodyRange(s.Config); ok && r.End.Byte <= len(f.Bytes) {
-				key += "|" + string(f.Bytes[r.Start.Byte:r.End.Byte])
-			}
-		}
-	}
-	return key + "|" + cfg.Control.PluginDir
-}
-
-func bodyRange(b hcl.Body) (hcl.Range, bool) {
-	type ranger interface{ Range() hcl.Range }
-	if r, ok := b.(ranger); ok {
-		return r.Range(), true
-	}
-	return hcl.Range{}, false
-}
-
 // startSources starts the sources of cfg, reusing the running ones whose
-// block did not change.
+// block did not change. The sources start concurrently, each bounded by
+// its own start timeout.
 func (e *Engine) startSources(ctx context.Context, cfg *config.Config, old []VoteSource, oldKeys []string) ([]VoteSource, []string, hcl.Diagnostics) {
-	var diags hcl.Diagnostics
 	sources := make([]VoteSource, len(cfg.Sources))
 	keys := make([]string, len(cfg.Sources))
 	reused := map[int]bool{}
+	fresh := make([]bool, len(cfg.Sources))
 	for i, s := range cfg.Sources {
 		keys[i] = sourceKey(cfg, s)
 		for j, k := range oldKeys {
@@ -207,20 +288,43 @@ func (e *Engine) startSources(ctx context.Context, cfg *config.Config, old []Vot
 		if newSource == nil {
 			newSource = PluginSource
 		}
-		src := newSource(s, cfg.Control.PluginDir, e.log)
-		d := src.Start(ctx)
-		diags = append(diags, d...)
-		sources[i] = src
+		sources[i], fresh[i] = newSource(s, cfg.Control.PluginDir, e.log), true
 	}
-	if diags.HasErrors() {
+	diags := make([]hcl.Diagnostics, len(sources))
+	var wg sync.WaitGroup
+	for i, src := range sources {
+		if fresh[i] {
+			wg.Go(func() { diags[i] = src.Start(ctx) })
+		}
+	}
+	wg.Wait()
+	var all hcl.Diagnostics
+	for _, d := range diags {
+		all = append(all, d...)
+	}
+	if all.HasErrors() {
+		var started []VoteSource
 		for i, s := range sources {
-			if s != nil && !isOld(s, old) {
-				sources[i].Close()
+			if fresh[i] {
+				started = append(started, s)
 			}
 		}
-		return nil, nil, diags
+		closeSources(started, nil)
+		return nil, nil, all
 	}
-	return sources, keys, diags
+	return sources, keys, all
+}
+
+// closeSources closes every source of list that keep does not hold,
+// concurrently (a plugin may take a moment to exit).
+func closeSources(list, keep []VoteSource) {
+	var wg sync.WaitGroup
+	for _, s := range list {
+		if s != nil && !isOld(s, keep) {
+			wg.Go(s.Close)
+		}
+	}
+	wg.Wait()
 }
 
 func isOld(s VoteSource, old []VoteSource) bool {
@@ -257,60 +361,78 @@ func (e *Engine) sourceStats() []namedStats {
 	return out
 }
 
-// install builds the fleet for cfg and restores each site from records
-// (the store's on start, the old fleet's on reload). Called with e.mu held.
-func (e *Engine) install(cfg *config.Config, records map[string]store.Site, oldExtras map[string]*siteExtra) {
-	now := e.opts.Now()
+// install builds the fleet for cfg and restores each site from recordOf
+// (the store's records on start, the running fleet's on reload). carry,
+// when set, gives the running round record of a site whose origins are
+// unchanged, for the views. Called with e.mu held.
+func (e *Engine) install(cfg *config.Config, recordOf func(name string) (store.Site, bool), carry func(name string) lastRef) {
+	now := nanos(e.opts.Now())
 	f := fleet.New(cfg)
 	f.Seq = e.meta.Round
 	f.Owns = e.opts.Owns
-	extras := map[string]*siteExtra{}
-	live := map[string]bool{}
-	for _, s := range f.Sites {
+	n := len(f.Sites)
+	e.info = make([]siteInfo, n)
+	e.last = make([]lastRef, n)
+	e.dirty.reset(n)
+	e.changed.reset(n)
+	e.marks.reset(n)
+	e.fleet, e.cfg = f, cfg
+	e.gen++
+	for i, s := range f.Sites {
 		name := s.Spec.Name
-		live[name] = true
-		x := newSiteExtra()
-		if oldExtras != nil && oldExtras[name] != nil {
-			x = oldExtras[name]
-		}
-		extras[name] = x
+		x := &e.info[i]
+		*x = newSiteInfo(s)
 		enabled := make([]bool, len(s.Config.Origins))
-		for i, o := range s.Config.Origins {
-			enabled[i] = o.Enabled
+		for j, o := range s.Config.Origins {
+			enabled[j] = o.Enabled
 		}
-		r, ok := records[name]
+		r, ok := recordOf(name)
 		if !ok {
-			for i, o := range s.Spec.Origins {
-				ox := x.origin(o.Name)
-				ox.since = now
-				if !enabled[i] {
-					ox.disabledBy = "config"
+			for j := range s.Spec.Origins {
+				x.origins[j].since = now
+				if !enabled[j] {
+					x.origins[j].disabledBy, x.origins[j].cause = disabledByConfig, "disabled in the configuration"
 				}
 			}
-			e.dirty[name] = true
+			x.stateSum = stateSum(s, x)
+			e.dirty.add(i)
 			continue
 		}
-		events := restore(s, x, r, enabled, now)
+		if e.meta.ProbedAll > r.LastProbed {
+			r.LastProbed, r.LastProbedAt = e.meta.ProbedAll, e.meta.ProbedAllAt
+		}
+		events, changed := restore(s, x, r, enabled, now)
 		for _, ev := range events {
 			e.addEvent(name, 0, "", ev)
 		}
-		x.lastEvents = events
-		e.dirty[name] = true
-	}
-	// Drop what the configuration no longer has.
-	for name := range records {
-		if !live[name] {
-			e.dirty[name] = false // delete marker
+		x.stateSum = stateSum(s, x)
+		if changed {
+			e.dirty.add(i)
+		}
+		if carry != nil {
+			e.last[i] = carry(name)
 		}
 	}
-	e.cfg, e.fleet, e.extras = cfg, f, extras
-	e.metrics.siteLevel.Reset()
-	e.metrics.originState.Reset()
-	for _, s := range f.Sites {
-		e.observeSite(s)
-	}
-	e.republish()
-	e.refreshViews(nil)
+	e.allChanged, e.lastChanged = true, true
+}
+
+// Close stops every source. The store is the caller's to close. Close does
+// not wait for a round in progress: its votes fail and it commits nothing
+// more than what it had.
+func (e *Engine) Close() {
+	e.mu.Lock()
+	sources := e.sources
+	e.sources = nil
+	e.mu.Unlock()
+	closeSources(sources, nil)
+}
+
+// JournalChanged returns a channel closed at the next commit that writes
+// events (for long-polls of the journal).
+func (e *Engine) JournalChanged() <-chan struct{} {
+	e.journalMu.Lock()
+	defer e.journalMu.Unlock()
+	return e.journalChanged
 }
 
 // addEvent journals an event (committed with the next commit).
@@ -319,13 +441,34 @@ func (e *Engine) addEvent(site string, round uint64, actor string, ev decide.Eve
 	e.pending = append(e.pending, store.Event{
 		Seq: e.meta.LastEvent, Time: e.opts.Now().UTC(), Site: site, Round: round, Actor: actor, Event: ev,
 	})
-	e.metrics.events.WithLabelValues(ev.Kind.String()).Inc()
-	if ev.Kind == decide.KindLevelSwitched {
-		e.metrics.switches.WithLabelValues(ev.Reason.String()).Inc()
+}
+
+// eventLogger logs events as they are committed: one line each up to a
+// bound per commit, then one line that counts the rest, so that a
+// fleet-wide incident does not bury the log.
+type eventLogger struct {
+	log hclog.Logger
+}
+
+// eventLogLimit is how many events one commit logs one by one.
+const eventLogLimit = 50
+
+func (l *eventLogger) logAll(events []store.Event) {
+	for i, e := range events {
+		if i == eventLogLimit {
+			l.log.Warn("more events in this commit than are logged one by one; GET /v1/events or vigil events has them all",
+				"logged", eventLogLimit, "not_logged", len(events)-eventLogLimit)
+			return
+		}
+		logEvent(l.log, e)
 	}
-	log := e.log.With("site", site, "event", ev.Kind.String())
-	if actor != "" {
-		log = log.With("actor", actor)
+}
+
+func logEvent(log hclog.Logger, e store.Event) {
+	ev := e.Event
+	log = log.With("site", e.Site, "event", ev.Kind.String())
+	if e.Actor != "" {
+		log = log.With("actor", e.Actor)
 	}
 	switch ev.Kind {
 	case decide.KindOriginState:
@@ -339,139 +482,24 @@ func (e *Engine) addEvent(site string, round uint64, actor string, ev decide.Eve
 	}
 }
 
-// observeSite updates the per-site gauges.
-func (e *Engine) observeSite(s *fleet.Site) {
-	e.metrics.siteLevel.WithLabelValues(s.Spec.Name).Set(float64(s.State.Level))
-	for i, o := range s.Spec.Origins {
-		cur := s.State.Origins[i].State
-		for h := decide.Unknown; h <= decide.Disabled; h++ {
-			v := 0.0
-			if h == cur {
-				v = 1
-			}
-			e.metrics.originState.WithLabelValues(s.Spec.Name, o.Name, h.String()).Set(v)
-		}
-	}
-}
-
-// commitLocked writes the dirty sites, the pending events and the meta in
-// one transaction. On failure everything stays pending for the next commit.
-func (e *Engine) commitLocked(ctx context.Context) bool {
-	if !e.active() {
-		// Not ours to write: whoever becomes active reloads the state.
-		e.pending = e.pending[:0]
-		clear(e.dirty)
-		return false
-	}
-	b := store.Batch{Meta: e.meta, Events: e.pending}
-	for name, live := range e.dirty {
-		if !live {
-			b.Deleted = append(b.Deleted, name)
-			continue
-		}
-		if s := e.fleet.Site(name); s != nil {
-			b.Sites = append(b.Sites, record(s, e.extra(name)))
-		}
-	}
-	if err := e.store.Commit(ctx, b); err != nil {
-		e.metrics.storeErrors.Inc()
-		e.log.Error("cannot save state; will retry with the next commit", "error", err)
-		if e.opts.OnCommitError != nil {
-			e.opts.OnCommitError(err)
-		}
-		return false
-	}
-	wrote := len(e.pending) > 0
-	e.pending = e.pending[:0]
-	clear(e.dirty)
-	if wrote {
-		e.journalMu.Lock()
-		close(e.journalChanged)
-		e.journalChanged = make(chan struct{})
-		e.journalMu.Unlock()
-		if e.opts.OnCommit != nil {
-			e.opts.OnCommit()
-		}
-	}
-	return true
-}
-
-// republish rebuilds the publication and, when it changed, publishes it
-// under a new version. Called with e.mu held.
-func (e *Engine) republish() {
-	snap := &publication.Snapshot{}
-	for _, s := range e.fleet.Sites {
-		ps := publication.Site{Name: s.Spec.Name, Hostname: s.Config.Hostname, Level: s.State.Level, Origins: []publication.Origin{}}
-		for i, o := range s.Spec.Origins {
-			st := s.State.Origins[i].State
-			if o.Level != s.State.Level || st == decide.Disabled {
-				continue
-			}
-			ps.Origins = append(ps.Origins, publication.Origin{Name: o.Name, Address: s.Config.Origins[i].Address, State: st.String()})
-		}
-		snap.Sites = append(snap.Sites, ps)
-	}
-	if e.lastPub != nil && samePublication(e.lastPub, snap) && e.hub.Current().Version == e.meta.Publication {
+// touch marks site i for writing when its durable state changed since it
+// was last marked. Called with e.mu held.
+func (e *Engine) touch(i int) {
+	x := &e.info[i]
+	sum := stateSum(e.fleet.Sites[i], x)
+	if sum == x.stateSum {
 		return
 	}
-	digest := publicationDigest(snap)
-	if e.lastPub == nil && e.meta.Publication > 0 && (digest == e.meta.PublicationDigest || !e.active()) {
-		// First publication after a restart (or a standby mirroring the
-		// store): the same content keeps its stored version, so nodes
-		// holding it are not woken for nothing.
-		snap.Version = e.meta.Publication
-	} else {
-		// New content, or content that differs from what the stored
-		// version meant (the configuration changed while vigil was
-		// down): a new version, so every follower picks it up.
-		e.meta.Publication++
-		snap.Version = e.meta.Publication
-	}
-	e.meta.PublicationDigest = digest
-	e.lastPub = snap
-	e.hub.Publish(snap)
-	e.metrics.publication.Set(float64(snap.Version))
+	x.stateSum = sum
+	e.dirty.add(i)
+	e.changed.add(i)
 }
 
-func samePublication(a, b *publication.Snapshot) bool {
-	if len(a.Sites) != len(b.Sites) {
-		return false
-	}
-	for i := range a.Sites {
-		x, y := a.Sites[i], b.Sites[i]
-		if x.Name != y.Name || x.Hostname != y.Hostname || x.Level != y.Level || len(x.Origins) != len(y.Origins) {
-			return false
-		}
-		for j := range x.Origins {
-			if x.Origins[j] != y.Origins[j] {
-				return false
-			}
-		}
-	}
-	return true
-}
+func (e *Engine) markProbed(i int) { e.marks.add(i) }
 
-// Close stops every source. The store is the caller's to close.
-func (e *Engine) Close() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, s := range e.sources {
-		s.Close()
-	}
-	e.sources = nil
-}
+func (e *Engine) clearProbeMarks() { e.marks.clear() }
 
-// JournalChanged returns a channel closed at the next commit that writes
-// events (for long-polls of the journal).
-func (e *Engine) JournalChanged() <-chan struct{} {
-	e.journalMu.Lock()
-	defer e.journalMu.Unlock()
-	return e.journalChanged
-}
+// errStoreFailed wraps a failed commit.
+var errStoreFailed = errors.New("the state store refused the write")
 
-// publicationDigest fingerprints a snapshot's content (not its version).
-func publicationDigest(s *publication.Snapshot) string {
-	b, _ := json.Marshal(s.Sites)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
-}
+func commitError(err error) error { return fmt.Errorf("%w: %v", errStoreFailed, err) }

@@ -44,12 +44,12 @@ func TestFailoverPersistsAcrossRestart(t *testing.T) {
 	src["direct"].SetDown("www", "a1", true)
 	src["direct"].SetDown("www", "a2", true)
 	switched := 0
-	for i := 1; i <= 4 && e.Views().Sites["www"].Level == 1; i++ {
+	for i := 1; i <= 4 && e.Views().Site("www").Level == 1; i++ {
 		e.RunRound(ctx)
 		switched = i
 	}
-	if e.Views().Sites["www"].Level != 2 || switched != 3 {
-		t.Fatalf("level %d after %d failed rounds; want level 2 after 3 (unhealthy_threshold)", e.Views().Sites["www"].Level, switched)
+	if e.Views().Site("www").Level != 2 || switched != 3 {
+		t.Fatalf("level %d after %d failed rounds; want level 2 after 3 (unhealthy_threshold)", e.Views().Site("www").Level, switched)
 	}
 	pubBefore := e.Hub().Current().Version
 	if got := e.Hub().Current().Sites[0].Level; got != 2 {
@@ -65,7 +65,7 @@ func TestFailoverPersistsAcrossRestart(t *testing.T) {
 
 	src2 := enginetest.Sources{}
 	e2, _ := enginetest.Start(t, enginetest.Config(t, twoLevels), src2, dir)
-	v := e2.Views().Sites["www"]
+	v := e2.Views().Site("www")
 	if v.Level != 2 || v.Origins["a1"].State != "unhealthy" || v.Origins["b1"].State != "healthy" {
 		t.Fatalf("after restart: level %d, a1 %s, b1 %s", v.Level, v.Origins["a1"].State, v.Origins["b1"].State)
 	}
@@ -122,7 +122,7 @@ func TestActionsAreJournaledWithActor(t *testing.T) {
 	if len(evs) != 2 || evs[0].Actor != "alice" || evs[1].Actor != "bob" {
 		t.Fatalf("journal %+v", evs)
 	}
-	v := e.Views().Sites["www"]
+	v := e.Views().Site("www")
 	if v.Failback != "manual" || v.Origins["a1"].State != "disabled" || !strings.Contains(v.Origins["a1"].Reason, "bob") {
 		t.Fatalf("view after actions: %+v", v)
 	}
@@ -152,7 +152,7 @@ site "www" {
 	if d := e.Reload(ctx, next); d.HasErrors() {
 		t.Fatal(d.Error())
 	}
-	v := e.Views().Sites["www"]
+	v := e.Views().Site("www")
 	tests := []struct {
 		name string
 		ok   bool

@@ -31,12 +31,12 @@ func TestStandbyRefresh(t *testing.T) {
 	for range 6 {
 		leader.RunRound(ctx)
 	}
-	if leader.Views().Sites["www"].Level != 2 {
+	if leader.Views().Site("www").Level != 2 {
 		t.Fatal("the active instance did not fail over")
 	}
 	before, _ := st.Load(ctx)
-	if res := standby.RunRound(ctx); len(res.Sites) != 0 {
-		t.Fatalf("a standby probed %v", res.Sites)
+	if res := standby.RunRound(ctx); res.Probed != 0 {
+		t.Fatalf("a standby probed %d sites", res.Probed)
 	}
 	if _, err := standby.Switch(ctx, "www", 1, "test"); !errors.Is(err, engine.ErrNotActive) {
 		t.Fatalf("a standby's action returned %v, want ErrNotActive", err)
@@ -52,15 +52,15 @@ func TestStandbyRefresh(t *testing.T) {
 		name string
 		ok   bool
 	}{
-		{"level", standby.Views().Sites["www"].Level == 2},
-		{"origin state", standby.Views().Sites["www"].Origins["a1"].State == "unhealthy"},
+		{"level", standby.Views().Site("www").Level == 2},
+		{"origin state", standby.Views().Site("www").Origins["a1"].State == "unhealthy"},
 		{"publication version", standby.Hub().Current().Version == leader.Hub().Current().Version},
 		{"publication level", standby.Hub().Current().Sites[0].Level == 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if !tt.ok {
-				t.Fatalf("standby view %+v, hub v%d (leader v%d)", standby.Views().Sites["www"], standby.Hub().Current().Version, leader.Hub().Current().Version)
+				t.Fatalf("standby view %+v, hub v%d (leader v%d)", standby.Views().Site("www"), standby.Hub().Current().Version, leader.Hub().Current().Version)
 			}
 		})
 	}
@@ -108,9 +108,10 @@ site "api" {
 		t.Fatal(diags.Error())
 	}
 	t.Cleanup(e.Close)
-	for range 3 {
-		if res := e.RunRound(ctx); len(res.Sites) != 1 || res.Sites[0] != "www" {
-			t.Fatalf("round probed %v, want only the owned site www", res.Sites)
+	for round := uint64(1); round <= 3; round++ {
+		if res := e.RunRound(ctx); res.Probed != 1 || e.Views().Site("www").Round != res.Round || e.Views().Site("api").Round != 0 {
+			t.Fatalf("round %d probed %d sites (www last probed in round %d, api in %d), want only the owned site www",
+				res.Round, res.Probed, e.Views().Site("www").Round, e.Views().Site("api").Round)
 		}
 	}
 	if _, err := e.Switch(ctx, "api", 1, "test"); !errors.Is(err, engine.ErrNotActive) {

@@ -1,8 +1,14 @@
 package engine
 
 import (
+	"bufio"
+	"io"
+	"strconv"
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/pluginhost"
 )
 
@@ -10,8 +16,6 @@ import (
 type metrics struct {
 	votes        *prometheus.CounterVec
 	verdicts     *prometheus.CounterVec
-	originState  *prometheus.GaugeVec
-	siteLevel    *prometheus.GaugeVec
 	switches     *prometheus.CounterVec
 	events       *prometheus.CounterVec
 	roundSeconds prometheus.Histogram
@@ -21,6 +25,7 @@ type metrics struct {
 	sitesProbed  prometheus.Counter
 	publication  prometheus.Gauge
 	storeErrors  prometheus.Counter
+	storeHealthy prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer, e *Engine) *metrics {
@@ -31,12 +36,6 @@ func newMetrics(reg prometheus.Registerer, e *Engine) *metrics {
 		verdicts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vigil_verdicts_total", Help: "Verdicts, by settling source (\"none\" when no source settled) and verdict.",
 		}, []string{"source", "verdict"}),
-		originState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "vigil_origin_state", Help: "1 for an origin's current state (unknown, healthy, unhealthy, disabled), 0 for the others.",
-		}, []string{"site", "origin", "state"}),
-		siteLevel: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "vigil_site_level", Help: "The current origin level of each site.",
-		}, []string{"site"}),
 		switches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vigil_level_switches_total", Help: "Level switches, by reason (failover, failback, manual, config).",
 		}, []string{"reason"}),
@@ -66,10 +65,22 @@ func newMetrics(reg prometheus.Registerer, e *Engine) *metrics {
 		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "vigil_store_errors_total", Help: "Failed commits to the state store (the round's changes are retried with the next commit).",
 		}),
+		storeHealthy: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vigil_store_last_commit_successful", Help: "1 when the last commit to the state store succeeded, 0 when it failed (nothing is published until a commit succeeds).",
+		}),
 	}
-	reg.MustRegister(m.votes, m.verdicts, m.originState, m.siteLevel, m.switches, m.events,
+	reg.MustRegister(m.votes, m.verdicts, m.switches, m.events, m.storeHealthy,
 		m.roundSeconds, m.roundsLate, m.lateness, m.rounds, m.sitesProbed, m.publication, m.storeErrors,
 		&pluginCollector{e: e})
+	// Every series exists from the start, so that increase() sees the
+	// first failover too.
+	for _, r := range []decide.Reason{decide.ReasonFailover, decide.ReasonFailback, decide.ReasonManual, decide.ReasonConfig} {
+		m.switches.WithLabelValues(r.String())
+	}
+	for _, k := range []decide.EventKind{decide.KindOriginState, decide.KindLevelSwitched, decide.KindFailbackAvailable, decide.KindAllLevelsUnhealthy} {
+		m.events.WithLabelValues(k.String())
+	}
+	m.storeHealthy.Set(1)
 	return m
 }
 
@@ -113,4 +124,50 @@ func (c *pluginCollector) Collect(ch chan<- prometheus.Metric) {
 type namedStats struct {
 	name  string
 	stats pluginhost.Stats
+}
+
+// WriteMetrics writes the per-site series in the Prometheus text format
+// (version 0.0.4): vigil_site_level and vigil_origin_state. They are
+// written straight from the views, site by site, so that neither the
+// engine nor a scrape holds a fleet-sized set of metric objects.
+func (v *Views) WriteMetrics(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	bw.WriteString("# HELP vigil_site_level The current origin level of each site.\n# TYPE vigil_site_level gauge\n")
+	for i := range v.sites {
+		bw.WriteString(`vigil_site_level{site="`)
+		writeLabel(bw, v.Name(i))
+		bw.WriteString(`"} `)
+		bw.WriteString(strconv.Itoa(v.sites[i].level))
+		bw.WriteByte('\n')
+	}
+	bw.WriteString("# HELP vigil_origin_state 1 for an origin's current state (unknown, healthy, unhealthy, disabled), 0 for the others.\n# TYPE vigil_origin_state gauge\n")
+	for i := range v.sites {
+		spec := v.fleet.Sites[i].Spec
+		for oi, o := range v.sites[i].origins {
+			for h := decide.Unknown; h <= decide.Disabled; h++ {
+				bw.WriteString(`vigil_origin_state{origin="`)
+				writeLabel(bw, spec.Origins[oi].Name)
+				bw.WriteString(`",site="`)
+				writeLabel(bw, v.Name(i))
+				bw.WriteString(`",state="`)
+				bw.WriteString(h.String())
+				if h == o.state {
+					bw.WriteString("\"} 1\n")
+				} else {
+					bw.WriteString("\"} 0\n")
+				}
+			}
+		}
+	}
+	return bw.Flush()
+}
+
+var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+
+func writeLabel(w *bufio.Writer, s string) {
+	if strings.ContainsAny(s, "\\\"\n") {
+		labelEscaper.WriteString(w, s)
+		return
+	}
+	w.WriteString(s)
 }

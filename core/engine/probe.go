@@ -43,19 +43,23 @@ func Probe(ctx context.Context, cfg *config.Config, site string, sources []VoteS
 
 // ProbeSite is Probe through the running engine's own sources (so the node
 // gateway's attached nodes vote too), with the origins' live enabled state.
-// It waits for a round in progress to end and changes no state.
+// It changes no state and does not wait for a round in progress (a source
+// busy with the round answers the probe when it is free, within its own
+// deadline).
 func (e *Engine) ProbeSite(ctx context.Context, site string) (*ProbeResult, error) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	s := e.fleet.Site(site)
 	if s == nil {
+		e.mu.Unlock()
 		return nil, &ActionError{Err: fmt.Errorf("no site %s", site), Code: "unknown_site"}
 	}
 	disabled := map[string]bool{}
 	for i, o := range s.Spec.Origins {
 		disabled[o.Name] = s.State.Origins[i].State == decide.Disabled
 	}
-	return probe(ctx, e.cfg, site, e.sources, e.log, disabled)
+	cfg, sources := e.cfg, e.sources
+	e.mu.Unlock()
+	return probe(ctx, cfg, site, sources, e.log, disabled)
 }
 
 func probe(ctx context.Context, cfg *config.Config, site string, sources []VoteSource, log hclog.Logger, disabled map[string]bool) (*ProbeResult, error) {
@@ -73,7 +77,7 @@ func probe(ctx context.Context, cfg *config.Config, site string, sources []VoteS
 	one.Sites = []*config.Site{cs}
 	f := fleet.New(&one)
 	s := f.Sites[0]
-	asker := &chainAsker{fleet: f, sources: sources, log: log, votes: map[vote.Target][]VoteView{}}
+	asker := newAsker(f, sources, log, 0, func(t vote.Target) int32 { return t.Origin }, nil)
 	enabled := make([]bool, len(cs.Origins))
 	for i, o := range cs.Origins {
 		enabled[i] = o.Enabled
@@ -87,6 +91,7 @@ func probe(ctx context.Context, cfg *config.Config, site string, sources []VoteS
 		w.Rules = append(w.Rules, src.Rule)
 	}
 	w.Walk(ctx, asker, []vote.Job{{Site: 0, Sources: s.Sources, Outcomes: s.Outcomes}})
+	votes, starts := asker.grouped(len(cs.Origins))
 	res := &ProbeResult{Site: cs.Name, Hostname: cs.Hostname}
 	for i, o := range cs.Origins {
 		po := ProbeOrigin{Origin: o.Name, Address: o.Address, Level: o.Level, Enabled: enabled[i], Verdict: "none", Asked: []string{}, Votes: []VoteView{}}
@@ -98,7 +103,9 @@ func probe(ctx context.Context, cfg *config.Config, site string, sources []VoteS
 				name := f.Chain[out.By].Name
 				po.By = &name
 			}
-			po.Votes = append(po.Votes, asker.votes[vote.Target{Site: 0, Origin: int32(i)}]...)
+			for _, v := range votes[starts[i]:starts[i+1]] {
+				po.Votes = append(po.Votes, v.view(f.Chain))
+			}
 		}
 		res.Origins = append(res.Origins, po)
 	}

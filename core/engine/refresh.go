@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+
 	"github.com/vigilcdn/vigil/core/store"
 )
 
@@ -17,7 +18,8 @@ func (e *Engine) Refresh(ctx context.Context) error { return e.RefreshSites(ctx,
 // RefreshSites reloads the sites pick accepts from the store (all when
 // pick is nil) and keeps the others as they are in memory: a sharded
 // instance refreshes the sites it does not own, and a site whose
-// ownership moves to it before it probes it.
+// ownership moves to it before it probes it. A round in progress is
+// discarded.
 func (e *Engine) RefreshSites(ctx context.Context, pick func(site string) bool) error {
 	st, err := e.store.Load(ctx)
 	if err != nil {
@@ -25,52 +27,63 @@ func (e *Engine) RefreshSites(ctx context.Context, pick func(site string) bool) 
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	records := make(map[string]store.Site, len(e.fleet.Sites))
-	extras := make(map[string]*siteExtra, len(e.extras))
-	for _, s := range e.fleet.Sites {
-		name := s.Spec.Name
+	old, oldInfo, oldLast := e.fleet, e.info, e.last
+	recordOf := func(name string) (store.Site, bool) {
 		if pick == nil || pick(name) {
-			if r, ok := st.Sites[name]; ok {
-				records[name] = r
-			}
-			continue // fresh extras: the stored record is the truth
+			r, ok := st.Sites[name]
+			return r, ok
 		}
-		records[name] = record(s, e.extra(name))
-		extras[name] = e.extra(name)
+		i := old.SiteIndex(name)
+		return record(old.Sites[i], &oldInfo[i]), true
+	}
+	carry := func(name string) lastRef {
+		if pick == nil || pick(name) {
+			return lastRef{} // the stored record is the truth: no votes of ours
+		}
+		return oldLast[old.SiteIndex(name)]
 	}
 	e.meta.Round = max(e.meta.Round, st.Meta.Round)
 	e.meta.LastEvent = max(e.meta.LastEvent, st.Meta.LastEvent)
+	e.meta.ProbedAll = max(e.meta.ProbedAll, st.Meta.ProbedAll)
 	if pick == nil {
 		// Mirror the stored publication exactly: same version, same
 		// content as the instance that wrote it.
-		e.meta.Round, e.meta.LastEvent = st.Meta.Round, st.Meta.LastEvent
-		e.meta.Publication = st.Meta.Publication
-		e.lastPub = nil
+		e.meta = st.Meta
+		e.pub.started = false
 	} else {
 		e.meta.Publication = max(e.meta.Publication, st.Meta.Publication)
 	}
 	if pick != nil {
-		// A partial refresh writes nothing: the reloaded sites are as
-		// stored, and what this instance still owes the store (a failed
+		// A partial refresh writes nothing of the reloaded sites: they are
+		// as stored. What this instance still owes the store (a failed
 		// commit's sites and events) stays owed.
 		pending := append([]store.Event(nil), e.pending...)
 		lastEvent := e.meta.LastEvent
-		dirty := make(map[string]bool, len(e.dirty))
-		for k, v := range e.dirty {
-			dirty[k] = v
+		var owed []string
+		for _, i := range e.dirty.list {
+			if name := old.Sites[i].Spec.Name; !pick(name) {
+				owed = append(owed, name)
+			}
 		}
-		e.install(e.cfg, records, extras)
-		e.pending, e.dirty, e.meta.LastEvent = pending, dirty, lastEvent
+		e.install(e.cfg, recordOf, carry)
+		e.dirty.clear()
+		for _, name := range owed {
+			if i := e.fleet.SiteIndex(name); i >= 0 {
+				e.dirty.add(i)
+			}
+		}
+		e.pending, e.meta.LastEvent = pending, lastEvent
+		e.afterCommit(e.preparePublication())
 		return nil
 	}
-	e.install(e.cfg, records, extras)
+	e.pending = e.pending[:0]
+	e.install(e.cfg, recordOf, carry)
 	if !e.active() {
 		// A standby keeps no pending writes: the active instance made
 		// them already.
 		e.pending = e.pending[:0]
-		clear(e.dirty)
-		return nil
+		e.dirty.clear()
 	}
-	e.commitLocked(ctx)
+	e.flushLocked(ctx)
 	return nil
 }

@@ -2,9 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -15,23 +12,69 @@ import (
 	"github.com/vigilcdn/vigil/sdk"
 )
 
-// chainAsker is the vote.Source of a real round: it turns each source's
-// share of the round into one batched ballot and keeps every vote for the
-// status views.
+// roundRecord is what one round leaves for the read side, in flat arrays
+// shared by every site it probed: per site its events, per origin its
+// outcome and its votes. Views point into the record of each site's last
+// probed round, so a round allocates a handful of arrays, not a few
+// objects per site.
+type roundRecord struct {
+	seq     uint64
+	at      int64
+	sites   []roundSite
+	targets []roundTarget
+	votes   []voteRecord
+	events  []decide.Event
+}
+
+type roundSite struct {
+	firstTarget          uint32
+	eventsFrom, eventsTo uint32
+}
+
+type roundTarget struct {
+	out               vote.Outcome
+	votesFrom, votesTo uint32
+}
+
+// castVote is one vote as the chain receives it: the target's position in
+// the round (its index in the plan's flat outcome order) and the vote.
+type castVote struct {
+	target int32
+	vote   voteRecord
+}
+
+// chainAsker is the vote.Source of a real round (and of a dry run): it
+// turns each source's share of the round into one batched ballot, keeps
+// every vote for the round record and counts them.
 type chainAsker struct {
 	fleet   *fleet.Fleet
 	sources []VoteSource
 	log     hclog.Logger
-	metrics *metrics // nil: not counted (vigil probe)
 	round   uint64
-	votes   map[vote.Target][]VoteView
+	// flat maps a target to its position in the round; the positions of
+	// one site's origins are consecutive.
+	flat   func(vote.Target) int32
+	intern *interner
+
+	cast []castVote
+	// tallies[source] counts the up and down votes received.
+	tallies [][2]int
+	failed  []bool
+}
+
+func newAsker(f *fleet.Fleet, sources []VoteSource, log hclog.Logger, round uint64, flat func(vote.Target) int32, in *interner) *chainAsker {
+	return &chainAsker{fleet: f, sources: sources, log: log, round: round, flat: flat, intern: in,
+		tallies: make([][2]int, len(sources)), failed: make([]bool, len(sources))}
 }
 
 func (a *chainAsker) Ask(ctx context.Context, source int, targets []vote.Target, counts []vote.Counts) {
 	src := a.sources[source]
 	name := a.fleet.Chain[source].Name
 	ballot := sdk.Ballot{Round: a.round, Targets: make([]sdk.Target, len(targets))}
-	index := make(map[[2]string]int, len(targets))
+	// Votes come back by site and origin name. The walker hands one site's
+	// origins in a row, so a site's first position and a short scan find
+	// any of its origins.
+	first := make(map[string]int, len(targets)/2+1)
 	for i, t := range targets {
 		s := a.fleet.Sites[t.Site]
 		o := s.Config.Origins[t.Origin]
@@ -41,142 +84,253 @@ func (a *chainAsker) Ask(ctx context.Context, source int, targets []vote.Target,
 			Path: hc.Path, Timeout: hc.Timeout, UserAgent: hc.UserAgent,
 			Expect: sdk.Expectations{Statuses: hc.ExpectedStatus, BodyContains: hc.ExpectedBody, MaxLatency: hc.MaxLatency},
 		}
-		index[[2]string{s.Spec.Name, o.Name}] = i
+		if _, ok := first[s.Spec.Name]; !ok {
+			first[s.Spec.Name] = i
+		}
 	}
 	votes, err := src.Vote(ctx, ballot)
 	if err != nil {
+		a.failed[source] = true
 		a.log.Warn("vote source failed this round; its origins pass on to the next source", "source", name, "targets", len(targets), "error", err)
 		return
 	}
 	for _, v := range votes {
-		i, ok := index[[2]string{v.Site, v.Origin}]
+		i, ok := first[v.Site]
 		if !ok {
 			continue // the host already drops these; be safe
+		}
+		for i < len(targets) && ballot.Targets[i].Site == v.Site && ballot.Targets[i].Origin != v.Origin {
+			i++
+		}
+		if i == len(targets) || ballot.Targets[i].Site != v.Site {
+			continue
 		}
 		switch v.Value {
 		case sdk.Up:
 			counts[i].Up++
-			if a.metrics != nil {
-				a.metrics.votes.WithLabelValues(name, "up").Inc()
-			}
+			a.tallies[source][0]++
 		case sdk.Down:
 			counts[i].Down++
-			if a.metrics != nil {
-				a.metrics.votes.WithLabelValues(name, "down").Inc()
-			}
+			a.tallies[source][1]++
 		default:
 			continue
 		}
-		a.votes[targets[i]] = append(a.votes[targets[i]], VoteView{
-			Source: name, Voter: v.Voter, Value: v.Value.String(), Reason: v.Reason.String(),
-			Detail: v.Detail, LatencyMS: float64(v.Latency.Microseconds()) / 1000,
-		})
+		a.cast = append(a.cast, castVote{target: a.flat(targets[i]), vote: voteRecord{
+			voter: a.intern.get(v.Voter), detail: a.intern.get(v.Detail), latency: micros(v.Latency),
+			source: uint8(source), value: uint8(v.Value), reason: uint8(v.Reason),
+		}})
 	}
+}
+
+func micros(d time.Duration) int32 {
+	us := d.Microseconds()
+	switch {
+	case us > 1<<31-1:
+		return 1<<31 - 1
+	case us < 0:
+		return 0
+	}
+	return int32(us)
+}
+
+// grouped returns the votes ordered by target position, and for each of
+// the n positions the start of its votes (starts[n] is the end).
+func (a *chainAsker) grouped(n int) (votes []voteRecord, starts []uint32) {
+	starts = make([]uint32, n+1)
+	for _, c := range a.cast {
+		starts[c.target+1]++
+	}
+	for i := 1; i <= n; i++ {
+		starts[i] += starts[i-1]
+	}
+	votes = make([]voteRecord, len(a.cast))
+	next := append([]uint32(nil), starts[:n]...)
+	for _, c := range a.cast {
+		votes[next[c.target]] = c.vote
+		next[c.target]++
+	}
+	return votes, starts
+}
+
+// interner shares the strings that votes repeat round after round (voter
+// ids, details such as "HTTP 200 OK"), so that a round record holds one
+// copy of each. It forgets everything when it grows past its bound.
+type interner struct{ m map[string]string }
+
+const internerLimit = 8192
+
+func (in *interner) get(s string) string {
+	if in == nil || s == "" {
+		return s
+	}
+	if v, ok := in.m[s]; ok {
+		return v
+	}
+	if in.m == nil || len(in.m) >= internerLimit {
+		in.m = make(map[string]string, 256)
+	}
+	in.m[s] = s
+	return s
 }
 
 // RoundResult summarizes one round.
 type RoundResult struct {
-	Round    uint64
-	Sites    []string
-	Events   int
+	Round uint64
+	// Probed is the number of sites the round probed.
+	Probed int
+	Events int
+	// Discarded is set when the configuration was reloaded (or the state
+	// refreshed from the store) while the round asked its sources: its
+	// votes were for sites as they were, so nothing of it was applied.
+	Discarded bool
+	// Saved is false when the round's changes could not be committed:
+	// they stay pending, and nothing of them was published.
+	Saved    bool
 	Duration time.Duration
 }
 
 // RunRound runs one round now: the scheduler's sites, the chain, the
-// decisions, one atomic commit, the publication and the views.
+// decisions, one atomic commit, then the publication and the views. The
+// engine's lock is not held while the sources vote (see the package doc).
 func (e *Engine) RunRound(ctx context.Context) RoundResult {
+	e.roundMu.Lock()
+	defer e.roundMu.Unlock()
+
+	e.mu.Lock()
+	if !e.active() {
+		res := RoundResult{Round: e.fleet.Seq, Saved: true}
+		e.mu.Unlock()
+		return res
+	}
+	f, gen, sources := e.fleet, e.gen, e.sources
+	plan := f.Plan()
+	start := e.opts.Now()
+	pos := e.planPositions(f, plan)
+	asker := newAsker(f, sources, e.log, plan.Seq, func(t vote.Target) int32 { return pos[t.Site] + t.Origin }, &e.intern)
+	e.mu.Unlock()
+
+	plan.Walk(ctx, asker)
+
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	res := RoundResult{Round: plan.Seq}
+	if e.gen != gen {
+		e.log.Info("round discarded: the configuration or the state changed while its sources voted; the next round starts now", "round", plan.Seq)
+		res.Discarded = true
+		e.retryNow = true
+		return res
+	}
 	if !e.active() {
-		return RoundResult{Round: e.fleet.Seq}
+		res.Saved = true
+		return res
 	}
-	start := e.opts.Now()
-	asker := &chainAsker{fleet: e.fleet, sources: e.sources, log: e.log, metrics: e.metrics, round: e.fleet.Seq + 1, votes: map[vote.Target][]VoteView{}}
-	reports := e.fleet.Round(ctx, asker)
-	e.meta.Round = e.fleet.Seq
-	res := RoundResult{Round: e.fleet.Seq, Sites: []string{}} // non-nil: refreshViews(nil) means every site
+	reports := f.Apply(plan)
+	e.meta.Round = f.Seq
+	e.recordRound(f, plan, reports, asker, nanos(start))
+	for source, t := range asker.tallies {
+		name := f.Chain[source].Name
+		e.metrics.votes.WithLabelValues(name, "up").Add(float64(t[0]))
+		e.metrics.votes.WithLabelValues(name, "down").Add(float64(t[1]))
+	}
 	for _, rep := range reports {
-		s := rep.Site
-		name := s.Spec.Name
-		x := e.extra(name)
-		x.lastProbedAt, x.lastRound = start, e.fleet.Seq
-		x.lastEvents = append(x.lastEvents[:0], rep.Events...)
-		idx := int32(e.fleet.SiteIndex(name))
-		for i, o := range s.Spec.Origins {
-			ox := x.origin(o.Name)
-			if s.State.Origins[i].State == decide.Disabled {
-				ox.votes = nil
-				continue
-			}
-			ox.votes = asker.votes[vote.Target{Site: idx, Origin: int32(i)}]
-			ox.reason = reasonOf(s, i, ox.votes, e.fleet.Chain)
-			out := s.Outcomes[i]
-			by := "none"
-			if out.By >= 0 {
-				by = e.fleet.Chain[out.By].Name
-			}
-			e.metrics.verdicts.WithLabelValues(by, out.Verdict.String()).Inc()
-		}
-		for _, ev := range rep.Events {
-			if ev.Kind == decide.KindOriginState {
-				x.origin(ev.Origin).since = start
-			}
-			e.addEvent(name, e.fleet.Seq, "", ev)
-		}
 		res.Events += len(rep.Events)
-		e.dirty[name] = true
-		res.Sites = append(res.Sites, name)
-		e.observeSite(s)
 	}
-	e.republish()
-	e.commitLocked(ctx)
-	e.refreshViews(res.Sites)
+	res.Probed = len(reports)
+	res.Saved = e.flushLocked(ctx)
 	res.Duration = e.opts.Now().Sub(start)
 	e.metrics.rounds.Inc()
-	e.metrics.sitesProbed.Add(float64(len(res.Sites)))
+	e.metrics.sitesProbed.Add(float64(len(reports)))
 	e.metrics.roundSeconds.Observe(res.Duration.Seconds())
 	return res
 }
 
-// reasonOf summarizes why an origin got its verdict: the settling source's
-// votes that agree with the verdict, or every vote when none settled.
-func reasonOf(s *fleet.Site, i int, votes []VoteView, chain []fleet.ChainSource) string {
-	out := s.Outcomes[i]
-	if len(votes) == 0 {
-		return "no votes"
+// planPositions returns, by fleet index, the position of each picked
+// site's first origin in the plan's flat outcome order.
+func (e *Engine) planPositions(f *fleet.Fleet, plan *fleet.Plan) []int32 {
+	if cap(e.posBuf) < len(f.Sites) {
+		e.posBuf = make([]int32, len(f.Sites))
 	}
-	want, source := "", ""
-	if out.By >= 0 {
-		want, source = out.Verdict.String(), chain[out.By].Name
+	pos := e.posBuf[:len(f.Sites)]
+	at := int32(0)
+	for j, i := range plan.Picked {
+		pos[i] = at
+		at += int32(len(plan.Jobs[j].Outcomes))
 	}
-	seen := map[string]int{}
-	var keys []string
-	for _, v := range votes {
-		if source != "" && (v.Source != source || v.Value != want) {
-			continue
+	return pos
+}
+
+// recordRound takes an applied round into the engine: the round record
+// for the views, each probed site's info and events, what must be
+// written, and the scheduler's probe marks. Called with e.mu held.
+func (e *Engine) recordRound(f *fleet.Fleet, plan *fleet.Plan, reports []fleet.Report, asker *chainAsker, at int64) {
+	total := 0
+	for _, j := range plan.Jobs {
+		total += len(j.Outcomes)
+	}
+	votes, starts := asker.grouped(total)
+	pos := e.posBuf
+	rec := &roundRecord{seq: plan.Seq, at: at, votes: votes,
+		sites: make([]roundSite, 0, len(reports)), targets: make([]roundTarget, 0, total)}
+	var ev int
+	for _, rep := range reports {
+		ev += len(rep.Events)
+	}
+	rec.events = make([]decide.Event, 0, ev)
+	for _, rep := range reports {
+		s, i := rep.Site, rep.Index
+		x := &e.info[i]
+		x.probedAt = at
+		rs := roundSite{firstTarget: uint32(len(rec.targets)), eventsFrom: uint32(len(rec.events))}
+		for o := range s.Outcomes {
+			flat := pos[i] + int32(o)
+			t := roundTarget{out: s.Outcomes[o]}
+			if !t.out.Skip {
+				t.votesFrom, t.votesTo = starts[flat], starts[flat+1]
+			} else {
+				t.votesFrom, t.votesTo = starts[flat], starts[flat]
+			}
+			rec.targets = append(rec.targets, t)
+			by := "none"
+			if t.out.By >= 0 {
+				by = f.Chain[t.out.By].Name
+			}
+			if !t.out.Skip {
+				e.verdictCounts[verdictKey{by, t.out.Verdict}]++
+			}
 		}
-		k := v.Source + ": " + v.Reason
-		if v.Value == "down" && v.Detail != "" {
-			k += " (" + v.Detail + ")"
+		for _, ev := range rep.Events {
+			if ev.Kind == decide.KindOriginState {
+				if oi := s.Spec.OriginIndex(ev.Origin); oi >= 0 {
+					t := &rec.targets[rs.firstTarget+uint32(oi)]
+					x.origins[oi].since = at
+					x.origins[oi].cause = reasonOf(t.out, votes[t.votesFrom:t.votesTo], f.Chain)
+				}
+			}
+			e.addEvent(s.Spec.Name, plan.Seq, "", ev)
 		}
-		if seen[k] == 0 {
-			keys = append(keys, k)
-		}
-		seen[k]++
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for j, k := range keys {
-		if seen[k] > 1 {
-			parts[j] = fmt.Sprintf("%s x%d", k, seen[k])
-		} else {
-			parts[j] = k
+		rec.events = append(rec.events, rep.Events...)
+		rs.eventsTo = uint32(len(rec.events))
+		e.last[i] = lastRef{rec: rec, site: int32(len(rec.sites))}
+		rec.sites = append(rec.sites, rs)
+		e.touch(i)
+		if !plan.All {
+			e.markProbed(i)
 		}
 	}
-	if out.By < 0 {
-		return "unsettled: " + strings.Join(parts, "; ")
+	if plan.All {
+		e.meta.ProbedAll, e.meta.ProbedAllAt = plan.Seq, timeOf(at)
+		e.clearProbeMarks()
 	}
-	return strings.Join(parts, "; ")
+	for k, n := range e.verdictCounts {
+		e.metrics.verdicts.WithLabelValues(k.by, k.verdict.String()).Add(float64(n))
+		delete(e.verdictCounts, k)
+	}
+	e.lastChanged = true
+}
+
+type verdictKey struct {
+	by      string
+	verdict vote.Verdict
 }
 
 // Run runs a round every round_interval until ctx ends. Rounds never
@@ -198,9 +352,11 @@ func (e *Engine) Run(ctx context.Context) {
 		}
 		interval := e.Config().Control.RoundInterval
 		elapsed := e.opts.Now().Sub(start)
-		e.log.Debug("round done", "round", res.Round, "sites", len(res.Sites), "events", res.Events, "duration", elapsed)
+		e.log.Debug("round done", "round", res.Round, "sites", res.Probed, "events", res.Events, "duration", elapsed)
 		wait := interval - elapsed
-		if wait < 0 {
+		if e.takeRetryNow() {
+			wait = 0
+		} else if wait < 0 {
 			e.metrics.roundsLate.Inc()
 			e.metrics.lateness.Observe((-wait).Seconds())
 			e.log.Warn("round took longer than round_interval; the next round starts now, late",
@@ -209,4 +365,12 @@ func (e *Engine) Run(ctx context.Context) {
 		}
 		timer.Reset(wait)
 	}
+}
+
+func (e *Engine) takeRetryNow() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := e.retryNow
+	e.retryNow = false
+	return r
 }

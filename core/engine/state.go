@@ -1,50 +1,117 @@
 package engine
 
 import (
+	"hash/fnv"
 	"time"
 
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/fleet"
 	"github.com/vigilcdn/vigil/core/store"
-	"github.com/vigilcdn/vigil/core/vote"
 )
 
-// originExtra is what the engine keeps per origin beside the core's state.
-type originExtra struct {
-	since      time.Time
-	reason     string
-	disabledBy string // "config", "operator" or ""
-	votes      []VoteView
-}
+// Who disabled an origin.
+const (
+	disabledByNone uint8 = iota
+	disabledByConfig
+	disabledByOperator
+)
 
-// siteExtra is what the engine keeps per site beside the core's state.
-type siteExtra struct {
-	lastProbedAt time.Time
-	lastRound    uint64
-	lastEvents   []decide.Event
-	origins      map[string]*originExtra
-}
+var disabledByNames = [...]string{"", "config", "operator"}
 
-func newSiteExtra() *siteExtra { return &siteExtra{origins: map[string]*originExtra{}} }
-
-func (x *siteExtra) origin(name string) *originExtra {
-	o := x.origins[name]
-	if o == nil {
-		o = &originExtra{}
-		x.origins[name] = o
+func parseDisabledBy(s string) uint8 {
+	switch s {
+	case "config":
+		return disabledByConfig
+	case "operator":
+		return disabledByOperator
 	}
-	return o
+	return disabledByNone
+}
+
+// originInfo is what the engine keeps of an origin beside the decision
+// core's state: all of it is durable.
+type originInfo struct {
+	since      int64  // Unix nanoseconds of the last state change; 0 unknown
+	cause      string // why the state last changed, such as "direct: timeout"
+	disabledBy uint8
+}
+
+// siteInfo is what the engine keeps of a site beside the decision core's
+// state, by fleet index.
+type siteInfo struct {
+	// probedAt is when the site was last probed (Unix nanoseconds, 0 for
+	// never).
+	probedAt int64
+	// stateSum fingerprints the durable state as last marked for
+	// writing: a round that leaves it unchanged writes nothing.
+	stateSum uint64
+	origins  []originInfo
+}
+
+func newSiteInfo(s *fleet.Site) siteInfo {
+	return siteInfo{origins: make([]originInfo, len(s.Spec.Origins))}
+}
+
+// stateSum fingerprints what of a site's state is stored: level, hold,
+// alert memory, baseline, and each origin's state, counters and info.
+func stateSum(s *fleet.Site, x *siteInfo) uint64 {
+	h := fnv.New64a()
+	var b [16]byte
+	put := func(v uint64) {
+		for i := 0; i < 8; i++ {
+			b[i] = byte(v >> (8 * i))
+		}
+		_, _ = h.Write(b[:8])
+	}
+	st := s.State
+	flags := uint64(0)
+	if st.ManualHold {
+		flags |= 1
+	}
+	if st.Alerted {
+		flags |= 2
+	}
+	if st.Baseline != nil {
+		flags |= 4
+	}
+	put(uint64(st.Level))
+	put(flags)
+	for _, l := range st.Baseline {
+		put(uint64(l))
+	}
+	for i, o := range st.Origins {
+		put(uint64(o.State) | uint64(uint32(o.Failures))<<8 | uint64(uint32(o.Successes))<<40)
+		oi := &x.origins[i]
+		put(uint64(oi.since))
+		put(uint64(oi.disabledBy))
+		_, _ = h.Write([]byte(oi.cause))
+	}
+	return h.Sum64()
+}
+
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func timeOf(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns).UTC()
 }
 
 // record is the store's form of a site.
-func record(s *fleet.Site, x *siteExtra) store.Site {
+func record(s *fleet.Site, x *siteInfo) store.Site {
 	r := store.Site{
 		Name:         s.Spec.Name,
 		Level:        s.State.Level,
 		ManualHold:   s.State.ManualHold,
 		Alerted:      s.State.Alerted,
 		LastProbed:   s.LastProbed,
-		LastProbedAt: x.lastProbedAt,
+		LastProbedAt: timeOf(x.probedAt),
 		Origins:      make(map[string]store.Origin, len(s.Spec.Origins)),
 	}
 	if s.State.Baseline != nil {
@@ -55,16 +122,11 @@ func record(s *fleet.Site, x *siteExtra) store.Site {
 	}
 	for i, o := range s.Spec.Origins {
 		st := s.State.Origins[i]
-		ox := x.origin(o.Name)
-		out := s.Outcomes[i]
-		ro := store.Origin{
+		oi := &x.origins[i]
+		r.Origins[o.Name] = store.Origin{
 			State: st.State.String(), Failures: st.Failures, Successes: st.Successes,
-			Reason: ox.reason, Since: ox.since, DisabledBy: ox.disabledBy,
+			Reason: oi.cause, Since: timeOf(oi.since), DisabledBy: disabledByNames[oi.disabledBy],
 		}
-		if st.State != decide.Disabled && x.lastRound != 0 {
-			ro.Verdict = out.Verdict.String()
-		}
-		r.Origins[o.Name] = ro
 	}
 	return r
 }
@@ -73,68 +135,74 @@ func record(s *fleet.Site, x *siteExtra) store.Site {
 // configuration where the two disagree: new origins start unknown, removed
 // ones are dropped, an origin the configuration disables is disabled, one
 // the operator disabled stays disabled, and a current level that no longer
-// exists moves the site to its top level with an event.
-func restore(s *fleet.Site, x *siteExtra, r store.Site, configEnabled []bool, now time.Time) []decide.Event {
-	var events []decide.Event
+// exists moves the site to its top level with an event. changed reports
+// whether the result differs from the record (it must be written again).
+func restore(s *fleet.Site, x *siteInfo, r store.Site, configEnabled []bool, now int64) (events []decide.Event, changed bool) {
 	st := s.State
 	st.ManualHold, st.Alerted = r.ManualHold, r.Alerted
 	s.LastProbed = r.LastProbed
-	x.lastProbedAt = r.LastProbedAt
-	x.lastRound = r.LastProbed
+	x.probedAt = nanos(r.LastProbedAt)
 	if s.Spec.LevelIndex(r.Level) >= 0 {
 		st.Level = r.Level
-	} else if r.Level != 0 {
+	} else {
 		st.Level = s.Spec.TopLevel()
 		st.ManualHold = false
-		events = append(events, decide.Event{Kind: decide.KindLevelSwitched, FromLevel: r.Level, ToLevel: st.Level, Reason: decide.ReasonConfig})
+		changed = true
+		if r.Level != 0 {
+			events = append(events, decide.Event{Kind: decide.KindLevelSwitched, FromLevel: r.Level, ToLevel: st.Level, Reason: decide.ReasonConfig})
+		}
 	}
 	if r.Baseline != nil {
 		st.Baseline = make([]decide.Health, len(s.Spec.Levels))
 		for i, l := range s.Spec.Levels {
-			if h, err := decide.ParseHealth(r.Baseline[l]); err == nil {
-				st.Baseline[i] = h
+			h, err := decide.ParseHealth(r.Baseline[l])
+			if err != nil {
+				changed = true // a level new to the record
 			}
+			st.Baseline[i] = h
+		}
+		if len(r.Baseline) != len(s.Spec.Levels) {
+			changed = true
 		}
 	}
+	if len(r.Origins) != len(s.Spec.Origins) {
+		changed = true // some origin was removed or added
+	}
 	for i, o := range s.Spec.Origins {
-		ox := x.origin(o.Name)
+		oi := &x.origins[i]
 		ro, ok := r.Origins[o.Name]
 		if !configEnabled[i] {
 			st.Origins[i] = decide.OriginState{State: decide.Disabled}
-			ox.disabledBy = "config"
+			oi.disabledBy, oi.cause = disabledByConfig, "disabled in the configuration"
 			if ok && ro.State == "disabled" {
-				ox.since = ro.Since
+				oi.since = nanos(ro.Since)
+				if ro.DisabledBy == "config" && ro.Reason == oi.cause {
+					continue
+				}
 			} else {
-				ox.since = now
+				oi.since = now
 			}
+			changed = true
 			continue
 		}
 		if !ok { // a new origin: unknown
-			ox.since = now
+			oi.since, changed = now, true
 			continue
 		}
 		h, err := decide.ParseHealth(ro.State)
 		if err != nil {
-			ox.since = now
+			oi.since, changed = now, true
 			continue
 		}
 		if h == decide.Disabled && ro.DisabledBy != "operator" {
 			// The configuration re-enabled it: start over.
 			st.Origins[i] = decide.OriginState{}
-			ox.since = now
+			oi.since, oi.cause, changed = now, "enabled in the configuration", true
 			continue
 		}
 		st.Origins[i] = decide.OriginState{State: h, Failures: ro.Failures, Successes: ro.Successes}
-		ox.since, ox.reason, ox.disabledBy = ro.Since, ro.Reason, ro.DisabledBy
-		if v := ro.Verdict; v != "" {
-			switch v {
-			case "up":
-				s.Outcomes[i].Verdict = vote.VerdictUp
-			case "down":
-				s.Outcomes[i].Verdict = vote.VerdictDown
-			}
-		}
+		oi.since, oi.cause, oi.disabledBy = nanos(ro.Since), ro.Reason, parseDisabledBy(ro.DisabledBy)
 	}
 	decide.LevelHealth(s.Spec, st, s.Levels)
-	return events
+	return events, changed
 }

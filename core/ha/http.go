@@ -51,7 +51,7 @@ func (n *Node) Info() Info {
 		info.Role, info.Acting = RoleLeader, true
 		if n.eng != nil {
 			if v := n.eng.Views(); v != nil {
-				info.OwnedSites = len(v.Names)
+				info.OwnedSites = v.Len()
 			}
 		}
 	default:

@@ -350,7 +350,7 @@ func TestBrowser(t *testing.T) {
 		if got := text(t, ctx, `#confirm-error`); !strings.Contains(got, "changes need the API token") {
 			t.Errorf("error shown = %q; want the API's message", got)
 		}
-		if l := eng.Views().Sites["www"].Level; l != 1 {
+		if l := eng.Views().Site("www").Level; l != 1 {
 			t.Fatalf("a refused switch changed the level to %d", l)
 		}
 
@@ -375,7 +375,7 @@ func TestBrowser(t *testing.T) {
 		if id := eval[string](t, ctx, `document.activeElement.dataset.key || document.activeElement.id`); id != "site:www" {
 			t.Errorf("after the switch focus is on %q; want the site's heading (the button is gone)", id)
 		}
-		v := eng.Views().Sites["www"]
+		v := eng.Views().Site("www")
 		if v.Level != 2 || v.Failback != "manual" {
 			t.Errorf("after the switch the engine has level %d, failback %s; want 2, manual", v.Level, v.Failback)
 		}
@@ -406,7 +406,7 @@ func TestBrowser(t *testing.T) {
 			click(`#confirm-ok`),
 			visible(card+` tr[data-origin="b1"][data-state="disabled"]`),
 		)
-		if s := eng.Views().Sites["www"].Origins["b1"].State; s != "disabled" {
+		if s := eng.Views().Site("www").Origins["b1"].State; s != "disabled" {
 			t.Errorf("b1 is %s in the engine, want disabled", s)
 		}
 		if s := text(t, ctx, card+` tr[data-origin="b1"] td.state`); s != "– disabled" {
