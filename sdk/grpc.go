@@ -152,7 +152,16 @@ func (s *server) Vote(ctx context.Context, req *pb.VoteRequest) (*pb.VoteRespons
 				BodyContains: t.GetExpectBodyContains(),
 				MaxLatency:   time.Duration(t.GetExpectMaxLatencyNanos()),
 			},
+			Headers:         t.GetHeaders(),
+			FollowRedirects: t.GetFollowRedirects(),
+			MaxBody:         t.GetMaxBody(),
 		}
+		if tl := t.GetTls(); tl != nil {
+			ballot.Targets[i].TLS = TLSSettings{ServerName: tl.GetServerName(), CA: tl.GetCa(), InsecureSkipVerify: tl.GetInsecureSkipVerify()}
+		}
+	}
+	if len(req.GetCas()) > 0 {
+		ballot.CAs = req.GetCas()
 	}
 	votes, err := s.impl.Vote(ctx, ballot)
 	if err != nil {
@@ -250,8 +259,15 @@ func (c *client) Vote(ctx context.Context, ballot Ballot) ([]Vote, error) {
 		}
 		m.ExpectBodyContains = t.Expect.BodyContains
 		m.ExpectMaxLatencyNanos = int64(t.Expect.MaxLatency)
+		if t.TLS != (TLSSettings{}) {
+			m.Tls = &pb.TLSSettings{ServerName: t.TLS.ServerName, Ca: t.TLS.CA, InsecureSkipVerify: t.TLS.InsecureSkipVerify}
+		}
+		m.Headers = t.Headers
+		m.FollowRedirects = t.FollowRedirects
+		m.MaxBody = t.MaxBody
 		req.Targets[i] = m
 	}
+	req.Cas = ballot.CAs
 	resp, err := c.rpc.Vote(ctx, req, callOpts...)
 	if err != nil {
 		return nil, err

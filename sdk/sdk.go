@@ -65,7 +65,8 @@ type BasePlugin interface {
 //
 //   - Every vote names a Site and Origin that were in the ballot; votes for
 //     anything else are dropped.
-//   - Value is [Up] or [Down]; any other value is dropped.
+//   - Value is [Up], [Down] or [Abstain]; any other value is dropped. An
+//     Abstain needs a Reason saying why and is never tallied.
 //   - Voter is 1 to 128 characters of letters, digits and "._:-@/"; it names
 //     who looked (a node, a checkpoint, "direct") so that operators can see
 //     it in `vigil probe`. Votes with another voter id are dropped.
@@ -257,11 +258,21 @@ func (ds Diagnostics) Err() error {
 }
 
 // Ballot is one round's work for a source: every origin handed to it.
+//
+// The call's context carries the source's deadline for the round (vigil
+// derives it from round_interval, or the operator sets `timeout`). Every
+// target's Timeout fits inside it with room to spread the probes and to send
+// the votes back; a source that cannot finish every target in time should
+// cut the ones it cannot finish (different ones each round, not always the
+// same) and report them as Abstain votes with ReasonOutOfTime.
 type Ballot struct {
 	// Round numbers the engine's rounds; it only helps correlate logs.
 	Round uint64
 	// Targets are the origins to judge. A (Site, Origin) pair appears once.
 	Targets []Target
+	// CAs are the CA bundles the targets name in TLS.CA, by name: PEM
+	// certificates to trust for those origins instead of the system's.
+	CAs map[string][]byte
 }
 
 // Target is one origin to judge, with everything a probe needs.
@@ -284,6 +295,30 @@ type Target struct {
 	UserAgent string
 	// Expect holds the site's optional stricter checks.
 	Expect Expectations
+	// TLS says how to check an https origin's certificate.
+	TLS TLSSettings
+	// Headers are extra request headers the operator set, by name. Their
+	// values may be credentials: never log them.
+	Headers map[string]string
+	// FollowRedirects lets the probe follow redirects that stay on the same
+	// host; a redirect elsewhere is never a success.
+	FollowRedirects bool
+	// MaxBody is the most bytes of the response body the probe reads
+	// (0: the probe's default).
+	MaxBody int64
+}
+
+// TLSSettings say how to check an origin's certificate.
+type TLSSettings struct {
+	// ServerName is the name to send (SNI) and to verify the certificate
+	// against when it is not Host; empty means Host.
+	ServerName string
+	// CA names a bundle in Ballot.CAs to trust instead of the system's
+	// roots; empty means the system's roots.
+	CA string
+	// InsecureSkipVerify turns certificate verification off: the operator
+	// chose to accept any certificate from this origin.
+	InsecureSkipVerify bool
 }
 
 // Expectations are a site's opt-in stricter checks. Each only ever turns an
@@ -300,22 +335,30 @@ type Expectations struct {
 // Value is the opinion a vote carries.
 type Value int
 
-// The two valid vote values. The zero value is invalid and such votes are
+// The valid vote values. The zero value is invalid and such votes are
 // dropped.
 const (
 	// Up says the origin serves correctly.
 	Up Value = 1
 	// Down says the origin is failing.
 	Down Value = 2
+	// Abstain says the source did not judge the origin this round, and
+	// why (the vote's Reason, such as ReasonOutOfTime). It is never
+	// tallied: the origin passes on to the next source exactly as with no
+	// vote. It is counted, logged and shown to operators, so that a source
+	// that runs out of time or cannot check a target says so.
+	Abstain Value = 3
 )
 
-// String returns "up", "down" or "invalid(N)".
+// String returns "up", "down", "abstain" or "invalid(N)".
 func (v Value) String() string {
 	switch v {
 	case Up:
 		return "up"
 	case Down:
 		return "down"
+	case Abstain:
+		return "abstain"
 	}
 	return fmt.Sprintf("invalid(%d)", int(v))
 }
@@ -349,7 +392,28 @@ const (
 	ReasonTooSlow
 	// ReasonError: any other failure of the check itself.
 	ReasonError
+	// ReasonOutOfTime: an Abstain: the source ran out of time in this round
+	// before it could judge the target.
+	ReasonOutOfTime
+	// ReasonUnsupported: an Abstain: the source cannot check what the
+	// target asks (for example a body check an upstream API cannot do).
+	ReasonUnsupported
+	// ReasonOverBudget: an Abstain: a request budget of the source (such as
+	// an API quota per round) ran out before the target.
+	ReasonOverBudget
+	// ReasonNoVoter: an Abstain: no voter of the source could look at the
+	// target (no node online or in range).
+	ReasonNoVoter
+	// ReasonOffHostRedirect: a redirect left the origin's host (a Down when
+	// redirects are followed).
+	ReasonOffHostRedirect
+	// ReasonTooManyRedirects: redirects did not end (a Down).
+	ReasonTooManyRedirects
 )
+
+// MaxReason is the highest Reason this SDK knows; a vote with a higher one
+// (from a newer plugin) shows as ReasonUnspecified.
+const MaxReason = ReasonTooManyRedirects
 
 var reasonNames = [...]string{
 	ReasonUnspecified:      "unspecified",
@@ -362,6 +426,12 @@ var reasonNames = [...]string{
 	ReasonBodyMismatch:     "body_mismatch",
 	ReasonTooSlow:          "too_slow",
 	ReasonError:            "error",
+	ReasonOutOfTime:        "out_of_time",
+	ReasonUnsupported:      "unsupported",
+	ReasonOverBudget:       "over_budget",
+	ReasonNoVoter:          "no_voter",
+	ReasonOffHostRedirect:  "off_host_redirect",
+	ReasonTooManyRedirects: "too_many_redirects",
 }
 
 // String returns the reason's snake_case name, such as "http_5xx".
@@ -389,7 +459,7 @@ type Vote struct {
 	Origin string
 	// Voter names who looked: a node id, a checkpoint id, "direct".
 	Voter string
-	// Value is Up or Down.
+	// Value is Up, Down or Abstain.
 	Value Value
 	// Reason classifies the outcome.
 	Reason Reason

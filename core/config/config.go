@@ -1,7 +1,6 @@
 package config
 
 import (
-	"net/url"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -185,9 +184,10 @@ type HealthCheck struct {
 
 // Origin is one `origin "NAME"` block.
 type Origin struct {
-	Name      string
+	Name string
+	// Address is the origin's URL: scheme, host and optional port, checked
+	// by the loader.
 	Address   string
-	URL       *url.URL
 	Level     int
 	Enabled   bool
 	DeclRange hcl.Range

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,7 +107,7 @@ func TestFolderMergesInFileNameOrder(t *testing.T) {
 	if strings.Join(site.Sources, ",") != "node,direct" {
 		t.Errorf("site sources %v, want chain order [node direct]", site.Sources)
 	}
-	if site.Origins[1].Level != 2 || site.Origins[1].URL.Port() != "8443" {
+	if site.Origins[1].Level != 2 || portOf(site.Origins[1].Address) != "8443" {
 		t.Errorf("origin b1 = %+v", site.Origins[1])
 	}
 	// The plugin's config block stays an hcl.Body with its own ranges.
@@ -222,10 +223,18 @@ func FuzzLoad(f *testing.F) {
 				t.Fatalf("site %s accepted with health checks and %d origins", s.Name, len(s.Origins))
 			}
 			for _, o := range s.Origins {
-				if o.Level < 1 || o.URL == nil {
-					t.Fatalf("origin %s accepted with level %d url %v", o.Name, o.Level, o.URL)
+				if _, err := url.Parse(o.Address); o.Level < 1 || err != nil || o.Address == "" {
+					t.Fatalf("origin %s accepted with level %d address %q", o.Name, o.Level, o.Address)
 				}
 			}
 		}
 	})
+}
+
+func portOf(address string) string {
+	u, err := url.Parse(address)
+	if err != nil {
+		return ""
+	}
+	return u.Port()
 }

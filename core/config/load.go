@@ -456,10 +456,10 @@ func (l *loader) origin(b *hcl.Block) *Origin {
 	if attr := content.Attributes["address"]; attr != nil {
 		var addr string
 		if l.decode(attr, &addr) {
-			if u, err := checkAddress(addr); err != nil {
+			if _, err := checkAddress(addr); err != nil {
 				l.add(attr.Expr.Range(), "Invalid origin address", err.Error())
 			} else {
-				o.Address, o.URL = addr, u
+				o.Address = addr
 			}
 		}
 	}

@@ -214,7 +214,11 @@ func (e *Engine) flushLocked(ctx context.Context) bool {
 		}
 	}
 	wrote := len(e.pending) > 0
-	e.pending = e.pending[:0]
+	if cap(e.pending) > 4096 {
+		e.pending = nil // a burst's buffer is not worth keeping
+	} else {
+		e.pending = e.pending[:0]
+	}
 	e.dirty.clear()
 	e.marks.clear()
 	e.deleted = e.deleted[:0]

@@ -15,6 +15,7 @@ import (
 // metrics are the engine's Prometheus series.
 type metrics struct {
 	votes        *prometheus.CounterVec
+	abstentions  *prometheus.CounterVec
 	verdicts     *prometheus.CounterVec
 	switches     *prometheus.CounterVec
 	events       *prometheus.CounterVec
@@ -33,6 +34,9 @@ func newMetrics(reg prometheus.Registerer, e *Engine) *metrics {
 		votes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vigil_votes_total", Help: "Votes received, by source and outcome (up, down).",
 		}, []string{"source", "outcome"}),
+		abstentions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vigil_abstentions_total", Help: "Targets a source judged not (an explicit abstention), by source and reason: out_of_time counts targets it had no time for.",
+		}, []string{"source", "reason"}),
 		verdicts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vigil_verdicts_total", Help: "Verdicts, by settling source (\"none\" when no source settled) and verdict.",
 		}, []string{"source", "verdict"}),
@@ -69,7 +73,7 @@ func newMetrics(reg prometheus.Registerer, e *Engine) *metrics {
 			Name: "vigil_store_last_commit_successful", Help: "1 when the last commit to the state store succeeded, 0 when it failed (nothing is published until a commit succeeds).",
 		}),
 	}
-	reg.MustRegister(m.votes, m.verdicts, m.switches, m.events, m.storeHealthy,
+	reg.MustRegister(m.votes, m.abstentions, m.verdicts, m.switches, m.events, m.storeHealthy,
 		m.roundSeconds, m.roundsLate, m.lateness, m.rounds, m.sitesProbed, m.publication, m.storeErrors,
 		&pluginCollector{e: e})
 	// Every series exists from the start, so that increase() sees the

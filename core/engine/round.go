@@ -59,12 +59,14 @@ type chainAsker struct {
 	cast []castVote
 	// tallies[source] counts the up and down votes received.
 	tallies [][2]int
-	failed  []bool
+	// abstained[source] counts abstentions by reason.
+	abstained []map[sdk.Reason]int
+	failed    []bool
 }
 
 func newAsker(f *fleet.Fleet, sources []VoteSource, log hclog.Logger, round uint64, flat func(vote.Target) int32, in *interner) *chainAsker {
 	return &chainAsker{fleet: f, sources: sources, log: log, round: round, flat: flat, intern: in,
-		tallies: make([][2]int, len(sources)), failed: make([]bool, len(sources))}
+		tallies: make([][2]int, len(sources)), abstained: make([]map[sdk.Reason]int, len(sources)), failed: make([]bool, len(sources))}
 }
 
 func (a *chainAsker) Ask(ctx context.Context, source int, targets []vote.Target, counts []vote.Counts) {
@@ -112,6 +114,12 @@ func (a *chainAsker) Ask(ctx context.Context, source int, targets []vote.Target,
 		case sdk.Down:
 			counts[i].Down++
 			a.tallies[source][1]++
+		case sdk.Abstain:
+			// Never tallied; kept to be shown and counted.
+			if a.abstained[source] == nil {
+				a.abstained[source] = map[sdk.Reason]int{}
+			}
+			a.abstained[source][v.Reason]++
 		default:
 			continue
 		}
@@ -119,6 +127,25 @@ func (a *chainAsker) Ask(ctx context.Context, source int, targets []vote.Target,
 			voter: a.intern.get(v.Voter), detail: a.intern.get(v.Detail), latency: micros(v.Latency),
 			source: uint8(source), value: uint8(v.Value), reason: uint8(v.Reason),
 		}})
+	}
+}
+
+// count adds the round's votes and abstentions to the metrics and, for a
+// real round, logs once per source how many targets it left unjudged
+// because it ran out of time.
+func (a *chainAsker) count(m *metrics, logCut bool) {
+	for source, t := range a.tallies {
+		name := a.fleet.Chain[source].Name
+		m.votes.WithLabelValues(name, "up").Add(float64(t[0]))
+		m.votes.WithLabelValues(name, "down").Add(float64(t[1]))
+		for reason, n := range a.abstained[source] {
+			m.abstentions.WithLabelValues(name, reason.String()).Add(float64(n))
+		}
+		if n := a.abstained[source][sdk.ReasonOutOfTime]; n > 0 && logCut {
+			a.log.Warn("a source ran out of time this round: these targets got no vote from it",
+				"source", name, "round", a.round, "out_of_time", n,
+				"fix", "raise the source's timeout (or round_interval, from which the default follows), lower the sites' health_check timeout, or raise the plugin's concurrency")
+		}
 	}
 }
 
@@ -227,11 +254,7 @@ func (e *Engine) RunRound(ctx context.Context) RoundResult {
 	reports := f.Apply(plan)
 	e.meta.Round = f.Seq
 	e.recordRound(f, plan, reports, asker, nanos(start))
-	for source, t := range asker.tallies {
-		name := f.Chain[source].Name
-		e.metrics.votes.WithLabelValues(name, "up").Add(float64(t[0]))
-		e.metrics.votes.WithLabelValues(name, "down").Add(float64(t[1]))
-	}
+	asker.count(e.metrics, true)
 	for _, rep := range reports {
 		res.Events += len(rep.Events)
 	}
@@ -303,7 +326,7 @@ func (e *Engine) recordRound(f *fleet.Fleet, plan *fleet.Plan, reports []fleet.R
 				if oi := s.Spec.OriginIndex(ev.Origin); oi >= 0 {
 					t := &rec.targets[rs.firstTarget+uint32(oi)]
 					x.origins[oi].since = at
-					x.origins[oi].cause = reasonOf(t.out, votes[t.votesFrom:t.votesTo], f.Chain)
+					x.origins[oi].cause = e.intern.get(reasonOf(t.out, votes[t.votesFrom:t.votesTo], f.Chain))
 				}
 			}
 			e.addEvent(s.Spec.Name, plan.Seq, "", ev)

@@ -319,6 +319,9 @@ func reasonOf(out vote.Outcome, votes []voteRecord, chain []fleet.ChainSource) s
 			continue
 		}
 		k := chain[v.source].Name + ": " + sdk.Reason(v.reason).String()
+		if v.value == uint8(sdk.Abstain) {
+			k = chain[v.source].Name + ": abstained: " + sdk.Reason(v.reason).String()
+		}
 		if v.value == uint8(sdk.Down) && v.detail != "" {
 			k += " (" + v.detail + ")"
 		}

@@ -96,8 +96,15 @@ func New(cfg *config.Config) *Fleet {
 		f.walker.Rules = append(f.walker.Rules, s.Rule())
 		chainIdx[s.Name] = i
 	}
+	lists := map[uint64][]int{} // sites with the same sources share one list
 	for _, cs := range cfg.Sites {
-		f.Sites = append(f.Sites, newSite(cs, chainIdx))
+		s := newSite(cs, chainIdx)
+		if l, ok := lists[s.Sources]; ok {
+			s.SourceList = l
+		} else {
+			lists[s.Sources] = s.SourceList
+		}
+		f.Sites = append(f.Sites, s)
 	}
 	sort.Slice(f.Sites, func(i, j int) bool { return f.Sites[i].Spec.Name < f.Sites[j].Spec.Name })
 	for i, s := range f.Sites {

@@ -151,6 +151,9 @@ func (s *Source) launch() (*process, error) {
 		if errors.Is(err, plugin.ErrChecksumsDoNotMatch) {
 			return nil, fmt.Errorf("plugin %q changed after its checksum was verified: refusing to start it", path)
 		}
+		if strings.Contains(err.Error(), "timeout while waiting for plugin to start") {
+			return nil, fmt.Errorf("plugin %q did not finish its start within %v: it printed no go-plugin handshake; a vigil plugin calls sdk.Serve at once in main (anything slow belongs in Configure)", path, s.startTimeout())
+		}
 		return nil, fmt.Errorf("start plugin %q: %w", path, err)
 	}
 	raw, err := rpc.Dispense(sdk.PluginName)

@@ -19,7 +19,7 @@ import (
 // Defaults for the zero values of [Spec].
 const (
 	DefaultTimeout      = 10 * time.Second
-	DefaultStartTimeout = 30 * time.Second
+	DefaultStartTimeout = 10 * time.Second
 	DefaultMinBackoff   = time.Second
 	DefaultMaxBackoff   = time.Minute
 )
@@ -43,7 +43,8 @@ type Spec struct {
 	// DefaultTimeout.
 	Timeout time.Duration
 	// StartTimeout bounds the start of the plugin process (the go-plugin
-	// handshake). Zero means DefaultStartTimeout.
+	// handshake). Zero means DefaultStartTimeout. A restart runs in the
+	// background: a Vote waits for it only up to its own deadline.
 	StartTimeout time.Duration
 	// MinBackoff and MaxBackoff bound the wait between restarts of a plugin
 	// that keeps failing: the first restart is immediate on the next use,
@@ -84,19 +85,29 @@ type Stats struct {
 
 // Source runs one vote-source plugin. Its methods may be called from
 // several goroutines; calls to the plugin are made one at a time.
+//
+// No call waits on the plugin past its own deadline: a Vote that finds the
+// plugin down starts it again in the background and waits for it at most
+// until the Vote's deadline; Close and Status never wait for a start.
 type Source struct {
 	spec     Spec
 	log      hclog.Logger
 	checksum []byte
 
-	mu         sync.Mutex // guards the fields below and serializes plugin calls
+	// calls lets one call into the plugin at a time; a caller gives up
+	// waiting for it when its own context ends.
+	calls chan struct{}
+
+	mu         sync.Mutex // guards the fields below; never held across a call or a start
 	proc       *process
 	info       sdk.Info
 	cfg        sdk.Config
 	configured bool // Start succeeded once: cfg is valid
 	closed     bool
-	failStreak int       // consecutive failures
-	retryAt    time.Time // no restart before this
+	failStreak int           // consecutive failures
+	retryAt    time.Time     // no restart before this
+	starting   chan struct{} // closed when the restart in flight ends; nil when none
+	startErr   error         // why the last restart failed
 
 	stats struct {
 		calls, failures, timeouts, crashes, pluginErrors atomic.Uint64
@@ -110,7 +121,7 @@ func New(spec Spec) *Source {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Source{spec: spec, log: log.With("source", spec.Name)}
+	return &Source{spec: spec, log: log.With("source", spec.Name), calls: make(chan struct{}, 1)}
 }
 
 func (s *Source) timeout() time.Duration {
@@ -151,12 +162,17 @@ func (s *Source) Stats() Stats {
 // an error. Start may be called again after a failure; after a success it
 // returns nil and does nothing.
 func (s *Source) Start(ctx context.Context) hcl.Diagnostics {
+	if err := s.acquire(ctx); err != nil {
+		return s.diag("Vote source busy", err.Error())
+	}
+	defer s.release()
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	closed, configured := s.closed, s.configured
+	s.mu.Unlock()
+	if closed {
 		return s.diag("Vote source closed", "The source was closed; it cannot be started again.")
 	}
-	if s.configured {
+	if configured {
 		return nil
 	}
 	if s.spec.Checksum != "" {
@@ -195,8 +211,15 @@ func (s *Source) Start(ctx context.Context) hcl.Diagnostics {
 		}
 		return append(diags, s.diag("Vote-source plugin failed", err.Error())...)
 	}
-	s.log.Info("vote source started", "plugin", info.Name, "version", info.Version, "protocol", info.ProtocolVersion, "pid", proc.cmd.Process.Pid)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		proc.kill()
+		return s.diag("Vote source closed", "The source was closed while it started.")
+	}
 	s.proc, s.info, s.cfg, s.configured = proc, info, cfg, true
+	s.mu.Unlock()
+	s.log.Info("vote source started", "plugin", info.Name, "version", info.Version, "protocol", info.ProtocolVersion, "pid", proc.cmd.Process.Pid)
 	return diags
 }
 
@@ -243,35 +266,131 @@ func (s *Source) configure(ctx context.Context, proc *process, cfg sdk.Config) e
 // Vote hands the ballot to the plugin and returns its valid votes. An error
 // means the source abstains on the whole ballot this round: the plugin is
 // down, failed, timed out or crashed. Garbage votes are dropped, logged and
-// counted, and the rest are returned.
+// counted, and the rest are returned. The whole call, a restart of the
+// plugin included, ends by the source's deadline.
 func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.stats.calls.Add(1)
-	if s.closed {
-		return nil, fmt.Errorf("source %q: closed", s.spec.Name)
-	}
-	if !s.configured {
-		return nil, fmt.Errorf("source %q: not started: Start must succeed first", s.spec.Name)
-	}
-	if err := s.ensureRunning(ctx); err != nil {
+	cctx, cancel := s.call(ctx)
+	defer cancel()
+	if err := s.acquire(cctx); err != nil {
 		s.stats.failures.Add(1)
 		return nil, err
 	}
-	cctx, cancel := s.call(ctx)
-	defer cancel()
-	votes, err := s.proc.src.Vote(cctx, ballot)
+	defer s.release()
+	proc, err := s.ready(cctx)
 	if err != nil {
 		s.stats.failures.Add(1)
-		return nil, s.failed(ctx, cctx, err)
+		return nil, err
 	}
+	votes, err := proc.src.Vote(cctx, ballot)
+	if err != nil {
+		s.stats.failures.Add(1)
+		return nil, s.failed(ctx, cctx, proc, err)
+	}
+	s.mu.Lock()
 	s.failStreak = 0
+	s.mu.Unlock()
 	return s.keepValid(ballot, votes), nil
+}
+
+// acquire waits for the plugin to be free, at most until ctx ends.
+func (s *Source) acquire(ctx context.Context) error {
+	select {
+	case s.calls <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("source %q: the plugin was still busy with another call at the deadline", s.spec.Name)
+	}
+}
+
+func (s *Source) release() { <-s.calls }
+
+// ready returns the running process. When there is none it starts one in
+// the background (unless the backoff says to wait) and waits for it until
+// ctx ends; the start goes on after that and serves a later call.
+func (s *Source) ready(ctx context.Context) (*process, error) {
+	s.mu.Lock()
+	switch {
+	case s.closed:
+		s.mu.Unlock()
+		return nil, fmt.Errorf("source %q: closed", s.spec.Name)
+	case !s.configured:
+		s.mu.Unlock()
+		return nil, fmt.Errorf("source %q: not started: Start must succeed first", s.spec.Name)
+	}
+	if s.proc != nil && !s.proc.client.Exited() {
+		p := s.proc
+		s.mu.Unlock()
+		return p, nil
+	}
+	if s.proc != nil { // died between calls
+		s.stats.crashes.Add(1)
+		s.log.Error("vote source plugin exited; restarting it")
+		s.dropLocked(s.proc)
+	}
+	if s.starting == nil {
+		if wait := time.Until(s.retryAt); wait > 0 {
+			s.mu.Unlock()
+			return nil, fmt.Errorf("source %q: plugin down after %d failures in a row, next restart in %v", s.spec.Name, s.failStreak, wait.Round(time.Millisecond))
+		}
+		s.starting = make(chan struct{})
+		go s.restart(s.starting)
+	}
+	started := s.starting
+	s.mu.Unlock()
+	select {
+	case <-started:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("source %q: the plugin is restarting and was not ready by the deadline; its start goes on in the background (at most %v)", s.spec.Name, s.startTimeout())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return nil, fmt.Errorf("source %q: restart failed: %w", s.spec.Name, s.startErr)
+	}
+	return s.proc, nil
+}
+
+// restart starts the plugin again and configures it, bounded by the start
+// timeout and the call deadline, then closes done.
+func (s *Source) restart(done chan struct{}) {
+	s.stats.starts.Add(1)
+	s.stats.restarts.Add(1)
+	proc, err := s.launch()
+	if err == nil {
+		s.mu.Lock()
+		cfg := s.cfg
+		s.mu.Unlock()
+		err = s.configure(context.Background(), proc, cfg)
+		if err != nil {
+			proc.kill()
+		}
+	}
+	s.mu.Lock()
+	defer func() {
+		s.starting = nil
+		s.mu.Unlock()
+		close(done)
+	}()
+	if err != nil {
+		s.stats.startFailures.Add(1)
+		s.failStreak++
+		s.retryAt = time.Now().Add(s.backoff())
+		s.startErr = err
+		s.log.Error("restarting vote source failed", "error", err, "retry_in", s.backoff())
+		return
+	}
+	if s.closed {
+		go proc.kill()
+		return
+	}
+	s.log.Info("vote source restarted", "pid", proc.cmd.Process.Pid)
+	s.proc = proc
 }
 
 // failed classifies a failed call, kills the plugin when it is broken and
 // returns the error for the caller.
-func (s *Source) failed(ctx, cctx context.Context, err error) error {
+func (s *Source) failed(ctx, cctx context.Context, proc *process, err error) error {
 	switch {
 	case errors.Is(ctx.Err(), context.Canceled):
 		// The caller gave up (shutdown): not the plugin's fault.
@@ -281,7 +400,7 @@ func (s *Source) failed(ctx, cctx context.Context, err error) error {
 		// up (and say DeadlineExceeded) a hair before our own timer fires.
 		s.stats.timeouts.Add(1)
 		s.log.Warn("vote source timed out; killing it, it restarts on next use", "timeout", s.timeout())
-		s.drop()
+		s.drop(proc)
 		return fmt.Errorf("source %q: no answer within %v: the plugin was killed and restarts on next use", s.spec.Name, s.timeout())
 	case status.Code(err) == codes.Unknown:
 		s.stats.pluginErrors.Add(1)
@@ -290,17 +409,25 @@ func (s *Source) failed(ctx, cctx context.Context, err error) error {
 	default:
 		s.stats.crashes.Add(1)
 		s.log.Error("vote source crashed or broke the connection; it restarts on next use", "error", err)
-		s.drop()
+		s.drop(proc)
 		return fmt.Errorf("source %q: plugin crashed: %w", s.spec.Name, err)
 	}
 }
 
-// drop kills the current process and schedules the restart.
-func (s *Source) drop() {
-	if s.proc != nil {
-		s.proc.kill()
-		s.proc = nil
+// drop kills proc, if it is still the current process, and schedules the
+// restart.
+func (s *Source) drop(proc *process) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropLocked(proc)
+}
+
+func (s *Source) dropLocked(proc *process) {
+	if s.proc != proc || proc == nil {
+		return
 	}
+	s.proc = nil
+	go proc.kill() // go-plugin's cleanup may take a moment: not under the lock
 	s.failStreak++
 	s.retryAt = time.Now().Add(s.backoff())
 }
@@ -325,41 +452,6 @@ func (s *Source) backoff() time.Duration {
 	return min(d, hi)
 }
 
-// ensureRunning restarts the plugin if it is not running and its backoff
-// has passed.
-func (s *Source) ensureRunning(ctx context.Context) error {
-	if s.proc != nil && !s.proc.client.Exited() {
-		return nil
-	}
-	if s.proc != nil { // died between calls
-		s.stats.crashes.Add(1)
-		s.log.Error("vote source plugin exited; restarting it")
-		s.drop()
-	}
-	if wait := time.Until(s.retryAt); wait > 0 {
-		return fmt.Errorf("source %q: plugin down after %d failures in a row, next restart in %v", s.spec.Name, s.failStreak, wait.Round(time.Millisecond))
-	}
-	s.stats.starts.Add(1)
-	s.stats.restarts.Add(1)
-	proc, err := s.launch()
-	if err == nil {
-		err = s.configure(ctx, proc, s.cfg)
-		if err != nil {
-			proc.kill()
-		}
-	}
-	if err != nil {
-		s.stats.startFailures.Add(1)
-		s.failStreak++
-		s.retryAt = time.Now().Add(s.backoff())
-		s.log.Error("restarting vote source failed", "error", err, "retry_in", s.backoff())
-		return fmt.Errorf("source %q: restart failed: %w", s.spec.Name, err)
-	}
-	s.log.Info("vote source restarted", "pid", proc.cmd.Process.Pid)
-	s.proc = proc
-	return nil
-}
-
 // PID returns the process id of the running plugin, or 0 when none runs.
 func (s *Source) PID() int {
 	s.mu.Lock()
@@ -370,13 +462,16 @@ func (s *Source) PID() int {
 	return s.proc.cmd.Process.Pid
 }
 
-// Close stops the plugin. The Source cannot be used afterwards.
+// Close stops the plugin. The Source cannot be used afterwards. Close
+// does not wait for a call or a restart in flight: the call fails, and a
+// process still starting is killed as soon as its start ends.
 func (s *Source) Close() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.closed = true
-	if s.proc != nil {
-		s.proc.stop()
-		s.proc = nil
+	proc := s.proc
+	s.proc = nil
+	s.mu.Unlock()
+	if proc != nil {
+		proc.stop()
 	}
 }

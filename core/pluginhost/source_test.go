@@ -382,3 +382,91 @@ func TestNoOrphanAfterHostSIGKILL(t *testing.T) {
 	_ = cmd.Wait()
 	waitFor(t, fmt.Sprintf("plugin %d to die with its host", pid), 10*time.Second, func() bool { return processGone(pid) })
 }
+
+// TestHungRestartCostsOnlyTheDeadline: a plugin whose restart hangs in its
+// handshake holds no Vote past the source's deadline, nor Close, and the
+// source votes again once the plugin starts normally.
+func TestHungRestartCostsOnlyTheDeadline(t *testing.T) {
+	hang := filepath.Join(t.TempDir(), "hang")
+	t.Setenv("VIGIL_TEST_HANG_START", hang)
+	src, logs := newSource(t, `voter = "v"`, func(s *Spec) {
+		s.Timeout = time.Second
+		s.StartTimeout = 3 * time.Second
+		s.MinBackoff, s.MaxBackoff = 100*time.Millisecond, 200*time.Millisecond
+		s.Env = []string{"VIGIL_TEST_HANG_START"}
+	})
+	if err := os.WriteFile(hang, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	killAndWaitExited(t, src)
+	for i := range 3 {
+		start := time.Now()
+		_, err := src.Vote(context.Background(), ballot("www", 1))
+		took := time.Since(start)
+		if err == nil {
+			t.Fatalf("vote %d succeeded while the restart hangs", i)
+		}
+		if took > 1500*time.Millisecond {
+			t.Fatalf("vote %d took %v with a 1s deadline while the restart hangs (%v)", i, took, err)
+		}
+	}
+	start := time.Now()
+	src.Close()
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("Close took %v while a restart hangs", took)
+	}
+	if !strings.Contains(logs.String(), "did not finish its start within 3s") {
+		waitFor(t, "the hung start to be reported", 10*time.Second, func() bool {
+			return strings.Contains(logs.String(), "did not finish its start within 3s")
+		})
+	}
+}
+
+// TestRestartAfterHangRecovers: once the plugin starts normally again, the
+// source votes.
+func TestRestartAfterHangRecovers(t *testing.T) {
+	hang := filepath.Join(t.TempDir(), "hang")
+	t.Setenv("VIGIL_TEST_HANG_START", hang)
+	src, _ := newSource(t, `voter = "v"`, func(s *Spec) {
+		s.Timeout = time.Second
+		s.StartTimeout = 2 * time.Second
+		s.MinBackoff, s.MaxBackoff = 100*time.Millisecond, 200*time.Millisecond
+		s.Env = []string{"VIGIL_TEST_HANG_START"}
+	})
+	if err := os.WriteFile(hang, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	killAndWaitExited(t, src)
+	start := time.Now()
+	if _, err := src.Vote(context.Background(), ballot("www", 1)); err == nil || !strings.Contains(err.Error(), "restarting") {
+		t.Fatalf("vote while the restart hangs: %v, want a restart not ready by the deadline", err)
+	}
+	if took := time.Since(start); took < 900*time.Millisecond || took > 1500*time.Millisecond {
+		t.Fatalf("the vote waited %v for the hung restart; want about its 1s deadline", took)
+	}
+	if err := os.Remove(hang); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the source to vote again", 20*time.Second, func() bool {
+		votes, err := src.Vote(context.Background(), ballot("www", 1))
+		return err == nil && len(votes) == 1
+	})
+	if st := src.Stats(); st.StartFailures < 1 || st.Restarts < 2 {
+		t.Errorf("stats %+v: want the hung start counted as a failed restart and a later restart", st)
+	}
+}
+
+// killAndWaitExited kills the running plugin and waits until the host has
+// noticed.
+func killAndWaitExited(t *testing.T, src *Source) {
+	t.Helper()
+	pid := src.PID()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the host to notice the plugin's exit", 10*time.Second, func() bool {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		return src.proc == nil || src.proc.client.Exited()
+	})
+}

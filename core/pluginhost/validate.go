@@ -1,63 +1,34 @@
 package pluginhost
 
 import (
-	"fmt"
-
 	"github.com/vigilcdn/vigil/sdk"
 )
 
-type targetKey struct{ site, origin string }
-
-type voteKey struct {
-	target targetKey
-	voter  string
-}
-
-// keepValid drops garbage votes, logs them and counts them. Unknown reasons
-// are kept as ReasonUnspecified: a newer plugin may know more reasons.
+// keepValid drops garbage votes (sdk.CheckVotes says which), logs them and
+// counts them. Unknown reasons are kept as ReasonUnspecified: a newer
+// plugin may know more reasons.
 func (s *Source) keepValid(ballot sdk.Ballot, votes []sdk.Vote) []sdk.Vote {
-	asked := make(map[targetKey]struct{}, len(ballot.Targets))
-	for _, t := range ballot.Targets {
-		asked[targetKey{t.Site, t.Origin}] = struct{}{}
+	problems := sdk.CheckVotes(ballot, votes)
+	kept := votes[:0:0]
+	if len(problems) == 0 {
+		kept = votes
+	} else {
+		kept = make([]sdk.Vote, 0, len(votes)-len(problems))
+		next := 0
+		for i, v := range votes {
+			if next < len(problems) && problems[next].Index == i {
+				next++
+				continue
+			}
+			kept = append(kept, v)
+		}
+		s.stats.droppedVotes.Add(uint64(len(problems)))
+		s.log.Warn("dropped garbage votes from vote source", "dropped", len(problems), "kept", len(kept), "first", problems[0].Err.Error())
 	}
-	seen := make(map[voteKey]struct{}, len(votes))
-	kept := make([]sdk.Vote, 0, len(votes))
-	var dropped int
-	var first string
-	drop := func(why string) {
-		dropped++
-		if first == "" {
-			first = why
+	for i := range kept {
+		if kept[i].Reason < sdk.ReasonUnspecified || kept[i].Reason > sdk.MaxReason {
+			kept[i].Reason = sdk.ReasonUnspecified
 		}
-	}
-	for _, v := range votes {
-		tk := targetKey{v.Site, v.Origin}
-		if _, ok := asked[tk]; !ok {
-			drop(fmt.Sprintf("vote for site %q origin %q, which was not in the ballot", v.Site, v.Origin))
-			continue
-		}
-		if v.Value != sdk.Up && v.Value != sdk.Down {
-			drop(fmt.Sprintf("vote for %s/%s with value %v", v.Site, v.Origin, v.Value))
-			continue
-		}
-		if !sdk.ValidVoter(v.Voter) {
-			drop(fmt.Sprintf("vote for %s/%s with invalid voter id %q", v.Site, v.Origin, clip(v.Voter)))
-			continue
-		}
-		vk := voteKey{tk, v.Voter}
-		if _, dup := seen[vk]; dup {
-			drop(fmt.Sprintf("second vote of voter %q for %s/%s", v.Voter, v.Site, v.Origin))
-			continue
-		}
-		seen[vk] = struct{}{}
-		if v.Reason < sdk.ReasonUnspecified || v.Reason > sdk.ReasonError {
-			v.Reason = sdk.ReasonUnspecified
-		}
-		kept = append(kept, v)
-	}
-	if dropped > 0 {
-		s.stats.droppedVotes.Add(uint64(dropped))
-		s.log.Warn("dropped garbage votes from vote source", "dropped", dropped, "kept", len(kept), "first", first)
 	}
 	return kept
 }

@@ -144,9 +144,10 @@ func checkType(typ sdk.Type, v any) error {
 	return nil
 }
 
-// CheckVotes fails the test for every vote that vigil would drop: a vote
-// for a target not in the ballot, a Value other than Up or Down, or an
-// invalid voter id.
+// CheckVotes fails the test for every vote that vigil would drop (see
+// sdk.CheckVotes): a vote for a target not in the ballot, a Value other than
+// Up, Down or Abstain, an Abstain without a reason, an invalid voter id, or
+// a second vote of one voter for one target.
 func CheckVotes(t testing.TB, ballot sdk.Ballot, votes []sdk.Vote) {
 	t.Helper()
 	if err := ValidateVotes(ballot, votes); err != nil {
@@ -154,23 +155,12 @@ func CheckVotes(t testing.TB, ballot sdk.Ballot, votes []sdk.Vote) {
 	}
 }
 
-// ValidateVotes returns an error listing every vote that vigil would drop.
+// ValidateVotes returns an error listing every vote that vigil would drop,
+// by the same rules vigil applies (sdk.CheckVotes).
 func ValidateVotes(ballot sdk.Ballot, votes []sdk.Vote) error {
-	type key struct{ site, origin string }
-	asked := make(map[key]bool, len(ballot.Targets))
-	for _, tg := range ballot.Targets {
-		asked[key{tg.Site, tg.Origin}] = true
-	}
 	var errs []error
-	for i, v := range votes {
-		switch {
-		case !asked[key{v.Site, v.Origin}]:
-			errs = append(errs, fmt.Errorf("vote %d: site %q origin %q was not in the ballot", i, v.Site, v.Origin))
-		case v.Value != sdk.Up && v.Value != sdk.Down:
-			errs = append(errs, fmt.Errorf("vote %d: value %v is neither sdk.Up nor sdk.Down", i, v.Value))
-		case !sdk.ValidVoter(v.Voter):
-			errs = append(errs, fmt.Errorf("vote %d: voter id %q is invalid (1-128 of letters, digits, ._:-@/)", i, v.Voter))
-		}
+	for _, p := range sdk.CheckVotes(ballot, votes) {
+		errs = append(errs, fmt.Errorf("vote %d: %w", p.Index, p.Err))
 	}
 	return errors.Join(errs...)
 }

@@ -1,5 +1,7 @@
-// Command testsource is the plugin the pluginhost tests run. Its behavior
-// for a ballot is chosen by the first target's site name:
+// Command testsource is the plugin the pluginhost tests run. It hangs
+// before its handshake while the file named by VIGIL_TEST_HANG_START
+// exists. Its behavior for a ballot is chosen by the first target's site
+// name:
 //
 //	hang     block forever, ignoring the deadline (after writing ready_file)
 //	block    write ready_file, then block until the call is cancelled
@@ -126,5 +128,12 @@ func (s *source) Vote(ctx context.Context, b sdk.Ballot) ([]sdk.Vote, error) {
 }
 
 func main() {
+	// A start that hangs before the handshake: while the file named by
+	// VIGIL_TEST_HANG_START exists, the process never says it is ready.
+	if f := os.Getenv("VIGIL_TEST_HANG_START"); f != "" {
+		if _, err := os.Stat(f); err == nil {
+			select {}
+		}
+	}
 	sdk.Serve(func(log hclog.Logger) sdk.VoteSource { return &source{log: log} })
 }

@@ -91,6 +91,7 @@ const (
 	Value_VALUE_UNSPECIFIED Value = 0
 	Value_VALUE_UP          Value = 1
 	Value_VALUE_DOWN        Value = 2
+	Value_VALUE_ABSTAIN     Value = 3
 )
 
 // Enum value maps for Value.
@@ -99,11 +100,13 @@ var (
 		0: "VALUE_UNSPECIFIED",
 		1: "VALUE_UP",
 		2: "VALUE_DOWN",
+		3: "VALUE_ABSTAIN",
 	}
 	Value_value = map[string]int32{
 		"VALUE_UNSPECIFIED": 0,
 		"VALUE_UP":          1,
 		"VALUE_DOWN":        2,
+		"VALUE_ABSTAIN":     3,
 	}
 )
 
@@ -137,43 +140,61 @@ func (Value) EnumDescriptor() ([]byte, []int) {
 type Reason int32
 
 const (
-	Reason_REASON_UNSPECIFIED       Reason = 0
-	Reason_REASON_OK                Reason = 1
-	Reason_REASON_HTTP_5XX          Reason = 2
-	Reason_REASON_CONNECT_FAILED    Reason = 3
-	Reason_REASON_TLS_FAILED        Reason = 4
-	Reason_REASON_TIMEOUT           Reason = 5
-	Reason_REASON_UNEXPECTED_STATUS Reason = 6
-	Reason_REASON_BODY_MISMATCH     Reason = 7
-	Reason_REASON_TOO_SLOW          Reason = 8
-	Reason_REASON_ERROR             Reason = 9
+	Reason_REASON_UNSPECIFIED        Reason = 0
+	Reason_REASON_OK                 Reason = 1
+	Reason_REASON_HTTP_5XX           Reason = 2
+	Reason_REASON_CONNECT_FAILED     Reason = 3
+	Reason_REASON_TLS_FAILED         Reason = 4
+	Reason_REASON_TIMEOUT            Reason = 5
+	Reason_REASON_UNEXPECTED_STATUS  Reason = 6
+	Reason_REASON_BODY_MISMATCH      Reason = 7
+	Reason_REASON_TOO_SLOW           Reason = 8
+	Reason_REASON_ERROR              Reason = 9
+	Reason_REASON_OUT_OF_TIME        Reason = 10
+	Reason_REASON_UNSUPPORTED        Reason = 11
+	Reason_REASON_OVER_BUDGET        Reason = 12
+	Reason_REASON_NO_VOTER           Reason = 13
+	Reason_REASON_OFF_HOST_REDIRECT  Reason = 14
+	Reason_REASON_TOO_MANY_REDIRECTS Reason = 15
 )
 
 // Enum value maps for Reason.
 var (
 	Reason_name = map[int32]string{
-		0: "REASON_UNSPECIFIED",
-		1: "REASON_OK",
-		2: "REASON_HTTP_5XX",
-		3: "REASON_CONNECT_FAILED",
-		4: "REASON_TLS_FAILED",
-		5: "REASON_TIMEOUT",
-		6: "REASON_UNEXPECTED_STATUS",
-		7: "REASON_BODY_MISMATCH",
-		8: "REASON_TOO_SLOW",
-		9: "REASON_ERROR",
+		0:  "REASON_UNSPECIFIED",
+		1:  "REASON_OK",
+		2:  "REASON_HTTP_5XX",
+		3:  "REASON_CONNECT_FAILED",
+		4:  "REASON_TLS_FAILED",
+		5:  "REASON_TIMEOUT",
+		6:  "REASON_UNEXPECTED_STATUS",
+		7:  "REASON_BODY_MISMATCH",
+		8:  "REASON_TOO_SLOW",
+		9:  "REASON_ERROR",
+		10: "REASON_OUT_OF_TIME",
+		11: "REASON_UNSUPPORTED",
+		12: "REASON_OVER_BUDGET",
+		13: "REASON_NO_VOTER",
+		14: "REASON_OFF_HOST_REDIRECT",
+		15: "REASON_TOO_MANY_REDIRECTS",
 	}
 	Reason_value = map[string]int32{
-		"REASON_UNSPECIFIED":       0,
-		"REASON_OK":                1,
-		"REASON_HTTP_5XX":          2,
-		"REASON_CONNECT_FAILED":    3,
-		"REASON_TLS_FAILED":        4,
-		"REASON_TIMEOUT":           5,
-		"REASON_UNEXPECTED_STATUS": 6,
-		"REASON_BODY_MISMATCH":     7,
-		"REASON_TOO_SLOW":          8,
-		"REASON_ERROR":             9,
+		"REASON_UNSPECIFIED":        0,
+		"REASON_OK":                 1,
+		"REASON_HTTP_5XX":           2,
+		"REASON_CONNECT_FAILED":     3,
+		"REASON_TLS_FAILED":         4,
+		"REASON_TIMEOUT":            5,
+		"REASON_UNEXPECTED_STATUS":  6,
+		"REASON_BODY_MISMATCH":      7,
+		"REASON_TOO_SLOW":           8,
+		"REASON_ERROR":              9,
+		"REASON_OUT_OF_TIME":        10,
+		"REASON_UNSUPPORTED":        11,
+		"REASON_OVER_BUDGET":        12,
+		"REASON_NO_VOTER":           13,
+		"REASON_OFF_HOST_REDIRECT":  14,
+		"REASON_TOO_MANY_REDIRECTS": 15,
 	}
 )
 
@@ -783,6 +804,10 @@ type Target struct {
 	ExpectStatuses        []int32                `protobuf:"varint,8,rep,packed,name=expect_statuses,json=expectStatuses,proto3" json:"expect_statuses,omitempty"`
 	ExpectBodyContains    string                 `protobuf:"bytes,9,opt,name=expect_body_contains,json=expectBodyContains,proto3" json:"expect_body_contains,omitempty"`
 	ExpectMaxLatencyNanos int64                  `protobuf:"varint,10,opt,name=expect_max_latency_nanos,json=expectMaxLatencyNanos,proto3" json:"expect_max_latency_nanos,omitempty"`
+	Tls                   *TLSSettings           `protobuf:"bytes,11,opt,name=tls,proto3" json:"tls,omitempty"`
+	Headers               map[string]string      `protobuf:"bytes,12,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	FollowRedirects       bool                   `protobuf:"varint,13,opt,name=follow_redirects,json=followRedirects,proto3" json:"follow_redirects,omitempty"`
+	MaxBody               int64                  `protobuf:"varint,14,opt,name=max_body,json=maxBody,proto3" json:"max_body,omitempty"`
 	unknownFields         protoimpl.UnknownFields
 	sizeCache             protoimpl.SizeCache
 }
@@ -887,17 +912,106 @@ func (x *Target) GetExpectMaxLatencyNanos() int64 {
 	return 0
 }
 
+func (x *Target) GetTls() *TLSSettings {
+	if x != nil {
+		return x.Tls
+	}
+	return nil
+}
+
+func (x *Target) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *Target) GetFollowRedirects() bool {
+	if x != nil {
+		return x.FollowRedirects
+	}
+	return false
+}
+
+func (x *Target) GetMaxBody() int64 {
+	if x != nil {
+		return x.MaxBody
+	}
+	return 0
+}
+
+type TLSSettings struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	ServerName         string                 `protobuf:"bytes,1,opt,name=server_name,json=serverName,proto3" json:"server_name,omitempty"`
+	Ca                 string                 `protobuf:"bytes,2,opt,name=ca,proto3" json:"ca,omitempty"`
+	InsecureSkipVerify bool                   `protobuf:"varint,3,opt,name=insecure_skip_verify,json=insecureSkipVerify,proto3" json:"insecure_skip_verify,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *TLSSettings) Reset() {
+	*x = TLSSettings{}
+	mi := &file_votesource_v1_votesource_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TLSSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TLSSettings) ProtoMessage() {}
+
+func (x *TLSSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_votesource_v1_votesource_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TLSSettings.ProtoReflect.Descriptor instead.
+func (*TLSSettings) Descriptor() ([]byte, []int) {
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *TLSSettings) GetServerName() string {
+	if x != nil {
+		return x.ServerName
+	}
+	return ""
+}
+
+func (x *TLSSettings) GetCa() string {
+	if x != nil {
+		return x.Ca
+	}
+	return ""
+}
+
+func (x *TLSSettings) GetInsecureSkipVerify() bool {
+	if x != nil {
+		return x.InsecureSkipVerify
+	}
+	return false
+}
+
 type VoteRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Round         uint64                 `protobuf:"varint,1,opt,name=round,proto3" json:"round,omitempty"`
 	Targets       []*Target              `protobuf:"bytes,2,rep,name=targets,proto3" json:"targets,omitempty"`
+	Cas           map[string][]byte      `protobuf:"bytes,3,rep,name=cas,proto3" json:"cas,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *VoteRequest) Reset() {
 	*x = VoteRequest{}
-	mi := &file_votesource_v1_votesource_proto_msgTypes[11]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +1023,7 @@ func (x *VoteRequest) String() string {
 func (*VoteRequest) ProtoMessage() {}
 
 func (x *VoteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_votesource_v1_votesource_proto_msgTypes[11]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +1036,7 @@ func (x *VoteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteRequest.ProtoReflect.Descriptor instead.
 func (*VoteRequest) Descriptor() ([]byte, []int) {
-	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{11}
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *VoteRequest) GetRound() uint64 {
@@ -935,6 +1049,13 @@ func (x *VoteRequest) GetRound() uint64 {
 func (x *VoteRequest) GetTargets() []*Target {
 	if x != nil {
 		return x.Targets
+	}
+	return nil
+}
+
+func (x *VoteRequest) GetCas() map[string][]byte {
+	if x != nil {
+		return x.Cas
 	}
 	return nil
 }
@@ -954,7 +1075,7 @@ type Vote struct {
 
 func (x *Vote) Reset() {
 	*x = Vote{}
-	mi := &file_votesource_v1_votesource_proto_msgTypes[12]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -966,7 +1087,7 @@ func (x *Vote) String() string {
 func (*Vote) ProtoMessage() {}
 
 func (x *Vote) ProtoReflect() protoreflect.Message {
-	mi := &file_votesource_v1_votesource_proto_msgTypes[12]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -979,7 +1100,7 @@ func (x *Vote) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Vote.ProtoReflect.Descriptor instead.
 func (*Vote) Descriptor() ([]byte, []int) {
-	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{12}
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Vote) GetSite() string {
@@ -1040,7 +1161,7 @@ type VoteResponse struct {
 
 func (x *VoteResponse) Reset() {
 	*x = VoteResponse{}
-	mi := &file_votesource_v1_votesource_proto_msgTypes[13]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1052,7 +1173,7 @@ func (x *VoteResponse) String() string {
 func (*VoteResponse) ProtoMessage() {}
 
 func (x *VoteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_votesource_v1_votesource_proto_msgTypes[13]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1065,7 +1186,7 @@ func (x *VoteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteResponse.ProtoReflect.Descriptor instead.
 func (*VoteResponse) Descriptor() ([]byte, []int) {
-	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{13}
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *VoteResponse) GetVotes() []*Vote {
@@ -1083,7 +1204,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_votesource_v1_votesource_proto_msgTypes[14]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1095,7 +1216,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_votesource_v1_votesource_proto_msgTypes[14]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1108,7 +1229,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{14}
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{15}
 }
 
 type StatusItem struct {
@@ -1124,7 +1245,7 @@ type StatusItem struct {
 
 func (x *StatusItem) Reset() {
 	*x = StatusItem{}
-	mi := &file_votesource_v1_votesource_proto_msgTypes[15]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1136,7 +1257,7 @@ func (x *StatusItem) String() string {
 func (*StatusItem) ProtoMessage() {}
 
 func (x *StatusItem) ProtoReflect() protoreflect.Message {
-	mi := &file_votesource_v1_votesource_proto_msgTypes[15]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1149,7 +1270,7 @@ func (x *StatusItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusItem.ProtoReflect.Descriptor instead.
 func (*StatusItem) Descriptor() ([]byte, []int) {
-	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{15}
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StatusItem) GetName() string {
@@ -1197,7 +1318,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_votesource_v1_votesource_proto_msgTypes[16]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1330,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_votesource_v1_votesource_proto_msgTypes[16]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1343,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{16}
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StatusResponse) GetSummary() string {
@@ -1282,7 +1403,7 @@ const file_votesource_v1_votesource_proto_rawDesc = "" +
 	"\asummary\x18\x02 \x01(\tR\asummary\x12\x16\n" +
 	"\x06detail\x18\x03 \x01(\tR\x06detail\"V\n" +
 	"\x11ConfigureResponse\x12A\n" +
-	"\vdiagnostics\x18\x01 \x03(\v2\x1f.vigil.votesource.v1.DiagnosticR\vdiagnostics\"\xce\x02\n" +
+	"\vdiagnostics\x18\x01 \x03(\v2\x1f.vigil.votesource.v1.DiagnosticR\vdiagnostics\"\xc8\x04\n" +
 	"\x06Target\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12\x16\n" +
 	"\x06origin\x18\x02 \x01(\tR\x06origin\x12\x18\n" +
@@ -1295,10 +1416,26 @@ const file_votesource_v1_votesource_proto_rawDesc = "" +
 	"\x0fexpect_statuses\x18\b \x03(\x05R\x0eexpectStatuses\x120\n" +
 	"\x14expect_body_contains\x18\t \x01(\tR\x12expectBodyContains\x127\n" +
 	"\x18expect_max_latency_nanos\x18\n" +
-	" \x01(\x03R\x15expectMaxLatencyNanos\"Z\n" +
+	" \x01(\x03R\x15expectMaxLatencyNanos\x122\n" +
+	"\x03tls\x18\v \x01(\v2 .vigil.votesource.v1.TLSSettingsR\x03tls\x12B\n" +
+	"\aheaders\x18\f \x03(\v2(.vigil.votesource.v1.Target.HeadersEntryR\aheaders\x12)\n" +
+	"\x10follow_redirects\x18\r \x01(\bR\x0ffollowRedirects\x12\x19\n" +
+	"\bmax_body\x18\x0e \x01(\x03R\amaxBody\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"p\n" +
+	"\vTLSSettings\x12\x1f\n" +
+	"\vserver_name\x18\x01 \x01(\tR\n" +
+	"serverName\x12\x0e\n" +
+	"\x02ca\x18\x02 \x01(\tR\x02ca\x120\n" +
+	"\x14insecure_skip_verify\x18\x03 \x01(\bR\x12insecureSkipVerify\"\xcf\x01\n" +
 	"\vVoteRequest\x12\x14\n" +
 	"\x05round\x18\x01 \x01(\x04R\x05round\x125\n" +
-	"\atargets\x18\x02 \x03(\v2\x1b.vigil.votesource.v1.TargetR\atargets\"\xec\x01\n" +
+	"\atargets\x18\x02 \x03(\v2\x1b.vigil.votesource.v1.TargetR\atargets\x12;\n" +
+	"\x03cas\x18\x03 \x03(\v2).vigil.votesource.v1.VoteRequest.CasEntryR\x03cas\x1a6\n" +
+	"\bCasEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xec\x01\n" +
 	"\x04Vote\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12\x16\n" +
 	"\x06origin\x18\x02 \x01(\tR\x06origin\x12\x14\n" +
@@ -1329,12 +1466,13 @@ const file_votesource_v1_votesource_proto_rawDesc = "" +
 	"\x15ATTRIBUTE_TYPE_NUMBER\x10\x02\x12\x17\n" +
 	"\x13ATTRIBUTE_TYPE_BOOL\x10\x03\x12\x1e\n" +
 	"\x1aATTRIBUTE_TYPE_STRING_LIST\x10\x04\x12\x1b\n" +
-	"\x17ATTRIBUTE_TYPE_DURATION\x10\x05*<\n" +
+	"\x17ATTRIBUTE_TYPE_DURATION\x10\x05*O\n" +
 	"\x05Value\x12\x15\n" +
 	"\x11VALUE_UNSPECIFIED\x10\x00\x12\f\n" +
 	"\bVALUE_UP\x10\x01\x12\x0e\n" +
 	"\n" +
-	"VALUE_DOWN\x10\x02*\xe9\x01\n" +
+	"VALUE_DOWN\x10\x02\x12\x11\n" +
+	"\rVALUE_ABSTAIN\x10\x03*\x83\x03\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tREASON_OK\x10\x01\x12\x13\n" +
@@ -1345,7 +1483,14 @@ const file_votesource_v1_votesource_proto_rawDesc = "" +
 	"\x18REASON_UNEXPECTED_STATUS\x10\x06\x12\x18\n" +
 	"\x14REASON_BODY_MISMATCH\x10\a\x12\x13\n" +
 	"\x0fREASON_TOO_SLOW\x10\b\x12\x10\n" +
-	"\fREASON_ERROR\x10\t2\xba\x03\n" +
+	"\fREASON_ERROR\x10\t\x12\x16\n" +
+	"\x12REASON_OUT_OF_TIME\x10\n" +
+	"\x12\x16\n" +
+	"\x12REASON_UNSUPPORTED\x10\v\x12\x16\n" +
+	"\x12REASON_OVER_BUDGET\x10\f\x12\x13\n" +
+	"\x0fREASON_NO_VOTER\x10\r\x12\x1c\n" +
+	"\x18REASON_OFF_HOST_REDIRECT\x10\x0e\x12\x1d\n" +
+	"\x19REASON_TOO_MANY_REDIRECTS\x10\x0f2\xba\x03\n" +
 	"\n" +
 	"VoteSource\x12K\n" +
 	"\x04Info\x12 .vigil.votesource.v1.InfoRequest\x1a!.vigil.votesource.v1.InfoResponse\x12c\n" +
@@ -1367,7 +1512,7 @@ func file_votesource_v1_votesource_proto_rawDescGZIP() []byte {
 }
 
 var file_votesource_v1_votesource_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_votesource_v1_votesource_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_votesource_v1_votesource_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_votesource_v1_votesource_proto_goTypes = []any{
 	(AttributeType)(0),           // 0: vigil.votesource.v1.AttributeType
 	(Value)(0),                   // 1: vigil.votesource.v1.Value
@@ -1383,43 +1528,49 @@ var file_votesource_v1_votesource_proto_goTypes = []any{
 	(*Diagnostic)(nil),           // 11: vigil.votesource.v1.Diagnostic
 	(*ConfigureResponse)(nil),    // 12: vigil.votesource.v1.ConfigureResponse
 	(*Target)(nil),               // 13: vigil.votesource.v1.Target
-	(*VoteRequest)(nil),          // 14: vigil.votesource.v1.VoteRequest
-	(*Vote)(nil),                 // 15: vigil.votesource.v1.Vote
-	(*VoteResponse)(nil),         // 16: vigil.votesource.v1.VoteResponse
-	(*StatusRequest)(nil),        // 17: vigil.votesource.v1.StatusRequest
-	(*StatusItem)(nil),           // 18: vigil.votesource.v1.StatusItem
-	(*StatusResponse)(nil),       // 19: vigil.votesource.v1.StatusResponse
-	nil,                          // 20: vigil.votesource.v1.ConfigureRequest.ValuesEntry
-	nil,                          // 21: vigil.votesource.v1.StatusItem.LabelsEntry
+	(*TLSSettings)(nil),          // 14: vigil.votesource.v1.TLSSettings
+	(*VoteRequest)(nil),          // 15: vigil.votesource.v1.VoteRequest
+	(*Vote)(nil),                 // 16: vigil.votesource.v1.Vote
+	(*VoteResponse)(nil),         // 17: vigil.votesource.v1.VoteResponse
+	(*StatusRequest)(nil),        // 18: vigil.votesource.v1.StatusRequest
+	(*StatusItem)(nil),           // 19: vigil.votesource.v1.StatusItem
+	(*StatusResponse)(nil),       // 20: vigil.votesource.v1.StatusResponse
+	nil,                          // 21: vigil.votesource.v1.ConfigureRequest.ValuesEntry
+	nil,                          // 22: vigil.votesource.v1.Target.HeadersEntry
+	nil,                          // 23: vigil.votesource.v1.VoteRequest.CasEntry
+	nil,                          // 24: vigil.votesource.v1.StatusItem.LabelsEntry
 }
 var file_votesource_v1_votesource_proto_depIdxs = []int32{
 	0,  // 0: vigil.votesource.v1.Attribute.type:type_name -> vigil.votesource.v1.AttributeType
 	6,  // 1: vigil.votesource.v1.ConfigSchemaResponse.attributes:type_name -> vigil.votesource.v1.Attribute
 	8,  // 2: vigil.votesource.v1.ConfigValue.string_list:type_name -> vigil.votesource.v1.StringList
-	20, // 3: vigil.votesource.v1.ConfigureRequest.values:type_name -> vigil.votesource.v1.ConfigureRequest.ValuesEntry
+	21, // 3: vigil.votesource.v1.ConfigureRequest.values:type_name -> vigil.votesource.v1.ConfigureRequest.ValuesEntry
 	11, // 4: vigil.votesource.v1.ConfigureResponse.diagnostics:type_name -> vigil.votesource.v1.Diagnostic
-	13, // 5: vigil.votesource.v1.VoteRequest.targets:type_name -> vigil.votesource.v1.Target
-	1,  // 6: vigil.votesource.v1.Vote.value:type_name -> vigil.votesource.v1.Value
-	2,  // 7: vigil.votesource.v1.Vote.reason:type_name -> vigil.votesource.v1.Reason
-	15, // 8: vigil.votesource.v1.VoteResponse.votes:type_name -> vigil.votesource.v1.Vote
-	21, // 9: vigil.votesource.v1.StatusItem.labels:type_name -> vigil.votesource.v1.StatusItem.LabelsEntry
-	18, // 10: vigil.votesource.v1.StatusResponse.items:type_name -> vigil.votesource.v1.StatusItem
-	9,  // 11: vigil.votesource.v1.ConfigureRequest.ValuesEntry.value:type_name -> vigil.votesource.v1.ConfigValue
-	3,  // 12: vigil.votesource.v1.VoteSource.Info:input_type -> vigil.votesource.v1.InfoRequest
-	5,  // 13: vigil.votesource.v1.VoteSource.ConfigSchema:input_type -> vigil.votesource.v1.ConfigSchemaRequest
-	10, // 14: vigil.votesource.v1.VoteSource.Configure:input_type -> vigil.votesource.v1.ConfigureRequest
-	14, // 15: vigil.votesource.v1.VoteSource.Vote:input_type -> vigil.votesource.v1.VoteRequest
-	17, // 16: vigil.votesource.v1.VoteSource.Status:input_type -> vigil.votesource.v1.StatusRequest
-	4,  // 17: vigil.votesource.v1.VoteSource.Info:output_type -> vigil.votesource.v1.InfoResponse
-	7,  // 18: vigil.votesource.v1.VoteSource.ConfigSchema:output_type -> vigil.votesource.v1.ConfigSchemaResponse
-	12, // 19: vigil.votesource.v1.VoteSource.Configure:output_type -> vigil.votesource.v1.ConfigureResponse
-	16, // 20: vigil.votesource.v1.VoteSource.Vote:output_type -> vigil.votesource.v1.VoteResponse
-	19, // 21: vigil.votesource.v1.VoteSource.Status:output_type -> vigil.votesource.v1.StatusResponse
-	17, // [17:22] is the sub-list for method output_type
-	12, // [12:17] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	14, // 5: vigil.votesource.v1.Target.tls:type_name -> vigil.votesource.v1.TLSSettings
+	22, // 6: vigil.votesource.v1.Target.headers:type_name -> vigil.votesource.v1.Target.HeadersEntry
+	13, // 7: vigil.votesource.v1.VoteRequest.targets:type_name -> vigil.votesource.v1.Target
+	23, // 8: vigil.votesource.v1.VoteRequest.cas:type_name -> vigil.votesource.v1.VoteRequest.CasEntry
+	1,  // 9: vigil.votesource.v1.Vote.value:type_name -> vigil.votesource.v1.Value
+	2,  // 10: vigil.votesource.v1.Vote.reason:type_name -> vigil.votesource.v1.Reason
+	16, // 11: vigil.votesource.v1.VoteResponse.votes:type_name -> vigil.votesource.v1.Vote
+	24, // 12: vigil.votesource.v1.StatusItem.labels:type_name -> vigil.votesource.v1.StatusItem.LabelsEntry
+	19, // 13: vigil.votesource.v1.StatusResponse.items:type_name -> vigil.votesource.v1.StatusItem
+	9,  // 14: vigil.votesource.v1.ConfigureRequest.ValuesEntry.value:type_name -> vigil.votesource.v1.ConfigValue
+	3,  // 15: vigil.votesource.v1.VoteSource.Info:input_type -> vigil.votesource.v1.InfoRequest
+	5,  // 16: vigil.votesource.v1.VoteSource.ConfigSchema:input_type -> vigil.votesource.v1.ConfigSchemaRequest
+	10, // 17: vigil.votesource.v1.VoteSource.Configure:input_type -> vigil.votesource.v1.ConfigureRequest
+	15, // 18: vigil.votesource.v1.VoteSource.Vote:input_type -> vigil.votesource.v1.VoteRequest
+	18, // 19: vigil.votesource.v1.VoteSource.Status:input_type -> vigil.votesource.v1.StatusRequest
+	4,  // 20: vigil.votesource.v1.VoteSource.Info:output_type -> vigil.votesource.v1.InfoResponse
+	7,  // 21: vigil.votesource.v1.VoteSource.ConfigSchema:output_type -> vigil.votesource.v1.ConfigSchemaResponse
+	12, // 22: vigil.votesource.v1.VoteSource.Configure:output_type -> vigil.votesource.v1.ConfigureResponse
+	17, // 23: vigil.votesource.v1.VoteSource.Vote:output_type -> vigil.votesource.v1.VoteResponse
+	20, // 24: vigil.votesource.v1.VoteSource.Status:output_type -> vigil.votesource.v1.StatusResponse
+	20, // [20:25] is the sub-list for method output_type
+	15, // [15:20] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_votesource_v1_votesource_proto_init() }
@@ -1440,7 +1591,7 @@ func file_votesource_v1_votesource_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_votesource_v1_votesource_proto_rawDesc), len(file_votesource_v1_votesource_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   19,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
