@@ -115,28 +115,28 @@ type Engine struct {
 
 	roundMu sync.Mutex
 
-	mu         sync.Mutex
-	gen        uint64 // bumped by every install: a round of an older generation is discarded
-	cfg        *config.Config
-	fleet      *fleet.Fleet
-	info       []siteInfo // by fleet index
-	last       []lastRef  // by fleet index: the last round record of each site
-	sources    []VoteSource
-	sourceKeys []string
-	meta       store.Meta
-	pending    []store.Event // journaled, not yet committed
-	dirty      indexSet      // sites whose record must be written
-	changed    indexSet      // sites whose view and publication entry must be rebuilt
-	allChanged bool          // every site's must (after an install)
-	marks      indexSet      // sites whose probe mark must be written
-	deleted    []string      // sites to delete from the store
-	lastChanged bool         // e.last moved since the views were built
-	retryNow   bool
+	mu            sync.Mutex
+	gen           uint64 // bumped by every install: a round of an older generation is discarded
+	cfg           *config.Config
+	fleet         *fleet.Fleet
+	info          []siteInfo // by fleet index
+	last          []lastRef  // by fleet index: the last round record of each site
+	sources       []VoteSource
+	sourceKeys    []string
+	meta          store.Meta
+	pending       []store.Event // journaled, not yet committed
+	dirty         indexSet      // sites whose record must be written
+	changed       indexSet      // sites whose view and publication entry must be rebuilt
+	allChanged    bool          // every site's must (after an install)
+	marks         indexSet      // sites whose probe mark must be written
+	deleted       []string      // sites to delete from the store
+	lastChanged   bool          // e.last moved since the views were built
+	retryNow      bool
 	lastCommitErr error
-	pub        pubState
-	posBuf     []int32
-	intern     interner
-	eventLog   eventLogger
+	pub           pubState
+	posBuf        []int32
+	intern        interner
+	eventLog      eventLogger
 	verdictCounts map[verdictKey]int
 
 	statsMu     sync.Mutex

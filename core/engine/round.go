@@ -32,7 +32,7 @@ type roundSite struct {
 }
 
 type roundTarget struct {
-	out               vote.Outcome
+	out                vote.Outcome
 	votesFrom, votesTo uint32
 }
 

@@ -104,8 +104,8 @@ type originSnap struct {
 func snapOf(s *fleet.Site, x *siteInfo) *siteSnap {
 	v := &siteSnap{
 		level: s.State.Level, hold: s.State.ManualHold,
-		levels:  append([]decide.Health(nil), s.Levels...),
-		origins: make([]originSnap, len(s.Spec.Origins)),
+		levels:   append([]decide.Health(nil), s.Levels...),
+		origins:  make([]originSnap, len(s.Spec.Origins)),
 		probedAt: x.probedAt, probedSq: s.LastProbed,
 	}
 	for i := range v.origins {
