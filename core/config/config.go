@@ -139,8 +139,12 @@ type Source struct {
 	Plugin   string
 	MinVotes int
 	Tally    vote.Tally
-	// Timeout is the deadline for this source in one round.
-	Timeout time.Duration
+	// Timeout is the deadline for this source in one round: as set
+	// (TimeoutSet), or its share of round_interval (see ChainBudget).
+	Timeout    time.Duration
+	TimeoutSet bool
+	// TimeoutRange is where the timeout attribute is, for diagnostics.
+	TimeoutRange hcl.Range
 	// Checksum is "sha256:<hex>" or empty.
 	Checksum string
 	// Env names the host environment variables passed to the plugin.
@@ -162,17 +166,25 @@ type Site struct {
 	// Sources names the chain subset the site uses, in chain order
 	// (declaration order of the sources, whatever order the site lists
 	// them in). All sources when the site does not say.
-	Sources     []string
-	HealthCheck HealthCheck
+	Sources []string
+	// HealthCheck is the site's `health_check` block, defaults filled in.
+	// Sites with the same settings share one value: treat it as read-only.
+	HealthCheck *HealthCheck
 	Origins     []*Origin
 	DeclRange   hcl.Range
 }
 
 // HealthCheck is a site's `health_check` block.
 type HealthCheck struct {
-	Enabled            bool
-	Path               string
-	Timeout            time.Duration
+	Enabled bool
+	Path    string
+	// Timeout is the probe timeout: as set, or DefaultProbeTimeout. When
+	// it is not set (TimeoutSet false), each source probes with the
+	// shorter of it and what fits the source's deadline (ProbeTimeout).
+	Timeout    time.Duration
+	TimeoutSet bool
+	// TimeoutRange is where the timeout attribute is, for diagnostics.
+	TimeoutRange       hcl.Range
 	UnhealthyThreshold int
 	HealthyThreshold   int
 	UserAgent          string
@@ -180,6 +192,36 @@ type HealthCheck struct {
 	ExpectedStatus []int
 	ExpectedBody   string
 	MaxLatency     time.Duration
+
+	// CAFile is the ca_file attribute as written; CA holds its PEM
+	// certificates (read and checked at load), trusted for this site's
+	// origins instead of the system's roots. CAName names the bundle in
+	// ballots: a digest of CA.
+	CAFile string
+	CA     []byte
+	CAName string
+	// TLSServerName is the name to verify the origin's certificate against
+	// (and to send as SNI) when it is not the site's hostname.
+	TLSServerName string
+	// InsecureSkipTLSVerify turns certificate verification off.
+	InsecureSkipTLSVerify bool
+	// Headers are extra request headers of every probe.
+	Headers map[string]string
+	// FollowRedirects follows redirects that stay on the origin's host.
+	FollowRedirects bool
+	// MaxBody is the most bytes of a response body a probe reads; 0 means
+	// the probe's default (1 MiB).
+	MaxBody int64
+}
+
+// ProbeTimeout is the probe timeout of this site's targets in a source
+// whose deadline is deadline: the timeout as set, or else the default
+// shortened to what fits the deadline.
+func (hc *HealthCheck) ProbeTimeout(deadline time.Duration) time.Duration {
+	if hc.TimeoutSet {
+		return hc.Timeout
+	}
+	return min(hc.Timeout, MaxProbeTimeout(deadline))
 }
 
 // Origin is one `origin "NAME"` block.

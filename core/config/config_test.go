@@ -144,7 +144,7 @@ site "www" {
 		{"api listen", c.API.Listen, "127.0.0.1:8470"},
 		{"min_votes", cfg.Sources[0].MinVotes, 1},
 		{"tally", cfg.Sources[0].Tally, vote.TallyOwn},
-		{"source timeout", cfg.Sources[0].Timeout, 10 * time.Second},
+		{"source timeout (its share of the round)", cfg.Sources[0].Timeout, 28 * time.Second},
 		{"failback", cfg.Sites[0].Failback, decide.FailbackAuto},
 		{"sources", strings.Join(cfg.Sites[0].Sources, ","), "direct"},
 		{"enabled", cfg.Sites[0].HealthCheck.Enabled, true},

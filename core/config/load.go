@@ -70,14 +70,6 @@ var siteSchema = &hcl.BodySchema{
 	},
 }
 
-var healthCheckSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{
-		{Name: "enabled"}, {Name: "path"}, {Name: "timeout"}, {Name: "unhealthy_threshold"},
-		{Name: "healthy_threshold"}, {Name: "user_agent"}, {Name: "expected_status"},
-		{Name: "expected_body"}, {Name: "max_latency"},
-	},
-}
-
 var originSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "address", Required: true}, {Name: "level"}, {Name: "enabled"},
@@ -180,6 +172,12 @@ type loader struct {
 	siteAt     map[string]hcl.Range
 	notifyAt   map[string]hcl.Range
 	siteBlocks []siteBlock
+	// defaultHC is shared by the sites without a health_check block.
+	defaultHC *HealthCheck
+	// caFiles caches the CA bundles read, by path.
+	caFiles map[string]caFile
+	// capped counts the diagnostics of a kind beyond cappedLimit.
+	capped map[string]*cappedDiags
 }
 
 type siteBlock struct {
@@ -277,7 +275,7 @@ func (l *loader) source(b *hcl.Block) {
 	l.sourceAt[name] = b.DefRange
 	content, diags := b.Body.Content(sourceSchema)
 	l.diags = append(l.diags, diags...)
-	s := &Source{Name: name, MinVotes: 1, Tally: vote.TallyOwn, Timeout: DefaultSourceTimeout, DeclRange: b.DefRange}
+	s := &Source{Name: name, MinVotes: 1, Tally: vote.TallyOwn, DeclRange: b.DefRange}
 	l.nonEmpty(content.Attributes, "plugin", &s.Plugin)
 	l.integer(content.Attributes, "min_votes", 1, &s.MinVotes)
 	if attr := content.Attributes["tally"]; attr != nil {
@@ -291,7 +289,10 @@ func (l *loader) source(b *hcl.Block) {
 			}
 		}
 	}
-	l.duration(content.Attributes, "timeout", &s.Timeout)
+	if attr := content.Attributes["timeout"]; attr != nil {
+		s.TimeoutSet, s.TimeoutRange = true, attr.Expr.Range()
+		l.duration(content.Attributes, "timeout", &s.Timeout)
+	}
 	if attr := content.Attributes["checksum"]; attr != nil {
 		var c string
 		if l.decode(attr, &c) {
@@ -337,11 +338,7 @@ func (l *loader) site(b *hcl.Block) {
 	l.siteAt[name] = b.DefRange
 	content, diags := b.Body.Content(siteSchema)
 	l.diags = append(l.diags, diags...)
-	s := &Site{Name: name, DeclRange: b.DefRange, HealthCheck: HealthCheck{
-		Enabled: true, Path: DefaultHealthPath, Timeout: DefaultProbeTimeout,
-		UnhealthyThreshold: DefaultUnhealthyThreshold, HealthyThreshold: DefaultHealthyThreshold,
-		UserAgent: DefaultUserAgent,
-	}}
+	s := &Site{Name: name, DeclRange: b.DefRange, HealthCheck: l.defaultHealthCheck()}
 	if attr := content.Attributes["hostname"]; attr != nil {
 		var h string
 		if l.decode(attr, &h) {
@@ -376,7 +373,7 @@ func (l *loader) site(b *hcl.Block) {
 				continue
 			}
 			hcSeen = blk.DefRange.Ptr()
-			l.healthCheck(blk, &s.HealthCheck)
+			s.HealthCheck = l.healthCheck(blk)
 		case "origin":
 			oname := blk.Labels[0]
 			if prev, ok := originAt[oname]; ok {
@@ -409,44 +406,6 @@ func checkHostname(h string) error {
 		}
 	}
 	return nil
-}
-
-func (l *loader) healthCheck(b *hcl.Block, hc *HealthCheck) {
-	content, diags := b.Body.Content(healthCheckSchema)
-	l.diags = append(l.diags, diags...)
-	a := content.Attributes
-	l.boolean(a, "enabled", &hc.Enabled)
-	if attr := a["path"]; attr != nil {
-		var p string
-		if l.decode(attr, &p) {
-			if !strings.HasPrefix(p, "/") {
-				l.add(attr.Expr.Range(), "Invalid health check path",
-					fmt.Sprintf("path must start with \"/\", such as \"/cdn-health\"; got %q.", p))
-			} else {
-				hc.Path = p
-			}
-		}
-	}
-	l.duration(a, "timeout", &hc.Timeout)
-	l.integer(a, "unhealthy_threshold", 1, &hc.UnhealthyThreshold)
-	l.integer(a, "healthy_threshold", 1, &hc.HealthyThreshold)
-	l.nonEmpty(a, "user_agent", &hc.UserAgent)
-	if attr := a["expected_status"]; attr != nil {
-		var codes []int
-		if l.decode(attr, &codes) {
-			for _, c := range codes {
-				if c < 100 || c > 599 {
-					l.add(attr.Expr.Range(), "Invalid expected_status",
-						fmt.Sprintf("%d is not an HTTP status code; use codes from 100 to 599, such as [200, 204].", c))
-					codes = nil
-					break
-				}
-			}
-			hc.ExpectedStatus = codes
-		}
-	}
-	l.str(a, "expected_body", &hc.ExpectedBody)
-	l.duration(a, "max_latency", &hc.MaxLatency)
 }
 
 func (l *loader) origin(b *hcl.Block) *Origin {
@@ -490,6 +449,9 @@ func checkAddress(addr string) (*url.URL, error) {
 // finish checks the rules that need the whole configuration.
 func (l *loader) finish() {
 	defer l.dnsWarnings()
+	defer l.flushCapped()
+	l.budget()
+	l.shareHealthChecks()
 	declared := make([]string, len(l.cfg.Sources))
 	for i, s := range l.cfg.Sources {
 		declared[i] = s.Name
@@ -527,6 +489,7 @@ func (l *loader) finish() {
 			l.add(s.DeclRange, "No vote sources",
 				fmt.Sprintf("Site %q has health checks enabled but no source block is declared, so nothing can vote. Declare a source, such as source \"direct\" { plugin = \"vigil-source-direct\" }.", s.Name))
 		}
+		l.probeFits(s)
 	}
 }
 

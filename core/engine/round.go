@@ -71,7 +71,7 @@ func newAsker(f *fleet.Fleet, sources []VoteSource, log hclog.Logger, round uint
 
 func (a *chainAsker) Ask(ctx context.Context, source int, targets []vote.Target, counts []vote.Counts) {
 	src := a.sources[source]
-	name := a.fleet.Chain[source].Name
+	name, deadline := a.fleet.Chain[source].Name, a.fleet.Chain[source].Deadline
 	ballot := sdk.Ballot{Round: a.round, Targets: make([]sdk.Target, len(targets))}
 	// Votes come back by site and origin name. The walker hands one site's
 	// origins in a row, so a site's first position and a short scan find
@@ -79,15 +79,15 @@ func (a *chainAsker) Ask(ctx context.Context, source int, targets []vote.Target,
 	first := make(map[string]int, len(targets)/2+1)
 	for i, t := range targets {
 		s := a.fleet.Sites[t.Site]
-		o := s.Config.Origins[t.Origin]
-		hc := s.Config.HealthCheck
-		ballot.Targets[i] = sdk.Target{
-			Site: s.Spec.Name, Origin: o.Name, Address: o.Address, Host: s.Config.Hostname,
-			Path: hc.Path, Timeout: hc.Timeout, UserAgent: hc.UserAgent,
-			Expect: sdk.Expectations{Statuses: hc.ExpectedStatus, BodyContains: hc.ExpectedBody, MaxLatency: hc.MaxLatency},
-		}
 		if _, ok := first[s.Spec.Name]; !ok {
 			first[s.Spec.Name] = i
+		}
+		ballot.Targets[i] = target(s, int(t.Origin), deadline)
+		if hc := s.Config.HealthCheck; hc.CAName != "" {
+			if ballot.CAs == nil {
+				ballot.CAs = map[string][]byte{}
+			}
+			ballot.CAs[hc.CAName] = hc.CA
 		}
 	}
 	votes, err := src.Vote(ctx, ballot)
@@ -127,6 +127,22 @@ func (a *chainAsker) Ask(ctx context.Context, source int, targets []vote.Target,
 			voter: a.intern.get(v.Voter), detail: a.intern.get(v.Detail), latency: micros(v.Latency),
 			source: uint8(source), value: uint8(v.Value), reason: uint8(v.Reason),
 		}})
+	}
+}
+
+// target is what a source is told of one origin of s: everything its
+// probe needs, the probe timeout fitted to the source's deadline.
+func target(s *fleet.Site, origin int, deadline time.Duration) sdk.Target {
+	o := s.Config.Origins[origin]
+	hc := s.Config.HealthCheck
+	return sdk.Target{
+		Site: s.Spec.Name, Origin: o.Name, Address: o.Address, Host: s.Config.Hostname,
+		Path: hc.Path, Timeout: hc.ProbeTimeout(deadline), UserAgent: hc.UserAgent,
+		Expect:          sdk.Expectations{Statuses: hc.ExpectedStatus, BodyContains: hc.ExpectedBody, MaxLatency: hc.MaxLatency},
+		TLS:             sdk.TLSSettings{ServerName: hc.TLSServerName, CA: hc.CAName, InsecureSkipVerify: hc.InsecureSkipTLSVerify},
+		Headers:         hc.Headers,
+		FollowRedirects: hc.FollowRedirects,
+		MaxBody:         hc.MaxBody,
 	}
 }
 

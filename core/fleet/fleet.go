@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/core/decide"
@@ -15,6 +16,8 @@ import (
 type ChainSource struct {
 	Name string
 	Rule vote.Rule
+	// Deadline is the source's deadline in a round.
+	Deadline time.Duration
 }
 
 // Site is one site with its static spec and its decision state.
@@ -92,7 +95,7 @@ func New(cfg *config.Config) *Fleet {
 	f := &Fleet{SitesPerRound: cfg.Control.SitesPerRound, byName: map[string]int{}}
 	chainIdx := map[string]int{}
 	for i, s := range cfg.Sources {
-		f.Chain = append(f.Chain, ChainSource{Name: s.Name, Rule: s.Rule()})
+		f.Chain = append(f.Chain, ChainSource{Name: s.Name, Rule: s.Rule(), Deadline: s.Timeout})
 		f.walker.Rules = append(f.walker.Rules, s.Rule())
 		chainIdx[s.Name] = i
 	}
