@@ -2,8 +2,10 @@ package direct
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,14 +17,23 @@ import (
 )
 
 // Version is the plugin's version, reported by Info.
-const Version = "0.1.0"
-
-// DefaultConcurrency is the number of probes in flight when the
-// configuration does not say.
-const DefaultConcurrency = 64
+const Version = "0.2.0"
 
 // MaxConcurrency bounds the concurrency attribute.
-const MaxConcurrency = 10000
+const MaxConcurrency = 100000
+
+// DefaultMaxConcurrency is the most probes in flight when the configuration
+// does not say (the file-descriptor limit may lower it).
+const DefaultMaxConcurrency = 4096
+
+// DefaultSpread is the part of the round's time over which the probes'
+// starts are spread, when the configuration does not say: a fleet of
+// sources must not hit the origins in one burst.
+const DefaultSpread = 0.1
+
+// fdReserve is how many file descriptors the plugin keeps for itself
+// (its gRPC link, logs, DNS) beside the probes' connections.
+const fdReserve = 64
 
 // DefaultVoter is the voter id of the votes unless configured.
 const DefaultVoter = "direct"
@@ -30,8 +41,13 @@ const DefaultVoter = "direct"
 // Source is the direct vote source. The zero value is not ready: use New.
 type Source struct {
 	log         hclog.Logger
-	concurrency int
+	concurrency int // the most probes in flight; 0: derived
+	spread      float64
 	voter       string
+	fdLimit     func() int
+	now         func() time.Time
+
+	rounds atomic.Uint64
 }
 
 // New returns a Source with the default settings.
@@ -39,7 +55,7 @@ func New(log hclog.Logger) *Source {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	return &Source{log: log, concurrency: DefaultConcurrency, voter: DefaultVoter}
+	return &Source{log: log, spread: DefaultSpread, voter: DefaultVoter, fdLimit: openFileLimit, now: time.Now}
 }
 
 // Info implements sdk.BasePlugin.
@@ -50,7 +66,10 @@ func (s *Source) Info(context.Context) (sdk.Info, error) {
 // ConfigSchema implements sdk.BasePlugin.
 func (s *Source) ConfigSchema(context.Context) (sdk.Schema, error) {
 	return sdk.Schema{Attributes: []sdk.Attribute{
-		{Name: "concurrency", Type: sdk.TypeNumber, Description: fmt.Sprintf("Probes in flight at once (default %d).", DefaultConcurrency)},
+		{Name: "concurrency", Type: sdk.TypeNumber, Description: fmt.Sprintf(
+			"The most probes in flight at once (default: as many as the round needs, up to %d and the open-file limit).", DefaultMaxConcurrency)},
+		{Name: "spread", Type: sdk.TypeNumber, Description: fmt.Sprintf(
+			"The part of the source's time in a round over which probe starts are spread, from 0 (all at once) to 0.5 (default %.1f).", DefaultSpread)},
 		{Name: "voter", Type: sdk.TypeString, Description: fmt.Sprintf("Voter id of the votes (default %q).", DefaultVoter)},
 	}}, nil
 }
@@ -58,13 +77,26 @@ func (s *Source) ConfigSchema(context.Context) (sdk.Schema, error) {
 // Configure implements sdk.BasePlugin.
 func (s *Source) Configure(_ context.Context, cfg sdk.Config) error {
 	var diags sdk.Diagnostics
-	concurrency, voter := DefaultConcurrency, DefaultVoter
+	concurrency, spread, voter := 0, DefaultSpread, DefaultVoter
 	if n, ok := cfg.Number("concurrency"); ok {
 		if n != math.Trunc(n) || n < 1 || n > MaxConcurrency {
 			diags = append(diags, sdk.AttributeError("concurrency", "Invalid concurrency",
-				fmt.Sprintf("concurrency = %v: use a whole number from 1 to %d (probes in flight at once).", n, MaxConcurrency)))
+				fmt.Sprintf("concurrency = %v: use a whole number from 1 to %d (the most probes in flight at once), or leave it out to size it by the round.", n, MaxConcurrency)))
 		} else {
 			concurrency = int(n)
+			if limit := s.fdLimit() - fdReserve; limit > 0 && concurrency > limit {
+				s.log.Warn("concurrency is above what the open-file limit allows; probes beyond it would fail to connect, so it is lowered",
+					"concurrency", concurrency, "open_file_limit", limit+fdReserve, "used", limit)
+				concurrency = limit
+			}
+		}
+	}
+	if f, ok := cfg.Number("spread"); ok {
+		if f < 0 || f > 0.5 || math.IsNaN(f) {
+			diags = append(diags, sdk.AttributeError("spread", "Invalid spread",
+				fmt.Sprintf("spread = %v: use a fraction from 0 (every probe at once) to 0.5 (starts spread over half of the source's time); 0.1 to 0.2 keeps a fleet from hitting origins in one burst.", f)))
+		} else {
+			spread = f
 		}
 	}
 	if v, ok := cfg.String("voter"); ok {
@@ -78,65 +110,169 @@ func (s *Source) Configure(_ context.Context, cfg sdk.Config) error {
 	if len(diags) > 0 {
 		return diags
 	}
-	s.concurrency, s.voter = concurrency, voter
+	s.concurrency, s.spread, s.voter = concurrency, spread, voter
 	return nil
 }
 
-// Vote implements sdk.VoteSource: it probes every target, at most
-// s.concurrency at a time, and casts one vote per probe that ran.
+// maxInFlight is the most probes that may be in flight: the configured
+// concurrency, or the default bound, within the open-file limit.
+func (s *Source) maxInFlight() int {
+	limit := DefaultMaxConcurrency
+	if s.concurrency > 0 {
+		limit = s.concurrency
+	}
+	if fd := s.fdLimit() - fdReserve; fd > 0 && limit > fd {
+		limit = fd
+	}
+	return max(1, limit)
+}
+
+// plan is how one round's ballot is probed.
+type plan struct {
+	order   []int         // the targets in the order they start (shuffled each round)
+	spread  time.Duration // starts are spread evenly over this
+	workers int
+	soft    time.Time // every probe ends by then
+}
+
+// planRound works out the order, the spread and the number of workers for
+// a ballot. Every target may have its own probe in flight (a black-holed
+// origin costs a socket and a goroutine while it waits, nothing more), up
+// to maxInFlight; needed is how many it takes for every target to end in
+// time even when each origin uses its whole timeout.
+func (s *Source) planRound(ballot sdk.Ballot, start, soft time.Time) (p plan, needed int) {
+	n := len(ballot.Targets)
+	p = plan{order: rand.Perm(n), soft: soft}
+	window := soft.Sub(start)
+	longest := time.Duration(0)
+	for i := range ballot.Targets {
+		longest = max(longest, probeTimeout(&ballot.Targets[i]))
+	}
+	// The spread leaves the longest probe room to end in time.
+	p.spread = max(0, min(time.Duration(float64(window)*s.spread), window-longest))
+	perWorker := 1 // probes that all time out, one after the other
+	if longest > 0 && window > longest {
+		perWorker = int(window / longest)
+	}
+	needed = (n + perWorker - 1) / perWorker
+	p.workers = max(1, min(n, s.maxInFlight()))
+	return p, needed
+}
+
+func probeTimeout(t *sdk.Target) time.Duration {
+	if t.Timeout > 0 {
+		return t.Timeout
+	}
+	return probe.DefaultTimeout
+}
+
+// Vote implements sdk.VoteSource. It probes every target once, the starts
+// spread over the first part of the time it has and in an order shuffled
+// each round, with as many probes in flight as the round needs. A target
+// that can no longer start and end before the deadline is not probed: its
+// vote is an Abstain with ReasonOutOfTime, and since the order changes
+// every round, it is never the same targets that are cut.
 func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error) {
+	if len(ballot.Targets) == 0 {
+		return nil, nil
+	}
 	ctx, cancel := softDeadline(ctx)
 	defer cancel()
+	start := s.now()
+	soft, hasDeadline := ctx.Deadline()
+	if !hasDeadline {
+		soft = start.Add(24 * time.Hour) // no deadline: no one is cut
+	}
+	roots, err := probe.Roots(ballot.CAs)
+	if err != nil {
+		s.log.Warn("a CA bundle of the ballot is unusable; its targets are checked against the system's roots", "error", err)
+	}
+	p, needed := s.planRound(ballot, start, soft)
+	if !hasDeadline {
+		p.spread = 0 // nothing to spread over
+	}
 	results := make([]sdk.Vote, len(ballot.Targets))
-	voted := make([]bool, len(ballot.Targets))
 	var next atomic.Int64
-	var invalid, unrun atomic.Int64
-	workers := min(s.concurrency, len(ballot.Targets))
+	var invalid, cut atomic.Int64
 	var wg sync.WaitGroup
-	for range workers {
+	for range p.workers {
 		wg.Go(func() {
 			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(ballot.Targets) || ctx.Err() != nil {
+				k := int(next.Add(1) - 1)
+				if k >= len(p.order) {
 					return
 				}
+				i := p.order[k]
 				t := &ballot.Targets[i]
-				res, err := probe.Do(ctx, probe.Request{
-					Address:          t.Address,
-					Host:             t.Host,
-					Path:             t.Path,
-					Timeout:          t.Timeout,
-					UserAgent:        t.UserAgent,
-					ExpectedStatuses: t.Expect.Statuses,
-					ExpectedBody:     t.Expect.BodyContains,
-					MaxLatency:       t.Expect.MaxLatency,
-				})
+				if wait := start.Add(p.spread * time.Duration(k) / time.Duration(len(p.order))).Sub(s.now()); wait > 0 {
+					if !sleep(ctx, wait) {
+						results[i] = s.outOfTime(t, "the round's time ran out before its turn")
+						cut.Add(1)
+						continue
+					}
+				}
+				// A probe that the round's end interrupts is no verdict (a
+				// timeout shortened by the deadline would be a false down):
+				// probe.Do then returns an error, and the vote is an Abstain.
+				res, err := probe.Do(ctx, request(t, roots))
 				if err != nil {
 					if ctx.Err() != nil {
-						unrun.Add(1)
+						results[i] = s.outOfTime(t, "the round's deadline came first")
+						cut.Add(1)
 					} else {
 						invalid.Add(1)
+						results[i] = sdk.Vote{Site: t.Site, Origin: t.Origin, Voter: s.voter, Value: sdk.Abstain, Reason: sdk.ReasonUnsupported, Detail: clip(err.Error())}
 						s.log.Warn("target not probed", "site", t.Site, "origin", t.Origin, "error", err)
 					}
 					continue
 				}
 				results[i] = s.vote(t, res)
-				voted[i] = true
 			}
 		})
 	}
 	wg.Wait()
-	votes := make([]sdk.Vote, 0, len(results))
-	for i, ok := range voted {
-		if ok {
-			votes = append(votes, results[i])
+	round := s.rounds.Add(1)
+	if n := cut.Load(); n > 0 || invalid.Load() > 0 {
+		s.log.Warn("abstained on some targets", "round", ballot.Round, "targets", len(ballot.Targets),
+			"out_of_time", n, "invalid", invalid.Load(), "in_flight_max", p.workers, "in_flight_needed", needed,
+			"spread", p.spread.Round(time.Millisecond))
+	} else if round == 1 || round%100 == 0 {
+		s.log.Debug("round", "round", ballot.Round, "targets", len(ballot.Targets), "in_flight_max", p.workers,
+			"spread", p.spread.Round(time.Millisecond), "took", s.now().Sub(start).Round(time.Millisecond))
+	}
+	return results, nil
+}
+
+// request is the probe of a target.
+func request(t *sdk.Target, roots map[string]*x509.CertPool) probe.Request {
+	r := probe.Request{
+		Address:            t.Address,
+		Host:               t.Host,
+		Path:               t.Path,
+		Timeout:            t.Timeout,
+		UserAgent:          t.UserAgent,
+		ExpectedStatuses:   t.Expect.Statuses,
+		ExpectedBody:       t.Expect.BodyContains,
+		MaxLatency:         t.Expect.MaxLatency,
+		ServerName:         t.TLS.ServerName,
+		InsecureSkipVerify: t.TLS.InsecureSkipVerify,
+		FollowRedirects:    t.FollowRedirects,
+		MaxBody:            t.MaxBody,
+	}
+	if t.TLS.CA != "" {
+		r.RootCAs = roots[t.TLS.CA]
+	}
+	if len(t.Headers) > 0 {
+		r.Header = make(map[string][]string, len(t.Headers))
+		for k, v := range t.Headers {
+			r.Header[k] = []string{v}
 		}
 	}
-	if n := len(ballot.Targets) - len(votes); n > 0 {
-		s.log.Warn("abstained on some targets", "round", ballot.Round, "targets", len(ballot.Targets),
-			"invalid", invalid.Load(), "out_of_time", int64(n)-invalid.Load())
-	}
-	return votes, nil
+	return r
+}
+
+func (s *Source) outOfTime(t *sdk.Target, why string) sdk.Vote {
+	return sdk.Vote{Site: t.Site, Origin: t.Origin, Voter: s.voter, Value: sdk.Abstain, Reason: sdk.ReasonOutOfTime, Detail: why}
 }
 
 func (s *Source) vote(t *sdk.Target, res probe.Result) sdk.Vote {
@@ -151,9 +287,28 @@ func (s *Source) vote(t *sdk.Target, res probe.Result) sdk.Vote {
 	return v
 }
 
+// sleep waits d, or less when ctx ends first (then it reports false).
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func clip(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "..."
+	}
+	return s
+}
+
 // softDeadline ends probing a little before the call's deadline (a tenth
-// of the time left, at most a second) so that the votes already cast get
-// back to vigil in time.
+// of the time left, at most a second) so that the votes cast get back to
+// vigil in time.
 func softDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
 	dl, ok := ctx.Deadline()
 	if !ok {

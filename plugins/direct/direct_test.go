@@ -61,6 +61,7 @@ func TestVotes(t *testing.T) {
 		"notfound": {sdk.Up, sdk.ReasonOK},
 		"broken":   {sdk.Down, sdk.ReasonHTTP5xx},
 		"refused":  {sdk.Down, sdk.ReasonConnectFailed},
+		"invalid":  {sdk.Abstain, sdk.ReasonUnsupported},
 	}
 	for _, tc := range []struct {
 		name string
@@ -80,7 +81,7 @@ func TestVotes(t *testing.T) {
 			}
 			sdktest.CheckVotes(t, ballot, votes)
 			if len(votes) != len(want) {
-				t.Errorf("%d votes, want %d (none for the invalid target): %+v", len(votes), len(want), votes)
+				t.Errorf("%d votes, want %d (an abstention for the invalid target): %+v", len(votes), len(want), votes)
 			}
 			for _, v := range votes {
 				w, ok := want[v.Origin]
@@ -161,8 +162,15 @@ func TestStopsBeforeDeadline(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Error("Vote returned after the call's deadline")
 	}
-	if len(votes) != 1 || votes[0].Origin != "fast" {
-		t.Errorf("votes = %+v, want only the fast origin's", votes)
+	got := map[string]sdk.Vote{}
+	for _, v := range votes {
+		got[v.Origin] = v
+	}
+	if f := got["fast"]; len(votes) != 2 || f.Value != sdk.Up {
+		t.Errorf("votes = %+v, want the fast origin up", votes)
+	}
+	if sl := got["slow"]; sl.Value != sdk.Abstain || sl.Reason != sdk.ReasonOutOfTime {
+		t.Errorf("slow origin's vote = %+v, want an abstention out of time (not a down: its timeout did not pass)", sl)
 	}
 }
 

@@ -1,0 +1,172 @@
+package direct_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vigilcdn/vigil/plugins/direct"
+	"github.com/vigilcdn/vigil/sdk"
+)
+
+// blackHole accepts connections and never answers (a data centre dropping
+// packets after the handshake); it keeps them open until the test ends.
+func blackHole(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// TestBlackHolesAllGetVerdicts: a ballot of black-holed origins gets a
+// verdict for every target in one round, in about one probe timeout.
+func TestBlackHolesAllGetVerdicts(t *testing.T) {
+	const targets = 300
+	addr := blackHole(t)
+	ballot := sdk.Ballot{}
+	for i := range targets {
+		tg := target(fmt.Sprint("o", i), addr)
+		tg.Timeout = 500 * time.Millisecond
+		ballot.Targets = append(ballot.Targets, tg)
+	}
+	src := direct.New(nil)
+	if err := src.Configure(context.Background(), sdk.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	votes, err := src.Vote(ctx, ballot)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(votes) != targets {
+		t.Fatalf("%d votes for %d targets", len(votes), targets)
+	}
+	for _, v := range votes {
+		if v.Value != sdk.Down || v.Reason != sdk.ReasonTimeout {
+			t.Fatalf("vote %+v, want down: timeout", v)
+		}
+	}
+	// The timeout, plus the spread (a tenth of the 2.7s the source has).
+	if took > 1500*time.Millisecond {
+		t.Errorf("%d black-holed targets took %v with a 500ms timeout", targets, took)
+	}
+}
+
+// TestCutTargetsRotate: when a round cannot probe everything, the targets
+// it leaves out differ from round to round, so every one gets probed.
+func TestCutTargetsRotate(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(100 * time.Millisecond) // every probe takes a while
+	}))
+	t.Cleanup(srv.Close)
+	src := direct.New(nil)
+	if err := src.Configure(context.Background(), sdk.Config{Values: map[string]any{"concurrency": 1.0, "spread": 0.0}}); err != nil {
+		t.Fatal(err)
+	}
+	ballot := sdk.Ballot{}
+	for i := range 10 {
+		tg := target(fmt.Sprint("o", i), srv.URL)
+		tg.Timeout = time.Second
+		ballot.Targets = append(ballot.Targets, tg)
+	}
+	probed := map[string]int{}
+	for round := range 12 {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		votes, err := src.Vote(ctx, ballot)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cut := 0
+		for _, v := range votes {
+			switch {
+			case v.Value == sdk.Up:
+				probed[v.Origin]++
+			case v.Value == sdk.Abstain && v.Reason == sdk.ReasonOutOfTime:
+				cut++
+			default:
+				t.Fatalf("round %d: vote %+v", round, v)
+			}
+		}
+		if cut == 0 {
+			t.Fatalf("round %d cut nothing; the test needs a round too short for its ballot", round)
+		}
+	}
+	if len(probed) != 10 {
+		t.Fatalf("after 12 rounds only %d of 10 targets were ever probed: %v", len(probed), probed)
+	}
+}
+
+// TestStartsAreSpread: the probes of a round do not all start at once.
+func TestStartsAreSpread(t *testing.T) {
+	var mu sync.Mutex
+	var arrivals []time.Time
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		arrivals = append(arrivals, time.Now())
+		mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	src := direct.New(nil)
+	if err := src.Configure(context.Background(), sdk.Config{Values: map[string]any{"spread": 0.5}}); err != nil {
+		t.Fatal(err)
+	}
+	ballot := sdk.Ballot{}
+	for i := range 40 {
+		tg := target(fmt.Sprint("o", i), srv.URL)
+		tg.Timeout = 200 * time.Millisecond
+		ballot.Targets = append(ballot.Targets, tg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := src.Vote(ctx, ballot); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	first, last := arrivals[0], arrivals[0]
+	for _, a := range arrivals {
+		if a.Before(first) {
+			first = a
+		}
+		if a.After(last) {
+			last = a
+		}
+	}
+	// Half of the 1.8s the source has, less the probe timeout: the starts
+	// span most of 0.9s.
+	if span := last.Sub(first); span < 600*time.Millisecond {
+		t.Errorf("40 probe starts spanned %v; want them spread over about 0.9s", span)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !unix
+
+package direct
+
+func openFileLimit() int { return 0 }
