@@ -24,6 +24,10 @@ const (
 	// heartbeats do not drop a node, and a dead one is noticed within a
 	// round of the default 30s round interval.
 	DefaultOnlineTimeout = 15 * time.Second
+	// DefaultForgetAfter is how long an offline node stays listed (as
+	// offline, with its last-seen time) before it is forgotten: a day, long
+	// enough to notice a node that died overnight.
+	DefaultForgetAfter = 24 * time.Hour
 	// MaxNodesPerRound bounds nodes_per_round.
 	MaxNodesPerRound = 100
 )
@@ -36,6 +40,7 @@ type settings struct {
 	mtls          bool
 	nodesPerRound int
 	onlineTimeout time.Duration
+	forgetAfter   time.Duration
 	siteLabels    map[string]labels.Set
 	statusListen  string
 }
@@ -49,15 +54,16 @@ func schema() sdk.Schema {
 		{Name: "client_ca_file", Type: sdk.TypeString, Description: "PEM CA bundle: nodes must present a certificate it signed, naming their id (mTLS)."},
 		{Name: "nodes_per_round", Type: sdk.TypeNumber, Description: fmt.Sprintf("Online nodes asked per origin in each round (default %d).", DefaultNodesPerRound)},
 		{Name: "online_timeout", Type: sdk.TypeDuration, Description: fmt.Sprintf("A node without a heartbeat for this long is offline (default %s).", DefaultOnlineTimeout)},
+		{Name: "forget_after", Type: sdk.TypeDuration, Description: fmt.Sprintf("An offline node stays listed, as offline with its last-seen time, for this long; then it is forgotten (default %s, must be longer than online_timeout; at most %d offline nodes are kept, the oldest forgotten first).", shortDuration(DefaultForgetAfter), MaxOfflineNodes)},
 		{Name: "site_labels", Type: sdk.TypeStringList, Description: "Per-site node selection, entries \"SITE: key=value,...\": only nodes with all those labels probe SITE."},
-		{Name: "status_listen", Type: sdk.TypeString, Description: "Optional host:port serving GET /v1/nodes, the nodes and whether they are online, as JSON."},
+		{Name: "status_listen", Type: sdk.TypeString, Description: "Optional host:port serving GET /v1/nodes as JSON: the online nodes, and the offline ones not forgotten yet."},
 	}}
 }
 
 // parseConfig checks cfg. getenv reads the plugin's environment.
 func parseConfig(cfg sdk.Config, getenv func(string) string) (settings, error) {
 	var diags sdk.Diagnostics
-	st := settings{nodesPerRound: DefaultNodesPerRound, onlineTimeout: DefaultOnlineTimeout, siteLabels: map[string]labels.Set{}}
+	st := settings{nodesPerRound: DefaultNodesPerRound, onlineTimeout: DefaultOnlineTimeout, forgetAfter: DefaultForgetAfter, siteLabels: map[string]labels.Set{}}
 
 	st.listen, _ = cfg.String("listen")
 	if _, _, err := net.SplitHostPort(st.listen); err != nil {
@@ -125,6 +131,19 @@ func parseConfig(cfg sdk.Config, getenv func(string) string) (settings, error) {
 		} else {
 			st.onlineTimeout = d
 		}
+	}
+	forgetAfter, setForget := cfg.Duration("forget_after")
+	if setForget {
+		st.forgetAfter = forgetAfter
+	}
+	if st.forgetAfter <= st.onlineTimeout {
+		fix := fmt.Sprintf("set forget_after longer than online_timeout, e.g. forget_after = %q (the default), or shorten online_timeout.", shortDuration(DefaultForgetAfter))
+		if DefaultForgetAfter <= st.onlineTimeout {
+			fix = fmt.Sprintf("set forget_after longer than online_timeout, e.g. forget_after = %q, or shorten online_timeout.", shortDuration(2*st.onlineTimeout))
+		}
+		diags = append(diags, sdk.AttributeError("forget_after", "forget_after not longer than online_timeout",
+			fmt.Sprintf("forget_after = %s, online_timeout = %s: a node is offline only after online_timeout, so it would be forgotten before it was ever listed as offline: %s",
+				shortDuration(st.forgetAfter), shortDuration(st.onlineTimeout), fix)))
 	}
 	if list, ok := cfg.Strings("site_labels"); ok {
 		for i, entry := range list {

@@ -9,6 +9,10 @@
 // online_timeout, and answers each batch of probe jobs the gateway pushes
 // with one batch of results. A node is online while it has been heard from
 // within online_timeout; a node whose stream breaks is offline at once.
+// An offline node gets no work but stays listed as offline, with its
+// last-seen time and why, until it has been offline for forget_after (at
+// most MaxOfflineNodes are kept, the oldest forgotten first). A node that
+// comes back with the same id is online again, as one entry.
 //
 // Configuration (the source's `config { }` block):
 //
@@ -20,6 +24,7 @@
 //	  client_ca_file  = "nodes-ca.pem"      # ... and mTLS: node certs must name the node id (CN or DNS SAN)
 //	  nodes_per_round = 3                   # nodes asked per origin and round
 //	  online_timeout  = "15s"               # no heartbeat for this long = offline
+//	  forget_after    = "24h"               # offline this long = forgotten (> online_timeout)
 //	  site_labels     = ["www: region=eu"]  # only nodes with all these labels probe site www
 //	  status_listen   = "127.0.0.1:8472"    # optional: GET /v1/nodes lists the nodes as JSON
 //	}
@@ -51,7 +56,10 @@
 // # Who is online
 //
 // Attach and detach are logged ("node online" / "node offline", with the
-// number online), as is every round in which a chosen node gave no answer.
-// Source.Nodes lists the attached nodes, and status_listen serves the same
-// list at GET /v1/nodes, for `vigil status`.
+// number online), as are forgotten nodes ("node forgotten after 24h
+// offline") and every round in which a chosen node gave no answer.
+// Source.Nodes lists the attached nodes and the offline ones not forgotten
+// yet; Status reports them to vigil (GET /v1/nodes, `vigil status`), and
+// status_listen serves the same list at its own GET /v1/nodes, online nodes
+// under "nodes", offline ones under "offline".
 package node

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"container/list"
 	"context"
 	"crypto/subtle"
 	"errors"
@@ -31,6 +32,19 @@ const ProtocolVersion = 1
 // MaxMessageSize bounds one gateway message (a batch or its results).
 const MaxMessageSize = 16 << 20
 
+// MaxOfflineNodes bounds the offline nodes the gateway remembers. Past it
+// the node that went offline first is forgotten first, so that a flapping
+// fleet, or one that churns through node ids, cannot grow the gateway's
+// memory without bound (an entry is a few hundred bytes).
+const MaxOfflineNodes = 10000
+
+// Why a node went offline, as its status says.
+const (
+	offlineStreamEnded = "stream ended"      // the node closed its stream, or the connection broke
+	offlineHeartbeat   = "heartbeat timeout" // no message for online_timeout
+	offlineReplaced    = "replaced"          // a new connection took its id after it missed heartbeats
+)
+
 // conn is one attached node.
 type conn struct {
 	id      string
@@ -44,6 +58,21 @@ type conn struct {
 }
 
 func (c *conn) lastSeen() time.Time { return time.Unix(0, c.seen.Load()) }
+
+// gone is a node that went offline, remembered until forget_after (or
+// until MaxOfflineNodes newer ones push it out) so that status shows it.
+type gone struct {
+	id      string
+	labels  map[string]string
+	version string
+	remote  string
+	since   time.Time // attached since, on its last connection
+	seen    time.Time // last heard from
+	at      time.Time // went offline
+	why     string    // offlineStreamEnded, offlineHeartbeat or offlineReplaced
+	detail  string    // what exactly happened, e.g. "node closed the connection"
+	elem    *list.Element
+}
 
 // pending is a batch sent to a node and not answered yet.
 type pending struct {
@@ -59,49 +88,81 @@ type answer struct {
 	results *pb.BatchResult
 }
 
-// registry tracks the attached nodes and the batches they owe.
+// registry tracks the attached nodes, the batches they owe, and the nodes
+// that went offline and are not forgotten yet.
 type registry struct {
-	log     hclog.Logger
-	timeout func() time.Duration
+	log         hclog.Logger
+	timeout     func() time.Duration
+	forgetAfter func() time.Duration
+	now         func() time.Time // time.Now; tests set a clock of their own before Configure
+	maxOffline  int              // MaxOfflineNodes; tests lower it
 
 	mu      sync.Mutex
 	nodes   map[string]*conn
+	offline map[string]*gone // by node id; never an id in nodes
+	order   *list.List       // the *gone of offline, oldest first
 	batches map[uint64]pending
-	changed chan struct{} // closed and replaced on every attach/detach
+	changed chan struct{} // closed and replaced on every attach, detach and forgetting
 	nextID  uint64
 }
 
-func newRegistry(log hclog.Logger, timeout func() time.Duration) *registry {
-	return &registry{log: log, timeout: timeout, nodes: map[string]*conn{}, batches: map[uint64]pending{}, changed: make(chan struct{})}
+func newRegistry(log hclog.Logger, timeout, forgetAfter func() time.Duration) *registry {
+	return &registry{log: log, timeout: timeout, forgetAfter: forgetAfter, now: time.Now, maxOffline: MaxOfflineNodes,
+		nodes: map[string]*conn{}, offline: map[string]*gone{}, order: list.New(), batches: map[uint64]pending{}, changed: make(chan struct{})}
 }
 
-// attach registers c, refusing an id whose holder is still online.
+// attach registers c, refusing an id whose holder is still online. An
+// offline node of that id (detached, or attached but silent for
+// online_timeout) gives way: the node is back, as one entry.
 func (r *registry) attach(c *conn) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if old, ok := r.nodes[c.id]; ok {
-		if time.Since(old.lastSeen()) < r.timeout() {
+		if r.now().Sub(old.lastSeen()) < r.timeout() {
 			return status.Errorf(codes.AlreadyExists,
 				"node id %q is already attached from %s: give each node its own -id (a node that lost its connection gets back in within online_timeout)", c.id, old.remote)
 		}
-		r.dropLocked(old, "replaced after missing heartbeats")
+		r.dropLocked(old, offlineReplaced, "by a new connection from "+c.remote+" after missing heartbeats")
+	}
+	var away time.Duration
+	if g, ok := r.offline[c.id]; ok {
+		away = r.now().Sub(g.at)
+		r.unrememberLocked(g)
 	}
 	r.nodes[c.id] = c
 	r.notifyLocked()
-	r.log.Info("node online", "node", c.id, "labels", labels.Set(c.labels).String(), "remote", c.remote, "agent_version", c.version, "online", len(r.nodes))
+	args := []any{"node", c.id, "labels", labels.Set(c.labels).String(), "remote", c.remote, "agent_version", c.version, "online", len(r.nodes)}
+	if away > 0 {
+		args = append(args, "offline_for", away.Round(time.Millisecond).String())
+	}
+	r.log.Info("node online", args...)
 	return nil
 }
 
-// detach removes c (if still registered) and fails its pending batches.
-func (r *registry) detach(c *conn, why string) {
+// detach removes c (if still registered), fails its pending batches and
+// remembers it as offline for why (offlineStreamEnded, offlineHeartbeat),
+// detail saying what happened.
+func (r *registry) detach(c *conn, why, detail string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.nodes[c.id] == c {
-		r.dropLocked(c, why)
+	if r.nodes[c.id] != c {
+		return
 	}
+	r.dropLocked(c, why, detail)
+	g := &gone{id: c.id, labels: c.labels, version: c.version, remote: c.remote, since: c.since, seen: c.lastSeen(),
+		at: r.now(), why: why, detail: detail}
+	g.elem = r.order.PushBack(g)
+	r.offline[c.id] = g
+	for r.order.Len() > r.maxOffline {
+		old := r.order.Front().Value.(*gone)
+		r.unrememberLocked(old)
+		r.log.Info("node forgotten: too many nodes offline", "node", old.id, "max_offline", r.maxOffline,
+			"last_seen", old.seen.UTC().Format(time.RFC3339))
+	}
+	r.pruneLocked()
 }
 
-func (r *registry) dropLocked(c *conn, why string) {
+func (r *registry) dropLocked(c *conn, why, detail string) {
 	delete(r.nodes, c.id)
 	for id, p := range r.batches {
 		if p.node == c {
@@ -110,7 +171,33 @@ func (r *registry) dropLocked(c *conn, why string) {
 		}
 	}
 	r.notifyLocked()
-	r.log.Info("node offline", "node", c.id, "reason", why, "online", len(r.nodes))
+	r.log.Info("node offline", "node", c.id, "reason", why, "detail", detail, "online", len(r.nodes))
+}
+
+func (r *registry) unrememberLocked(g *gone) {
+	r.order.Remove(g.elem)
+	delete(r.offline, g.id)
+}
+
+// pruneLocked forgets the nodes offline for forget_after, logging each
+// once.
+func (r *registry) pruneLocked() {
+	after := r.forgetAfter()
+	limit := r.now().Add(-after)
+	forgot := false
+	for e := r.order.Front(); e != nil; e = r.order.Front() {
+		g := e.Value.(*gone)
+		if g.at.After(limit) {
+			break
+		}
+		r.unrememberLocked(g)
+		forgot = true
+		r.log.Info("node forgotten after "+shortDuration(after)+" offline", "node", g.id,
+			"last_seen", g.seen.UTC().Format(time.RFC3339), "offline_since", g.at.UTC().Format(time.RFC3339))
+	}
+	if forgot {
+		r.notifyLocked()
+	}
 }
 
 func (r *registry) notifyLocked() {
@@ -119,10 +206,14 @@ func (r *registry) notifyLocked() {
 }
 
 // online returns the nodes heard from within the timeout, sorted by id.
+// Offline nodes are never among them: only attached ones are looked at.
+// It also forgets the nodes offline for forget_after, so that forgetting
+// happens at least once a round.
 func (r *registry) online() []*conn {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	limit := time.Now().Add(-r.timeout())
+	r.pruneLocked()
+	limit := r.now().Add(-r.timeout())
 	out := make([]*conn, 0, len(r.nodes))
 	for _, id := range slices.Sorted(maps.Keys(r.nodes)) {
 		if c := r.nodes[id]; c.lastSeen().After(limit) {
@@ -130,6 +221,43 @@ func (r *registry) online() []*conn {
 		}
 	}
 	return out
+}
+
+// list describes every node known, online or offline, sorted by id.
+func (r *registry) list() []NodeStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pruneLocked()
+	now, timeout := r.now(), r.timeout()
+	out := make([]NodeStatus, 0, len(r.nodes)+len(r.offline))
+	for _, c := range r.nodes {
+		seen := c.lastSeen()
+		n := NodeStatus{ID: c.id, Labels: c.labels, Online: seen.After(now.Add(-timeout)), State: "online", Remote: c.remote,
+			AgentVersion: c.version, Since: c.since, LastSeen: seen}
+		if !n.Online {
+			n.State, n.OfflineSince, n.OfflineReason = "offline", seen.Add(timeout), offlineHeartbeat
+			n.OfflineDetail = "no heartbeat within online_timeout " + timeout.String() + ", stream still open"
+		}
+		out = append(out, n)
+	}
+	for _, g := range r.offline {
+		out = append(out, NodeStatus{ID: g.id, Labels: g.labels, State: "offline", Remote: g.remote, AgentVersion: g.version,
+			Since: g.since, LastSeen: g.seen, OfflineSince: g.at, OfflineReason: g.why, OfflineDetail: g.detail})
+	}
+	sortNodes(out)
+	return out
+}
+
+// shortDuration writes d without trailing zero units: 24h, 1h30m, 10m.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }
 
 // expect registers a batch for c whose answer goes to answers.
@@ -221,14 +349,14 @@ func (g *gatewayServer) Attach(stream grpc.BidiStreamingServer[pb.NodeMessage, p
 	}
 	c := &conn{
 		id: hello.GetNodeId(), labels: hello.GetLabels(), version: hello.GetAgentVersion(), remote: remote,
-		since: time.Now(), out: make(chan *pb.GatewayMessage, 4), done: make(chan struct{}),
+		since: g.reg.now(), out: make(chan *pb.GatewayMessage, 4), done: make(chan struct{}),
 	}
-	c.seen.Store(time.Now().UnixNano())
+	c.seen.Store(c.since.UnixNano())
 	if err := g.reg.attach(c); err != nil {
 		return err
 	}
-	reason := "stream ended"
-	defer func() { close(c.done); g.reg.detach(c, reason) }()
+	why, reason := offlineStreamEnded, "stream ended"
+	defer func() { close(c.done); g.reg.detach(c, why, reason) }()
 
 	welcome := &pb.GatewayMessage{Msg: &pb.GatewayMessage_Welcome{Welcome: &pb.Welcome{HeartbeatIntervalMs: (st.onlineTimeout / 3).Milliseconds()}}}
 	if err := stream.Send(welcome); err != nil {
@@ -244,7 +372,7 @@ func (g *gatewayServer) Attach(stream grpc.BidiStreamingServer[pb.NodeMessage, p
 				recvErr <- err
 				return
 			}
-			c.seen.Store(time.Now().UnixNano())
+			c.seen.Store(g.reg.now().UnixNano())
 			if res := m.GetResult(); res != nil && !g.reg.deliver(c, res) {
 				g.log.Debug("late or unknown batch result dropped", "node", c.id, "batch", res.GetBatchId())
 			}
@@ -267,8 +395,8 @@ func (g *gatewayServer) Attach(stream grpc.BidiStreamingServer[pb.NodeMessage, p
 			}
 			return nil
 		case <-check.C:
-			if since := time.Since(c.lastSeen()); since > st.onlineTimeout {
-				reason = fmt.Sprintf("no heartbeat for %s", since.Round(time.Millisecond))
+			if since := g.reg.now().Sub(c.lastSeen()); since > st.onlineTimeout {
+				why, reason = offlineHeartbeat, fmt.Sprintf("no heartbeat for %s", since.Round(time.Millisecond))
 				return status.Errorf(codes.DeadlineExceeded, "no heartbeat for %s (online_timeout %s)", since.Round(time.Millisecond), st.onlineTimeout)
 			}
 		case <-ctx.Done():

@@ -310,6 +310,9 @@ func TestConfigureErrors(t *testing.T) {
 		{"cert without key", map[string]any{"listen": "127.0.0.1:0", "token_env": "VIGIL_NODE_TOKEN", "tls_cert_file": "x.pem"}, "tls_cert_file", "both"},
 		{"ca without cert", map[string]any{"listen": "127.0.0.1:0", "client_ca_file": "ca.pem"}, "client_ca_file", "tls_cert_file"},
 		{"short timeout", map[string]any{"listen": "127.0.0.1:0", "token_env": "VIGIL_NODE_TOKEN", "online_timeout": time.Millisecond}, "online_timeout", "at least"},
+		{"forget_after not above online_timeout", map[string]any{"listen": "127.0.0.1:0", "token_env": "VIGIL_NODE_TOKEN", "online_timeout": time.Minute, "forget_after": time.Minute}, "forget_after", "set forget_after longer than online_timeout, e.g. forget_after = \"24h\""},
+		{"online_timeout above the default forget_after", map[string]any{"listen": "127.0.0.1:0", "token_env": "VIGIL_NODE_TOKEN", "online_timeout": 30 * time.Hour}, "forget_after", "e.g. forget_after = \"60h\""},
+		{"negative forget_after", map[string]any{"listen": "127.0.0.1:0", "token_env": "VIGIL_NODE_TOKEN", "forget_after": -time.Hour}, "forget_after", "longer than online_timeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

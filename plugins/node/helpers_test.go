@@ -18,10 +18,14 @@ import (
 const testToken = "s3cret-test-token"
 
 // startGateway configures a gateway on loopback with the token in
-// VIGIL_NODE_TOKEN and extra config values.
-func startGateway(t *testing.T, extra map[string]any) *Source {
+// VIGIL_NODE_TOKEN and extra config values. opts change the Source before
+// Configure starts it (withClock, withLog, ...).
+func startGateway(t *testing.T, extra map[string]any, opts ...func(*Source)) *Source {
 	t.Helper()
 	src := New(hclog.New(&hclog.LoggerOptions{Name: "gateway", Level: hclog.Warn, Output: testOutput{t}}))
+	for _, o := range opts {
+		o(src)
+	}
 	src.getenv = func(name string) string {
 		if name == "VIGIL_NODE_TOKEN" {
 			return testToken

@@ -48,8 +48,8 @@ func New(log hclog.Logger) *Source {
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	s := &Source{log: log, getenv: os.Getenv, st: settings{onlineTimeout: DefaultOnlineTimeout, nodesPerRound: DefaultNodesPerRound}}
-	s.reg = newRegistry(log, func() time.Duration { return s.settings().onlineTimeout })
+	s := &Source{log: log, getenv: os.Getenv, st: settings{onlineTimeout: DefaultOnlineTimeout, forgetAfter: DefaultForgetAfter, nodesPerRound: DefaultNodesPerRound}}
+	s.reg = newRegistry(log, func() time.Duration { return s.settings().onlineTimeout }, func() time.Duration { return s.settings().forgetAfter })
 	return s
 }
 
@@ -132,7 +132,7 @@ func (s *Source) Configure(_ context.Context, cfg sdk.Config) error {
 		auth = "TLS and token"
 	}
 	s.log.Info("listening for nodes", "address", ln.Addr().String(), "auth", auth,
-		"nodes_per_round", st.nodesPerRound, "online_timeout", st.onlineTimeout.String(), "status", st.statusListen)
+		"nodes_per_round", st.nodesPerRound, "online_timeout", st.onlineTimeout.String(), "forget_after", st.forgetAfter.String(), "status", st.statusListen)
 	return nil
 }
 
@@ -167,52 +167,62 @@ func (s *Source) Close() {
 	}
 }
 
-// NodeStatus describes one attached node.
+// NodeStatus describes one node: attached, or offline and not forgotten
+// yet (see forget_after and MaxOfflineNodes).
 type NodeStatus struct {
-	ID           string            `json:"id"`
-	Labels       map[string]string `json:"labels"`
-	Online       bool              `json:"online"`
-	Remote       string            `json:"remote"`
-	AgentVersion string            `json:"agent_version"`
-	Since        time.Time         `json:"since"`
-	LastSeen     time.Time         `json:"last_seen"`
+	ID     string            `json:"id"`
+	Labels map[string]string `json:"labels"`
+	Online bool              `json:"online"`
+	// State is "online" or "offline".
+	State        string    `json:"state"`
+	Remote       string    `json:"remote"`
+	AgentVersion string    `json:"agent_version"`
+	Since        time.Time `json:"since"` // attached since, on the node's last connection
+	LastSeen     time.Time `json:"last_seen"`
+	// OfflineSince is when an offline node went offline (zero when online).
+	OfflineSince time.Time `json:"offline_since,omitzero"`
+	// OfflineReason says why, in a few words: "stream ended",
+	// "heartbeat timeout" or "replaced".
+	OfflineReason string `json:"offline_reason,omitempty"`
+	// OfflineDetail says what exactly happened, such as "node closed the
+	// connection".
+	OfflineDetail string `json:"offline_detail,omitempty"`
 }
 
-// Nodes lists the attached nodes, sorted by id. Online is false for a node
-// whose stream is still open but that missed its heartbeats.
-func (s *Source) Nodes() []NodeStatus {
-	limit := time.Now().Add(-s.settings().onlineTimeout)
-	s.reg.mu.Lock()
-	defer s.reg.mu.Unlock()
-	out := make([]NodeStatus, 0, len(s.reg.nodes))
-	for _, c := range s.reg.nodes {
-		out = append(out, NodeStatus{ID: c.id, Labels: c.labels, Online: c.lastSeen().After(limit), Remote: c.remote,
-			AgentVersion: c.version, Since: c.since, LastSeen: c.lastSeen()})
-	}
-	sortNodes(out)
-	return out
-}
+// Nodes lists the nodes, sorted by id: the attached ones and those that
+// went offline less than forget_after ago. A node is offline once its
+// stream ended, or while its stream is still open but it missed its
+// heartbeats for online_timeout. A node offline for forget_after is
+// forgotten, and logged, at the first round, detach or call of Nodes after
+// that.
+func (s *Source) Nodes() []NodeStatus { return s.reg.list() }
 
-// Changed returns a channel that is closed at the next attach or detach.
+// Changed returns a channel that is closed at the next attach or detach,
+// or when offline nodes are forgotten.
 func (s *Source) Changed() <-chan struct{} {
 	s.reg.mu.Lock()
 	defer s.reg.mu.Unlock()
 	return s.reg.changed
 }
 
+// serveNodes answers GET /v1/nodes on status_listen as vigil's own
+// GET /v1/nodes splits the Status items: the online nodes under "nodes",
+// the offline ones (not forgotten yet) under "offline".
 func (s *Source) serveNodes(w http.ResponseWriter, _ *http.Request) {
-	nodes := s.Nodes()
-	online := 0
-	for _, n := range nodes {
+	online, offline := []NodeStatus{}, []NodeStatus{}
+	for _, n := range s.Nodes() {
 		if n.Online {
-			online++
+			online = append(online, n)
+		} else {
+			offline = append(offline, n)
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(struct {
-		Online int          `json:"online"`
-		Nodes  []NodeStatus `json:"nodes"`
-	}{online, nodes})
+		Online  int          `json:"online"`
+		Nodes   []NodeStatus `json:"nodes"`
+		Offline []NodeStatus `json:"offline"`
+	}{len(online), online, offline})
 }
 
 // Vote implements sdk.VoteSource. For each target it picks up to

@@ -3,28 +3,42 @@ package node
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/vigilcdn/vigil/sdk"
 )
 
-// Status implements sdk.StatusReporter: the attached nodes, so that
-// `vigil status`, GET /v1/nodes and the status page can show which nodes
-// are online.
+// Status implements sdk.StatusReporter: the nodes, so that `vigil status`,
+// GET /v1/nodes and the status page can show which nodes are online. A node
+// that went offline stays listed, State "offline" with its last-seen time
+// and a Detail saying why and since when, until it is forgotten after
+// forget_after (or pushed out by MaxOfflineNodes newer offline nodes).
 func (s *Source) Status(context.Context) (sdk.Status, error) {
 	nodes := s.Nodes()
 	st := sdk.Status{Items: make([]sdk.StatusItem, len(nodes))}
 	online := 0
 	for i, n := range nodes {
-		state := "offline"
 		if n.Online {
-			state = "online"
 			online++
 		}
-		st.Items[i] = sdk.StatusItem{
-			Name: n.ID, State: state, Labels: n.Labels, LastSeen: n.LastSeen,
-			Detail: fmt.Sprintf("agent %s from %s, attached since %s", n.AgentVersion, n.Remote, n.Since.UTC().Format("2006-01-02T15:04:05Z")),
-		}
+		st.Items[i] = sdk.StatusItem{Name: n.ID, State: n.State, Labels: n.Labels, LastSeen: n.LastSeen, Detail: detail(n)}
 	}
 	st.Summary = fmt.Sprintf("%d of %d nodes online", online, len(nodes))
 	return st, nil
 }
+
+// detail is a node's Detail line: for an offline node why and since when
+// first, then what it is.
+func detail(n NodeStatus) string {
+	what := fmt.Sprintf("agent %s from %s, attached since %s", n.AgentVersion, n.Remote, stamp(n.Since))
+	if n.Online {
+		return what
+	}
+	why := n.OfflineReason
+	if n.OfflineDetail != "" && n.OfflineDetail != why {
+		why += " (" + n.OfflineDetail + ")"
+	}
+	return fmt.Sprintf("offline since %s: %s; last seen %s; %s", stamp(n.OfflineSince), why, stamp(n.LastSeen), what)
+}
+
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05Z") }
