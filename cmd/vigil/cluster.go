@@ -16,18 +16,54 @@ func writeClusterLine(ctx context.Context, c *client, w io.Writer) {
 	if err := c.do(ctx, "GET", "/v1/cluster", nil, &info); err != nil {
 		return
 	}
-	leader := "none elected"
-	if info.Leader != nil {
-		leader = fmt.Sprintf("%s (%s)", info.Leader.ID, info.Leader.URL)
-	}
+	fmt.Fprintf(w, "%s\n\n", clusterLine(info))
+}
+
+// clusterLine words GET /v1/cluster as the instance knows it: the leader
+// only when etcd confirmed it, else the last leader seen and how long ago,
+// and "no quorum" while etcd does not answer this instance.
+func clusterLine(info ha.Info) string {
 	var ids []string
 	for _, m := range info.Members {
 		ids = append(ids, m.ID)
 	}
-	state := "acting"
+	acting := "acting"
 	if !info.Acting {
-		state = "not acting"
+		acting = "not acting"
 	}
-	fmt.Fprintf(w, "cluster %s: this instance %s is %s (%s), owns %d site(s); leader %s; members %s; etcd %s\n\n",
-		info.Mode, info.ID, info.Role, state, info.OwnedSites, leader, strings.Join(ids, ", "), info.Etcd)
+	var leader string
+	switch {
+	case info.State == "":
+		// An agent older than the state, quorum and leader_confirmed fields.
+		leader = "leader none elected"
+		if info.Leader != nil {
+			leader = fmt.Sprintf("leader %s (%s)", info.Leader.ID, info.Leader.URL)
+		}
+	case !info.Quorum:
+		leader = "no quorum: etcd has not answered this instance yet"
+		if info.EtcdSeenAt != nil {
+			leader = "no quorum since " + ha.Ago(info.EtcdAge())
+		}
+		if info.Leader != nil {
+			leader += fmt.Sprintf("; last leader seen: %s (%s) %s ago", info.Leader.ID, info.Leader.URL, ha.Ago(info.LeaderAge()))
+		} else {
+			leader += "; no leader seen"
+		}
+	case info.Leader != nil && info.LeaderConfirmed:
+		leader = fmt.Sprintf("leader %s (%s)", info.Leader.ID, info.Leader.URL)
+	case info.Leader != nil:
+		leader = fmt.Sprintf("%s: leader not confirmed; last leader seen: %s (%s) %s ago", info.State, info.Leader.ID, info.Leader.URL, ha.Ago(info.LeaderAge()))
+	default:
+		leader = "leader none elected"
+	}
+	list := strings.Join(ids, ", ")
+	if len(ids) == 0 {
+		list = "none"
+	}
+	members := "members " + list
+	if info.State != "" && !info.Quorum {
+		members = "members last seen " + list
+	}
+	return fmt.Sprintf("cluster %s: this instance %s is %s (%s), owns %d site(s); %s; %s; etcd %s",
+		info.Mode, info.ID, info.Role, acting, info.OwnedSites, leader, members, info.Etcd)
 }

@@ -261,3 +261,130 @@ site "www" {
 		t.Fatal(err)
 	}
 }
+
+// TestHAClusterLine: the cluster line of `vigil status` names the leader
+// only when etcd confirmed it; while etcd does not answer it says "no
+// quorum", for how long, and the last leader seen and when.
+func TestHAClusterLine(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { t := now.Add(-d); return &t }
+	a := &ha.Member{ID: "cp-a", URL: "http://10.0.0.1:8470"}
+	members := []ha.Member{*a, {ID: "cp-b", URL: "http://10.0.0.2:8470"}}
+	for _, tt := range []struct {
+		name string
+		info ha.Info
+		want string
+	}{
+		{"leader", ha.Info{ID: "cp-a", Mode: "active-standby", Role: ha.RoleLeader, Acting: true, State: ha.StateActing, Quorum: true,
+			Leader: a, LeaderConfirmed: true, LeaderSeenAt: at(0), Members: members, OwnedSites: 3, Etcd: "ok", AsOf: now},
+			"cluster active-standby: this instance cp-a is leader (acting), owns 3 site(s); leader cp-a (http://10.0.0.1:8470); members cp-a, cp-b; etcd ok"},
+		{"standby", ha.Info{ID: "cp-b", Mode: "active-standby", Role: ha.RoleStandby, State: ha.StateStandby, Quorum: true,
+			Leader: a, LeaderConfirmed: true, LeaderSeenAt: at(time.Second), Members: members, Etcd: "ok", AsOf: now},
+			"cluster active-standby: this instance cp-b is standby (not acting), owns 0 site(s); leader cp-a (http://10.0.0.1:8470); members cp-a, cp-b; etcd ok"},
+		{"no quorum", ha.Info{ID: "cp-a", Mode: "active-standby", Role: ha.RoleDetached, State: ha.StateNoQuorum, EtcdSeenAt: at(12 * time.Second),
+			Leader: a, LeaderSeenAt: at(12 * time.Second), Members: members, Etcd: "unreachable: etcd has not renewed the lease for 2s (lease_ttl 2s)", AsOf: now},
+			"cluster active-standby: this instance cp-a is detached (not acting), owns 0 site(s); no quorum since 12s; last leader seen: cp-a (http://10.0.0.1:8470) 12s ago; members last seen cp-a, cp-b; etcd unreachable: etcd has not renewed the lease for 2s (lease_ttl 2s)"},
+		{"no quorum, never answered", ha.Info{ID: "cp-c", Mode: "sharded", Role: ha.RoleDetached, State: ha.StateNoQuorum, Etcd: "unreachable: no answer yet", AsOf: now},
+			"cluster sharded: this instance cp-c is detached (not acting), owns 0 site(s); no quorum: etcd has not answered this instance yet; no leader seen; members last seen none; etcd unreachable: no answer yet"},
+		{"leader not confirmed", ha.Info{ID: "cp-b", Mode: "active-standby", Role: ha.RoleStandby, State: ha.StateNoLeader, Quorum: true,
+			Leader: a, LeaderSeenAt: at(4500 * time.Millisecond), Members: members, Etcd: "ok", AsOf: now},
+			"cluster active-standby: this instance cp-b is standby (not acting), owns 0 site(s); no leader: leader not confirmed; last leader seen: cp-a (http://10.0.0.1:8470) 4.5s ago; members cp-a, cp-b; etcd ok"},
+		{"an older agent", ha.Info{ID: "cp-b", Mode: "active-standby", Role: ha.RoleStandby, Leader: a, Members: members, Etcd: "ok"},
+			"cluster active-standby: this instance cp-b is standby (not acting), owns 0 site(s); leader cp-a (http://10.0.0.1:8470); members cp-a, cp-b; etcd ok"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := clusterLine(tt.info); got != tt.want {
+				t.Errorf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestHAStatusWithoutQuorum: with etcd paused, `vigil status` on the
+// former leader says it is detached, "no quorum", and names the last
+// leader seen with its age; a change sent to the standby gets a 421 that
+// says the leader cannot be confirmed and gives the CLI's -address flag.
+// Once etcd is back, status names the confirmed leader again.
+func TestHAStatusWithoutQuorum(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test builds and runs the real binaries")
+	}
+	srv := etcdtest.Start(t)
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
+	t.Cleanup(origin.Close)
+	body := fmt.Sprintf("site \"www\" {\n  hostname = \"www.example.com\"\n  origin \"a\" { address = %q }\n  origin \"b\" { address = %q }\n}\n", origin.URL, origin.URL)
+	procs := []*agentProc{startMember(t, "cp-a", srv.Endpoint, "active-standby", body), startMember(t, "cp-b", srv.Endpoint, "active-standby", body)}
+	var leader *agentProc
+	waitFor(t, "a leader", 20*time.Second, func() bool { leader = leaderOf(t, procs); return leader != nil })
+	linfo, _ := leader.cluster(t)
+	standby := procs[0]
+	if standby == leader {
+		standby = procs[1]
+	}
+	waitFor(t, "the standby to confirm the leader", 10*time.Second, func() bool {
+		info, ok := standby.cluster(t)
+		return ok && info.LeaderConfirmed && info.Leader != nil && info.Leader.ID == linfo.ID
+	})
+	cli := func(args ...string) (int, string, string) {
+		var out, errb strings.Builder
+		code := run(append(args[:1:1], append([]string{"-address", args[1], "-token", "e2e-token"}, args[2:]...)...), &out, &errb)
+		return code, out.String(), errb.String()
+	}
+
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			_ = srv.Resume()
+		}
+	})
+	waitFor(t, "both instances to see no quorum", 3*haLeaseTTL+2*time.Second, func() bool {
+		for _, p := range procs {
+			if info, ok := p.cluster(t); !ok || info.Quorum || info.Role != ha.RoleDetached {
+				return false
+			}
+		}
+		return true
+	})
+	code, out, errb := cli("status", leader.api)
+	line := strings.SplitN(out, "\n", 2)[0]
+	want := fmt.Sprintf("; last leader seen: %s (%s) ", linfo.ID, linfo.URL)
+	if code != 0 || !strings.Contains(line, "this instance "+linfo.ID+" is detached (not acting)") || !strings.Contains(line, "no quorum since ") ||
+		!strings.Contains(line, want) || !strings.Contains(line, " ago;") {
+		t.Errorf("vigil status on the former leader while etcd is paused (exit %d, %s):\n%s\nwant detached, no quorum since, %q", code, errb, line, want)
+	}
+	code, _, errb = cli("switch", standby.api, "www", "2")
+	wantMsg := fmt.Sprintf("no quorum: cannot confirm the leader; last seen %s at %s ", linfo.ID, linfo.URL)
+	if code != 1 || !strings.Contains(errb, wantMsg) || !strings.Contains(errb, "vigil switch -address "+linfo.URL+" www LEVEL") {
+		t.Errorf("vigil switch on the standby while etcd is paused: exit %d\n%s\nwant %q and the -address hint", code, errb, wantMsg)
+	}
+
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	waitFor(t, "a confirmed leader again", 30*time.Second, func() bool {
+		leader = leaderOf(t, procs)
+		if leader == nil {
+			return false
+		}
+		for _, p := range procs {
+			if info, ok := p.cluster(t); !ok || !info.Quorum || !info.LeaderConfirmed {
+				return false
+			}
+		}
+		return true
+	})
+	linfo, _ = leader.cluster(t)
+	other := procs[0]
+	if other == leader {
+		other = procs[1]
+	}
+	_, out, _ = cli("status", other.api)
+	if line := strings.SplitN(out, "\n", 2)[0]; !strings.Contains(line, "is standby (not acting)") ||
+		!strings.Contains(line, fmt.Sprintf("; leader %s (%s);", linfo.ID, linfo.URL)) || !strings.Contains(line, "etcd ok") {
+		t.Errorf("vigil status on the standby after etcd is back:\n%s", line)
+	}
+}

@@ -9,5 +9,11 @@
 // site owner keys. When the lease is lost (it expired, etcd cannot be
 // reached for lease_ttl, or the process was paused) the node stops acting
 // at once, before etcd can hand its role to another instance, and starts a
-// new term with a new lease.
+// new term with a new lease. Until then it is "detached" (Info): it claims
+// no role, and shows the last leader seen as not confirmed, with its age.
+//
+// What the node knows of the cluster is dated: when etcd last answered it
+// (a quorum is seen while that is within lease_ttl) and when etcd last
+// confirmed the leader (a linearizable read of the election's first key,
+// at least every lease_ttl/4 and on each change of the election).
 package ha

@@ -6,6 +6,31 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
+)
+
+// States of an instance, Info.State: what it knows of the cluster now.
+const (
+	// StateActing: this instance holds a valid lease and acts (the leader,
+	// or a shard).
+	StateActing = "acting"
+	// StateStandby: etcd answers, and it confirmed another instance as the
+	// leader within lease_ttl.
+	StateStandby = "standby"
+	// StateTakingOver: this instance was just elected and reloads the
+	// state before it acts.
+	StateTakingOver = "taking over"
+	// StateNoLeader: etcd answers but names no leader that acts (none is
+	// elected, or the key of an ended term of this instance has not
+	// expired yet).
+	StateNoLeader = "no leader"
+	// StateJoining: etcd answers but this instance holds no lease yet (a
+	// new term is starting).
+	StateJoining = "joining"
+	// StateNoQuorum: etcd has not answered this instance within lease_ttl
+	// (no quorum, or this instance is cut off from it): nothing it knows of
+	// the cluster is confirmed.
+	StateNoQuorum = "no quorum"
 )
 
 // Info is GET /v1/cluster.
@@ -13,41 +38,108 @@ type Info struct {
 	ID   string `json:"id"`
 	URL  string `json:"url"`
 	Mode string `json:"mode"`
-	// Role is "leader", "standby" or "shard".
+	// Role is what this instance can prove it is: "leader", "standby",
+	// "shard", or "detached" when its lease is not valid (see the Role*
+	// constants). An instance whose lease is not valid is never "leader".
 	Role string `json:"role"`
 	// Acting is whether this instance runs rounds and accepts actions now.
 	Acting bool `json:"acting"`
-	// Leader runs the rounds (active/standby) and delivers notifications.
-	Leader     *Member  `json:"leader"`
+	// State sums up what this instance knows, in words: "acting",
+	// "standby", "taking over", "no leader", "joining" or "no quorum" (see
+	// the State* constants).
+	State string `json:"state"`
+	// Quorum is whether etcd answered this instance within lease_ttl.
+	Quorum bool `json:"quorum"`
+	// EtcdSeenAt is when etcd last answered this instance (a request sent
+	// then was answered); nil before the first answer.
+	EtcdSeenAt *time.Time `json:"etcd_seen_at,omitempty"`
+	// Leader runs the rounds (active/standby) and delivers notifications:
+	// the leader etcd last named to this instance, nil when it named none.
+	// Unless LeaderConfirmed, it is only the last leader seen.
+	Leader *Member `json:"leader"`
+	// LeaderConfirmed is whether etcd confirmed Leader within lease_ttl
+	// (and, when Leader is this instance, that it holds the leadership of
+	// its current term).
+	LeaderConfirmed bool `json:"leader_confirmed"`
+	// LeaderSeenAt is when etcd last confirmed Leader.
+	LeaderSeenAt *time.Time `json:"leader_seen_at,omitempty"`
+	// Members are the live instances, as etcd last listed them.
 	Members    []Member `json:"members"`
 	OwnedSites int      `json:"owned_sites"`
 	// Owned lists the owned sites when sharded.
 	Owned []string `json:"owned,omitempty"`
 	// Etcd is "ok" or why this instance cannot use etcd.
 	Etcd string `json:"etcd"`
+	// AsOf is this instance's clock when it answered: the ages of
+	// EtcdSeenAt and LeaderSeenAt are AsOf minus them, free of any clock
+	// difference with the reader.
+	AsOf time.Time `json:"as_of"`
+}
+
+// LeaderAge is how long ago etcd last confirmed Leader (0 when unknown).
+func (i Info) LeaderAge() time.Duration { return age(i.AsOf, i.LeaderSeenAt) }
+
+// EtcdAge is how long ago etcd last answered this instance (0 when it
+// never did).
+func (i Info) EtcdAge() time.Duration { return age(i.AsOf, i.EtcdSeenAt) }
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func age(now time.Time, t *time.Time) time.Duration {
+	if t == nil || now.IsZero() {
+		return 0
+	}
+	return max(now.Sub(*t), 0)
+}
+
+// Ago formats a duration for the operator: tenths of a second below 10s,
+// whole seconds above.
+func Ago(d time.Duration) string {
+	if d < 10*time.Second {
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	}
+	return d.Round(time.Second).String()
 }
 
 // Info describes this instance's place in the cluster.
 func (n *Node) Info() Info {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	now := time.Now()
 	valid := n.leaseValid()
-	info := Info{ID: n.opts.ID, URL: n.opts.URL, Mode: n.opts.Config.Mode, Members: append([]Member{}, n.members...), Etcd: "ok"}
-	if n.lastErr != "" || !valid {
-		info.Etcd = "unreachable: " + n.lastErr
-		if n.lastErr == "" {
-			info.Etcd = "no lease yet"
-		}
+	quorum := n.quorum(now)
+	info := Info{ID: n.opts.ID, URL: n.opts.URL, Mode: n.opts.Config.Mode, Members: append([]Member{}, n.members...),
+		Etcd: "ok", Quorum: quorum, AsOf: now}
+	if !n.lastContact.IsZero() {
+		t := n.lastContact
+		info.EtcdSeenAt = &t
 	}
 	switch {
-	case n.sharded && valid:
+	case n.lastErr != "":
+		info.Etcd = "unreachable: " + n.lastErr
+	case !quorum && n.lastContact.IsZero():
+		info.Etcd = "unreachable: no answer yet"
+	case !quorum:
+		info.Etcd = fmt.Sprintf("unreachable: no answer for %s (lease_ttl %s)", Ago(now.Sub(n.lastContact)), n.ttl)
+	case !valid:
+		info.Etcd = "no lease yet"
+	}
+	switch {
+	case !valid:
+		info.Role = RoleDetached
+	case n.sharded:
 		info.Role, info.Acting = RoleShard, true
 		for s := range n.owned {
 			info.Owned = append(info.Owned, s)
 		}
 		sort.Strings(info.Owned)
 		info.OwnedSites = len(info.Owned)
-	case !n.sharded && n.ready && valid:
+	case n.ready:
 		info.Role, info.Acting = RoleLeader, true
 		if n.eng != nil {
 			if v := n.eng.Views(); v != nil {
@@ -56,21 +148,47 @@ func (n *Node) Info() Info {
 		}
 	default:
 		info.Role = RoleStandby
-		if n.sharded {
-			info.Role = RoleShard
-		}
+	}
+	if info.Role == RoleLeader {
+		// The holder of this term's election key, renewed with the lease.
+		n.leader, n.leaderSeenAt = Member{ID: n.opts.ID, URL: n.opts.URL}, maxTime(n.leaderSeenAt, n.lastRenew)
 	}
 	if n.leader.ID != "" {
 		l := n.leader
 		info.Leader = &l
+		if !n.leaderSeenAt.IsZero() {
+			t := n.leaderSeenAt
+			info.LeaderSeenAt = &t
+		}
+		if l.ID == n.opts.ID {
+			// Only the holder of this term's election key is the leader:
+			// a key of an ended term proves nothing.
+			info.LeaderConfirmed = n.leading && valid
+		} else {
+			info.LeaderConfirmed = quorum && !n.leaderSeenAt.IsZero() && now.Sub(n.leaderSeenAt) < n.ttl
+		}
+	}
+	switch {
+	case info.Acting:
+		info.State = StateActing
+	case !quorum:
+		info.State = StateNoQuorum
+	case !valid:
+		info.State = StateJoining
+	case n.leading:
+		info.State = StateTakingOver
+	case info.LeaderConfirmed:
+		info.State = StateStandby
+	default:
+		info.State = StateNoLeader
 	}
 	return info
 }
 
 // Handler serves GET /v1/cluster and answers a change sent to an
 // instance that may not make it (a standby; a shard that does not own
-// the site) with 421 and the instance to send it to. It passes everything
-// else to next.
+// the site; an instance cut off from etcd) with 421 and what it knows of
+// the instance to send it to. It passes everything else to next.
 func (n *Node) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/v1/cluster" && r.Method == http.MethodGet {
@@ -79,12 +197,12 @@ func (n *Node) Handler(next http.Handler) http.Handler {
 			return
 		}
 		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1/sites/") {
-			if msg, ok := n.refuse(strings.SplitN(strings.TrimPrefix(r.URL.Path, "/v1/sites/"), "/", 2)[0]); ok {
+			rest := strings.TrimPrefix(r.URL.Path, "/v1/sites/")
+			if msg, hint, ok := n.refuse(strings.SplitN(rest, "/", 2)[0], rest); ok {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusMisdirectedRequest)
 				_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{
-					"code": "not_leader", "message": msg,
-					"hint": "send the change to that instance (vigil -addr URL ...); GET /v1/cluster shows the cluster",
+					"code": "not_leader", "message": msg, "hint": hint,
 				}})
 				return
 			}
@@ -93,20 +211,20 @@ func (n *Node) Handler(next http.Handler) http.Handler {
 	})
 }
 
-// refuse says why this instance may not change site, and who may.
-func (n *Node) refuse(site string) (string, bool) {
+// refuse says why this instance may not make the change at path (under
+// /v1/sites/) to site, and who may: the message and the hint of the 421
+// answer. ok is false when this instance may make it.
+func (n *Node) refuse(site, path string) (msg, hint string, ok bool) {
 	info := n.Info()
 	if !n.sharded {
 		if info.Acting {
-			return "", false
+			return "", "", false
 		}
-		if info.Leader == nil {
-			return "this instance is a standby and no leader is elected now; retry in a few seconds", true
-		}
-		return fmt.Sprintf("this instance is a standby; the leader is %s at %s", info.Leader.ID, info.Leader.URL), true
+		msg, hint = leaderRefusal(info, cliCommand(path))
+		return msg, hint, true
 	}
 	n.mu.Lock()
-	owned := n.owned[site]
+	owned := n.owned[site] && !n.releasing[site]
 	var ids []string
 	urls := map[string]string{}
 	for _, m := range n.members {
@@ -115,13 +233,118 @@ func (n *Node) refuse(site string) (string, bool) {
 	}
 	n.mu.Unlock()
 	if owned && info.Acting {
-		return "", false
+		return "", "", false
 	}
 	owner := Assign(site, ids)
-	if owner == "" || owner == n.opts.ID {
-		return fmt.Sprintf("site %s is being handed over to this instance; retry in a few seconds", site), true
+	msg, hint = ownerRefusal(info, site, Member{ID: owner, URL: urls[owner]}, cliCommand(path))
+	return msg, hint, true
+}
+
+// cliCommand is the vigil command that sends the change at path (under
+// /v1/sites/), ADDR standing for the instance's URL, for the hint.
+func cliCommand(path string) string {
+	parts := strings.Split(path, "/")
+	switch {
+	case len(parts) == 2 && parts[1] == "switch":
+		return "vigil switch -address ADDR " + parts[0] + " LEVEL"
+	case len(parts) == 2 && parts[1] == "probe":
+		return "vigil probe -address ADDR " + parts[0]
+	case len(parts) == 4 && parts[1] == "origins":
+		return "vigil origin " + parts[3] + " -address ADDR " + parts[0] + " " + parts[2]
 	}
-	return fmt.Sprintf("this instance does not own site %s; its owner is %s at %s", site, owner, urls[owner]), true
+	return "vigil COMMAND -address ADDR ..."
+}
+
+// sendTo is the hint that names the instance to send the change to, with
+// the CLI's flag and environment variable.
+func sendTo(command, url string) string {
+	return "send it there: " + strings.Replace(command, "ADDR", url, 1) + " (or set VIGIL_ADDR=" + url + ")"
+}
+
+const checkEtcd = "check etcd (etcdctl endpoint health) and this instance's control { store \"etcd\" { endpoints } }; GET /v1/cluster shows what this instance sees"
+
+// leaderRefusal words the 421 of an instance that does not act in
+// active/standby mode, from what it knows.
+func leaderRefusal(info Info, command string) (msg, hint string) {
+	l := info.Leader
+	self := l != nil && l.ID == info.ID
+	name := func() string {
+		if self {
+			return l.ID + " (this instance)"
+		}
+		return l.ID
+	}
+	if !info.Quorum {
+		silent := "etcd has not answered this instance yet"
+		if info.EtcdSeenAt != nil {
+			silent = "etcd has not answered this instance for " + Ago(info.EtcdAge())
+		}
+		if l == nil {
+			return fmt.Sprintf("no quorum: cannot confirm the leader and none was seen; %s, so it does not act", silent),
+				"no change can be saved until etcd answers with a quorum: " + checkEtcd
+		}
+		msg = fmt.Sprintf("no quorum: cannot confirm the leader; last seen %s at %s %s ago (%s, so it does not act)",
+			name(), l.URL, Ago(info.LeaderAge()), silent)
+		if self {
+			return msg, "this instance stopped acting when etcd stopped answering, and no instance can save a change until etcd has a quorum again: " + checkEtcd + "; then retry"
+		}
+		return msg, "if only this instance is cut off from etcd, the leader may still act: " + sendTo(command, l.URL) + "; if etcd has lost its quorum, no instance can save a change until it is back: " + checkEtcd
+	}
+	switch {
+	case info.State == StateJoining:
+		msg = "this instance is starting a new term in etcd and does not act yet"
+		if l != nil && info.LeaderConfirmed && !self {
+			return msg + fmt.Sprintf("; the leader is %s at %s", l.ID, l.URL), sendTo(command, l.URL)
+		}
+		return msg + "; retry in a few seconds", "GET /v1/cluster shows the leader once one is elected"
+	case info.State == StateTakingOver:
+		return "this instance was just elected leader and is reloading the state from etcd before it acts; retry in a few seconds",
+			"retry here; GET /v1/cluster says \"acting\" once it is ready"
+	case l == nil:
+		return "this instance is a standby and no leader is elected now; retry in a few seconds",
+			"GET /v1/cluster shows the leader once one is elected"
+	case self:
+		return "no leader acts now: etcd still names this instance, which lost its role (its election key goes with its lease, within lease_ttl); retry in a few seconds",
+			"GET /v1/cluster shows the leader once one is elected"
+	case info.LeaderConfirmed:
+		return fmt.Sprintf("this instance is a standby; the leader is %s at %s", l.ID, l.URL), sendTo(command, l.URL)
+	}
+	return fmt.Sprintf("this instance is a standby and cannot confirm the leader; last seen %s at %s %s ago", l.ID, l.URL, Ago(info.LeaderAge())),
+		"try the last leader seen: " + sendTo(command, l.URL) + "; GET /v1/cluster shows what this instance sees"
+}
+
+// ownerRefusal words the 421 of a sharded instance that may not change
+// site, whose owner by the members last seen is owner.
+func ownerRefusal(info Info, site string, owner Member, command string) (msg, hint string) {
+	self := owner.ID == info.ID
+	if !info.Quorum {
+		silent := "etcd has not answered this instance yet"
+		if info.EtcdSeenAt != nil {
+			silent = "etcd has not answered this instance for " + Ago(info.EtcdAge())
+		}
+		switch {
+		case owner.ID == "":
+			return fmt.Sprintf("no quorum: cannot confirm the owner of site %s and no member was seen; %s, so it does not act", site, silent),
+				"no change can be saved until etcd answers with a quorum: " + checkEtcd
+		case self:
+			return fmt.Sprintf("no quorum: cannot confirm the owner of site %s; by the members last seen it is this instance, which does not act (%s)", site, silent),
+				"no instance can save a change until etcd has a quorum again: " + checkEtcd + "; then retry"
+		}
+		return fmt.Sprintf("no quorum: cannot confirm the owner of site %s; by the members last seen it is %s at %s (%s, so it does not act)", site, owner.ID, owner.URL, silent),
+			"if only this instance is cut off from etcd, the owner may still act: " + sendTo(command, owner.URL) + "; if etcd has lost its quorum, no instance can save a change until it is back: " + checkEtcd
+	}
+	switch {
+	case !info.Acting:
+		msg = "this instance is starting a new term in etcd and does not act yet"
+		if owner.ID != "" && !self {
+			return msg + fmt.Sprintf("; site %s's owner is %s at %s", site, owner.ID, owner.URL), sendTo(command, owner.URL)
+		}
+		return msg + "; retry in a few seconds", "GET /v1/cluster says \"acting\" once it is ready"
+	case owner.ID == "" || self:
+		return fmt.Sprintf("site %s is being handed over to this instance; retry in a few seconds", site),
+			"retry here; GET /v1/cluster lists the sites it owns"
+	}
+	return fmt.Sprintf("this instance does not own site %s; its owner is %s at %s", site, owner.ID, owner.URL), sendTo(command, owner.URL)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -12,13 +12,14 @@ type metrics struct {
 	fenced        prometheus.Counter
 	leaseLost     prometheus.Counter
 	leaderChanges prometheus.Counter
+	quorum        prometheus.GaugeFunc
 }
 
 func newMetrics(n *Node) *metrics {
-	return &metrics{
+	m := &metrics{
 		n: n,
 		role: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "vigil_cluster_role", Help: "1 for this instance's role (leader, standby, shard), 0 for the others.",
+			Name: "vigil_cluster_role", Help: "1 for this instance's role (leader, standby, shard, detached), 0 for the others.",
 		}, []string{"role"}),
 		owned: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "vigil_cluster_owned_sites", Help: "Sites this instance probes: all of them on the leader, its share when sharded, 0 on a standby.",
@@ -36,17 +37,39 @@ func newMetrics(n *Node) *metrics {
 			Name: "vigil_cluster_leadership_changes_total", Help: "Times this instance became or stopped being the leader.",
 		}),
 	}
+	m.quorum = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "vigil_cluster_etcd_quorum", Help: "1 when etcd answered this instance within lease_ttl, 0 when it did not (no quorum, or this instance is cut off).",
+	}, func() float64 {
+		if n.Info().Quorum {
+			return 1
+		}
+		return 0
+	})
+	return m
+}
+
+// current is a collector whose values are brought up to date when it is
+// scraped: the role must not lag when nothing happens (etcd gone silent).
+type current struct {
+	m *metrics
+	c prometheus.Collector
+}
+
+func (c current) Describe(ch chan<- *prometheus.Desc) { c.c.Describe(ch) }
+func (c current) Collect(ch chan<- prometheus.Metric) {
+	c.m.update()
+	c.c.Collect(ch)
 }
 
 // Collectors are the cluster metrics, to register once.
 func (n *Node) Collectors() []prometheus.Collector {
 	m := n.metrics
-	return []prometheus.Collector{m.role, m.owned, m.members, m.fenced, m.leaseLost, m.leaderChanges}
+	return []prometheus.Collector{current{m, m.role}, current{m, m.owned}, current{m, m.members}, m.fenced, m.leaseLost, m.leaderChanges, m.quorum}
 }
 
 func (m *metrics) update() {
 	info := m.n.Info()
-	for _, r := range []string{RoleLeader, RoleStandby, RoleShard} {
+	for _, r := range []string{RoleLeader, RoleStandby, RoleShard, RoleDetached} {
 		v := 0.0
 		if r == info.Role {
 			v = 1

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -18,11 +19,22 @@ import (
 	etcdstore "github.com/vigilcdn/vigil/core/store/etcd"
 )
 
-// Roles of an instance.
+// Roles of an instance: what it can prove it is now.
 const (
-	RoleLeader  = "leader"
+	// RoleLeader runs the rounds and takes the actions (active/standby).
+	RoleLeader = "leader"
+	// RoleStandby holds a valid lease but not the leadership: it mirrors
+	// the state and refuses changes.
 	RoleStandby = "standby"
-	RoleShard   = "shard"
+	// RoleShard holds a valid lease in sharded mode and acts on the sites
+	// it owns.
+	RoleShard = "shard"
+	// RoleDetached holds no valid lease: etcd has not renewed it within
+	// lease_ttl (no quorum, or this instance is cut off or was paused), or
+	// a new term is starting. A detached instance acts on nothing and
+	// cannot tell whether another instance leads: it shows the last
+	// leader it saw, not confirmed.
+	RoleDetached = "detached"
 )
 
 // Options configure a Node.
@@ -57,22 +69,40 @@ type Node struct {
 	sharded bool
 	metrics *metrics
 
-	mu        sync.Mutex
-	eng       *engine.Engine
-	lease     clientv3.LeaseID
-	lastRenew time.Time // last keep-alive answer of the current lease
-	memberRev int64     // create revision of our member key, 0 outside a term
-	leading   bool      // we hold the election key of this term
-	ready     bool      // leading and reloaded from the store
-	leaderKey string
-	leaderRev int64
-	leader    Member
-	members   []Member
-	held      map[string]int64 // sharded: owner keys we hold, by site
-	owned     map[string]bool  // sharded: held and refreshed: we probe these
-	etcdOK    bool
-	lastErr   string
-	wake      chan struct{} // sharded: reconcile now
+	// refreshMu serializes the reloads of the engine from the store, so
+	// that an older snapshot is never installed over a newer one.
+	refreshMu sync.Mutex
+	// reloads counts the reloads of the state caused by the watch (tests).
+	reloads atomic.Int64
+	// watched counts the watch answers on the state that were handled
+	// (tests).
+	watched atomic.Int64
+
+	mu          sync.Mutex
+	eng         *engine.Engine
+	lease       clientv3.LeaseID
+	lastRenew   time.Time // last keep-alive answer of the current lease
+	lastContact time.Time // last answer of etcd to any call of this node
+	memberRev   int64     // create revision of our member key, 0 outside a term
+	leading     bool      // we hold the election key of this term
+	ready       bool      // leading and reloaded from the store
+	leaderKey   string
+	leaderRev   int64
+	electedAt   time.Time // when Campaign returned: reads sent later see our key first while it exists
+	// leader is the leader etcd last named (zero when it named none), and
+	// leaderSeenAt when it did: a read that began then, or a keep-alive
+	// of our own lease while we lead.
+	leader       Member
+	leaderSeenAt time.Time
+	members      []Member
+	held         map[string]int64   // sharded: owner keys we hold, by site
+	owned        map[string]bool    // sharded: held and refreshed: we may write these
+	releasing    map[string]bool    // sharded: owned, being handed over: not probed any more
+	stale        []clientv3.LeaseID // leases of ended terms that etcd may still hold
+	etcdOK       bool
+	lastErr      string
+	wake         chan struct{}      // sharded: reconcile now
+	stopLeading  context.CancelFunc // ends the current leadership (nil when not leading)
 }
 
 // New prepares a node; Start begins its first term.
@@ -82,7 +112,7 @@ func New(opts Options) *Node {
 	}
 	n := &Node{opts: opts, log: opts.Logger, cli: opts.Client, ttl: opts.Config.LeaseTTL,
 		sharded: opts.Config.Mode == config.ModeSharded, held: map[string]int64{}, owned: map[string]bool{},
-		wake: make(chan struct{}, 1)}
+		releasing: map[string]bool{}, wake: make(chan struct{}, 1)}
 	n.metrics = newMetrics(n)
 	opts.Store.SetFence(fence{n})
 	return n
@@ -97,6 +127,21 @@ func (n *Node) key(parts ...string) string {
 // role to another instance, so we must not act, whatever we believe.
 func (n *Node) leaseValid() bool {
 	return n.memberRev != 0 && time.Since(n.lastRenew) < n.ttl
+}
+
+// quorum reports whether etcd answered this node within lease_ttl: an
+// answer needs a quorum of etcd members (linearizable reads and lease
+// renewals go through the raft leader). Called with n.mu held.
+func (n *Node) quorum(now time.Time) bool {
+	return !n.lastContact.IsZero() && now.Sub(n.lastContact) < n.ttl
+}
+
+// heard records an answer of etcd to a call sent at sent. Called with
+// n.mu held.
+func (n *Node) heard(sent time.Time) {
+	if sent.After(n.lastContact) {
+		n.lastContact = sent
+	}
 }
 
 // Active is the engine's Options.Active: true while this instance may
@@ -118,12 +163,15 @@ func (n *Node) Owns() func(site string) bool {
 	return func(site string) bool {
 		n.mu.Lock()
 		defer n.mu.Unlock()
-		return n.owned[site] && n.leaseValid()
+		return n.owned[site] && !n.releasing[site] && n.leaseValid()
 	}
 }
 
 // OnCommitError is the engine's Options.OnCommitError: a fenced commit
-// means our term is over; reload what the store holds.
+// means our role is over. Active/standby: the leader stops leading (it
+// resigns and campaigns again, and reloads the state if it is elected).
+// Sharded: the shard gives up its sites and reacquires them (reloading
+// each) where it still may.
 func (n *Node) OnCommitError(err error) {
 	if !errors.Is(err, etcdstore.ErrFenced) {
 		return
@@ -131,11 +179,23 @@ func (n *Node) OnCommitError(err error) {
 	n.metrics.fenced.Inc()
 	n.log.Error("a write was refused by the fence: this instance lost its role; it stops acting and reloads the stored state", "error", err)
 	n.mu.Lock()
-	n.ready = false
-	n.leading = false
-	n.owned = map[string]bool{}
+	if n.sharded {
+		n.owned, n.releasing = map[string]bool{}, map[string]bool{}
+	} else {
+		n.deposeLocked()
+	}
 	n.mu.Unlock()
 	n.kick()
+	n.metrics.update()
+}
+
+// deposeLocked ends this instance's leadership now: it stops acting, and
+// its campaign resigns and runs again. Called with n.mu held.
+func (n *Node) deposeLocked() {
+	n.leading, n.ready = false, false
+	if n.stopLeading != nil {
+		n.stopLeading()
+	}
 }
 
 func (n *Node) kick() {
@@ -195,25 +255,33 @@ func (n *Node) terms(ctx context.Context) {
 func (n *Node) term(parent context.Context) error {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
+	// The lease counts from when etcd granted it, which is after we asked:
+	// by our clock it is valid until sent + lease_ttl at the latest.
+	sent := time.Now()
 	gctx, gcancel := context.WithTimeout(ctx, n.ttl)
 	lease, err := n.cli.Grant(gctx, int64(n.ttl/time.Second))
 	gcancel()
 	if err != nil {
 		return fmt.Errorf("granting a lease of %s: %w", n.ttl, err)
 	}
+	n.mu.Lock()
+	n.heard(sent)
+	n.mu.Unlock()
+	n.revokeStale(ctx)
 	ka, err := n.cli.KeepAlive(ctx, lease.ID)
 	if err != nil {
+		n.addStale(lease.ID)
 		return fmt.Errorf("keeping lease %x alive: %w", lease.ID, err)
 	}
-	granted := time.Now()
 	pctx, pcancel := context.WithTimeout(ctx, n.ttl)
 	put, err := n.cli.Put(pctx, n.key("members", n.opts.ID), n.opts.URL, clientv3.WithLease(lease.ID))
 	pcancel()
 	if err != nil {
+		n.addStale(lease.ID)
 		return fmt.Errorf("registering member %s: %w", n.opts.ID, err)
 	}
 	n.mu.Lock()
-	n.lease, n.lastRenew, n.memberRev = lease.ID, granted, put.Header.Revision
+	n.lease, n.lastRenew, n.memberRev = lease.ID, sent, put.Header.Revision
 	n.etcdOK, n.lastErr = true, ""
 	n.mu.Unlock()
 	n.log.Info("joined the cluster", "id", n.opts.ID, "mode", n.opts.Config.Mode, "lease_ttl", n.ttl)
@@ -223,11 +291,13 @@ func (n *Node) term(parent context.Context) error {
 	if err != nil {
 		return fmt.Errorf("etcd session: %w", err)
 	}
+	el := concurrency.NewElection(sess, n.key("leader"))
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	wg.Add(2)
-	go func() { defer wg.Done(); n.campaign(ctx, sess) }()
+	wg.Add(3)
+	go func() { defer wg.Done(); n.campaign(ctx, el) }()
+	go func() { defer wg.Done(); n.followLeader(ctx) }()
 	go func() { defer wg.Done(); n.watchMembers(ctx) }()
 	if n.sharded {
 		wg.Add(1)
@@ -247,8 +317,14 @@ func (n *Node) term(parent context.Context) error {
 				return errors.New("the lease keep-alive ended (etcd unreachable, or the lease expired)")
 			}
 			if resp != nil {
+				now := time.Now()
 				n.mu.Lock()
-				n.lastRenew = time.Now()
+				n.lastRenew = now
+				n.heard(now)
+				if n.leading {
+					// Our election key lives on this lease: it still exists.
+					n.leaderSeenAt = now
+				}
 				n.etcdOK, n.lastErr = true, ""
 				n.mu.Unlock()
 			}
@@ -270,78 +346,217 @@ func (n *Node) term(parent context.Context) error {
 
 // endTerm gives up every role of the term: it stops acting first, then
 // releases what it can in etcd (the lease is revoked so the others need
-// not wait for it to expire).
+// not wait for it to expire; when etcd cannot be reached the next term
+// revokes it).
 func (n *Node) endTerm(lease clientv3.LeaseID) {
+	// The campaign ended before (the term waits for it), counting the end
+	// of a leadership.
 	n.mu.Lock()
-	wasLeader := n.leading
 	n.memberRev, n.leading, n.ready = 0, false, false
-	n.held, n.owned = map[string]int64{}, map[string]bool{}
+	n.held, n.owned, n.releasing = map[string]int64{}, map[string]bool{}, map[string]bool{}
 	n.leaderKey, n.leaderRev = "", 0
-	eng := n.eng
 	n.mu.Unlock()
-	if wasLeader {
-		n.metrics.leaderChanges.Inc()
-	}
 	n.metrics.update()
-	if eng != nil {
-		_ = eng.Config() // waits for a round in progress: it is fenced anyway
-	}
+	// No wait for a round in progress: the engine no longer holds its
+	// lock while a round's sources vote, so there is nothing to wait on,
+	// and the fence makes it unneeded. From here the fence refuses every
+	// write of this term: Writer, Site and Notifier need a valid lease and
+	// the term's keys, which were just reset, so a round or an action that
+	// commits late gets ErrFenced and writes nothing. A transaction etcd
+	// evaluated before it dropped our keys was made within the term.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_, _ = n.cli.Revoke(ctx, lease)
+	if _, err := n.cli.Revoke(ctx, lease); err != nil {
+		n.addStale(lease)
+	}
 }
 
-// campaign runs the election: the leader runs rounds (active/standby)
-// and delivers notifications (both modes).
-func (n *Node) campaign(ctx context.Context, sess *concurrency.Session) {
-	el := concurrency.NewElection(sess, n.key("leader"))
-	go n.observe(ctx, el)
-	if err := el.Campaign(ctx, n.opts.ID+" "+n.opts.URL); err != nil {
-		return
+// maxStale bounds the leases of ended terms kept for revocation.
+const maxStale = 16
+
+func (n *Node) addStale(lease clientv3.LeaseID) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.stale = append(n.stale, lease)
+	if len(n.stale) > maxStale {
+		n.stale = n.stale[len(n.stale)-maxStale:]
 	}
+}
+
+// revokeStale revokes the leases of ended terms that etcd could not be
+// told about, so that their keys (an election key above all) do not make
+// the others wait for them to expire. A lease etcd answers about is
+// forgotten (revoked, or already expired); one it does not answer about
+// is kept for the next term.
+func (n *Node) revokeStale(ctx context.Context) {
+	n.mu.Lock()
+	stale := n.stale
+	n.stale = nil
+	n.mu.Unlock()
+	for i, id := range stale {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := n.cli.Revoke(rctx, id)
+		timedOut := rctx.Err() != nil
+		cancel()
+		if err != nil && timedOut {
+			for _, rest := range stale[i:] {
+				n.addStale(rest)
+			}
+			return
+		}
+	}
+}
+
+// campaign runs the election for the whole term: the leader runs rounds
+// (active/standby) and delivers notifications (both modes). A leadership
+// lost within the term (a fenced write, or etcd no longer names us) is
+// resigned and the campaign runs again.
+func (n *Node) campaign(ctx context.Context, el *concurrency.Election) {
+	for ctx.Err() == nil {
+		if err := n.leadOnce(ctx, el); err != nil && ctx.Err() == nil {
+			n.log.Warn("campaign failed; campaigning again", "error", err, "retry_in", n.ttl/4)
+			select {
+			case <-ctx.Done():
+			case <-time.After(n.ttl / 4):
+			}
+		}
+	}
+}
+
+// leadOnce waits to be elected, then leads until the term ends or the
+// leadership is lost.
+func (n *Node) leadOnce(ctx context.Context, el *concurrency.Election) error {
+	if err := el.Campaign(ctx, n.opts.ID+" "+n.opts.URL); err != nil {
+		return fmt.Errorf("campaigning for %s: %w", n.key("leader"), err)
+	}
+	elected := time.Now()
+	lctx, stop := context.WithCancel(ctx)
+	defer stop()
+	led := false
+	defer func() {
+		n.mu.Lock()
+		n.leading, n.ready, n.stopLeading = false, false, nil
+		n.mu.Unlock()
+		if led {
+			n.metrics.leaderChanges.Inc() // stopped being the leader
+		}
+		n.metrics.update()
+		rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = el.Resign(rctx)
+	}()
 	n.mu.Lock()
 	if n.memberRev == 0 {
 		n.mu.Unlock()
-		return
+		return errors.New("elected after the term ended")
 	}
-	n.leading, n.leaderKey, n.leaderRev = true, el.Key(), el.Rev()
-	n.leader = Member{ID: n.opts.ID, URL: n.opts.URL}
+	led = true
+	n.leading, n.leaderKey, n.leaderRev, n.electedAt, n.stopLeading = true, el.Key(), el.Rev(), elected, stop
+	n.leader, n.leaderSeenAt = Member{ID: n.opts.ID, URL: n.opts.URL}, elected
 	eng := n.eng
 	n.mu.Unlock()
 	n.metrics.leaderChanges.Inc()
 	start := time.Now()
+	if err := n.takeOver(lctx, eng); err != nil {
+		return fmt.Errorf("elected but cannot reload the state, so resigning: %w", err)
+	}
+	n.metrics.update()
+	n.log.Info("elected leader", "id", n.opts.ID, "reload", time.Since(start).Round(time.Millisecond))
+	if n.opts.OnLead != nil {
+		n.opts.OnLead(lctx)
+	}
+	<-lctx.Done()
+	return nil
+}
+
+// takeOver makes a newly elected leader ready: in active/standby mode it
+// reloads the whole state first, so it never acts on what it held in
+// memory. The reload and the readiness are one step for the standby's
+// reloads (refreshMu), so none of them installs an older snapshot after.
+func (n *Node) takeOver(ctx context.Context, eng *engine.Engine) error {
+	n.refreshMu.Lock()
+	defer n.refreshMu.Unlock()
 	if !n.sharded && eng != nil {
-		// Never act on what we held in memory: reload first.
 		if err := eng.Refresh(ctx); err != nil {
-			n.log.Error("elected but cannot reload the state; resigning", "error", err)
-			_ = el.Resign(context.Background())
-			return
+			return err
 		}
 	}
 	n.mu.Lock()
 	n.ready = n.leading
 	n.mu.Unlock()
-	n.metrics.update()
-	n.log.Info("elected leader", "id", n.opts.ID, "reload", time.Since(start).Round(time.Millisecond))
-	if n.opts.OnLead != nil {
-		n.opts.OnLead(ctx)
-	}
-	<-ctx.Done()
-	rctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = el.Resign(rctx)
+	return nil
 }
 
-// observe follows who leads.
-func (n *Node) observe(ctx context.Context, el *concurrency.Election) {
-	for resp := range el.Observe(ctx) {
-		if len(resp.Kvs) == 0 {
-			continue
+// followLeader keeps who leads, as etcd says: it reads the election's
+// first key (a linearizable read, so an answer proves a quorum) at least
+// every lease_ttl/4 and whenever a key of the election changes.
+func (n *Node) followLeader(ctx context.Context) {
+	prefix := n.key("leader") + "/"
+	every := max(n.ttl/4, 100*time.Millisecond)
+	for ctx.Err() == nil {
+		sent := time.Now()
+		gctx, cancel := context.WithTimeout(ctx, n.ttl)
+		resp, err := n.cli.Get(gctx, prefix, clientv3.WithFirstCreate()...)
+		cancel()
+		var rev int64
+		if err == nil {
+			var key, value string
+			if len(resp.Kvs) > 0 {
+				key, value = string(resp.Kvs[0].Key), string(resp.Kvs[0].Value)
+			}
+			n.sawLeader(sent, key, value)
+			rev = resp.Header.Revision
 		}
-		id, url, _ := strings.Cut(string(resp.Kvs[0].Value), " ")
-		n.mu.Lock()
-		n.leader = Member{ID: id, URL: url}
+		wctx, wcancel := context.WithTimeout(ctx, every)
+		if rev > 0 {
+			wch := n.cli.Watch(clientv3.WithRequireLeader(wctx), prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+			select {
+			case <-wch:
+			case <-wctx.Done():
+			}
+		} else {
+			<-wctx.Done()
+		}
+		wcancel()
+	}
+}
+
+// sawLeader records what a read sent at sent found under the election
+// prefix: its first key, whose value ("ID URL") is the leader; key is ""
+// when it found none (none is elected).
+//
+// A leader that etcd no longer names (its key is gone, though its lease
+// lives by our clock) stops acting at once and campaigns again: its
+// writes would be fenced anyway. Only a read sent after the election
+// counts: our key was first then, and a key created later cannot come
+// before it.
+func (n *Node) sawLeader(sent time.Time, key, value string) {
+	n.mu.Lock()
+	n.heard(sent)
+	deposed := false
+	if n.leading && !sent.Before(n.electedAt) && key != n.leaderKey {
+		n.deposeLocked()
+		deposed = true
+	}
+	if sent.Before(n.leaderSeenAt) && !deposed {
+		// A later answer (or our own election) already said who leads.
 		n.mu.Unlock()
+		return
+	}
+	prev := n.leader
+	if key == "" {
+		n.leader = Member{}
+	} else {
+		id, url, _ := strings.Cut(value, " ")
+		n.leader = Member{ID: id, URL: url}
+	}
+	n.leaderSeenAt = sent
+	changed := prev != n.leader
+	n.mu.Unlock()
+	if deposed {
+		n.log.Error("etcd no longer names this instance the leader (its election key is gone): it stops acting now and campaigns again", "leader", value)
+	}
+	if changed || deposed {
 		n.metrics.update()
 	}
 }
@@ -350,6 +565,7 @@ func (n *Node) observe(ctx context.Context, el *concurrency.Election) {
 func (n *Node) watchMembers(ctx context.Context) {
 	prefix := n.key("members") + "/"
 	for ctx.Err() == nil {
+		sent := time.Now()
 		resp, err := n.cli.Get(ctx, prefix, clientv3.WithPrefix())
 		if err != nil {
 			n.setErr(err)
@@ -366,6 +582,7 @@ func (n *Node) watchMembers(ctx context.Context) {
 		}
 		sort.Slice(ms, func(i, j int) bool { return ms[i].ID < ms[j].ID })
 		n.mu.Lock()
+		n.heard(sent)
 		changed := !sameMembers(n.members, ms)
 		n.members = ms
 		n.mu.Unlock()
@@ -392,27 +609,33 @@ func sameMembers(a, b []Member) bool {
 	return true
 }
 
-// watchState reloads what others wrote: all of it on a standby, the
-// sites owned elsewhere on a shard. Changes are coalesced.
+// watchState reloads what others committed: all of it on a standby, the
+// sites owned elsewhere on a shard. It follows the counters (P/meta) and
+// nothing else: every commit writes them in its last transaction, with
+// its events, after any site records that did not fit in it (etcd's
+// --max-txn-ops). Reloading on those earlier site writes would show
+// sites probed in a round whose commit has not landed, and may never
+// land (its writer fenced or gone): a round number never committed.
+// Changes are coalesced.
 func (n *Node) watchState(ctx context.Context) {
 	st := n.opts.Store
+	missed := false
 	for ctx.Err() == nil {
-		wch := n.cli.Watch(clientv3.WithRequireLeader(ctx), st.Prefix()+"/", clientv3.WithPrefix(), clientv3.WithFilterDelete())
+		wch := n.cli.Watch(clientv3.WithRequireLeader(ctx), st.MetaKey())
+		if missed {
+			// Commits may have landed while the watch was down.
+			n.refreshOthers(ctx)
+		}
+		missed = true
 		for resp := range wch {
 			if resp.Err() != nil {
 				break
 			}
-			relevant := false
-			for _, ev := range resp.Events {
-				k := string(ev.Kv.Key)
-				if k == st.MetaKey() || strings.HasPrefix(k, st.SitesPrefix()) {
-					relevant = true
-				}
-			}
-			if !relevant {
+			if len(resp.Events) == 0 {
+				n.watched.Add(1)
 				continue
 			}
-			// Coalesce a burst (a round's commit is several writes).
+			// Coalesce a burst (several instances' commits).
 			drain := time.After(20 * time.Millisecond)
 		more:
 			for {
@@ -426,6 +649,7 @@ func (n *Node) watchState(ctx context.Context) {
 				}
 			}
 			n.refreshOthers(ctx)
+			n.watched.Add(1)
 			if n.opts.OnStoreChange != nil {
 				n.opts.OnStoreChange()
 			}
@@ -438,7 +662,11 @@ func (n *Node) watchState(ctx context.Context) {
 	}
 }
 
+// refreshOthers reloads what others wrote: everything on a standby, the
+// sites owned elsewhere on a shard, nothing on the leader.
 func (n *Node) refreshOthers(ctx context.Context) {
+	n.refreshMu.Lock()
+	defer n.refreshMu.Unlock()
 	n.mu.Lock()
 	eng, ready, sharded := n.eng, n.ready, n.sharded
 	n.mu.Unlock()
@@ -448,11 +676,7 @@ func (n *Node) refreshOthers(ctx context.Context) {
 	var err error
 	switch {
 	case sharded:
-		err = eng.RefreshSites(ctx, func(site string) bool {
-			n.mu.Lock()
-			defer n.mu.Unlock()
-			return !n.owned[site]
-		})
+		err = n.reloadUnowned(ctx, eng)
 	case !ready:
 		err = eng.Refresh(ctx)
 	default:
@@ -460,5 +684,17 @@ func (n *Node) refreshOthers(ctx context.Context) {
 	}
 	if err != nil && ctx.Err() == nil {
 		n.log.Warn("cannot reload the state from etcd; views may lag", "error", err)
+		return
 	}
+	n.reloads.Add(1)
+}
+
+// reloadUnowned reloads the sites this instance does not own. Called with
+// refreshMu held.
+func (n *Node) reloadUnowned(ctx context.Context, eng *engine.Engine) error {
+	return eng.RefreshSites(ctx, func(site string) bool {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return !n.owned[site]
+	})
 }

@@ -14,9 +14,11 @@ import (
 //
 //  1. B sees the new member list and wants the site; A sees it too and
 //     no longer wants it.
-//  2. A stops probing it (Owns turns false), waits for a round in progress
-//     to end (its commit is in etcd, or refused by the fence), then
-//     deletes P/owners/SITE if it still has the revision A created.
+//  2. A stops probing it (Owns turns false) but may still write it, then
+//     reloads the sites it does not own: the engine discards a round that
+//     is still asking its sources and the reload waits for one that is
+//     committing, so no round that planned the site commits after this.
+//     A then deletes P/owners/SITE if it still has the revision A created.
 //  3. B creates P/owners/SITE with its lease only if the key does not
 //     exist (create revision 0), reloads the site from etcd, and only then
 //     probes it.
@@ -70,20 +72,35 @@ func (n *Node) reconcile(ctx context.Context, lease clientv3.LeaseID) {
 			want[s.Name] = true
 		}
 	}
-	// Release first: stop probing, let a round in progress end, delete.
+	// Release first: stop probing, let no round that planned the site
+	// commit any more, delete.
 	var release []string
 	for site := range held {
 		if !want[site] {
 			release = append(release, site)
 		}
 	}
-	if len(release) > 0 {
-		n.mu.Lock()
-		for _, s := range release {
-			delete(n.owned, s)
+	n.mu.Lock()
+	for s := range n.releasing {
+		if want[s] {
+			delete(n.releasing, s) // wanted again before it was released
 		}
-		n.mu.Unlock()
-		_ = eng.Config() // barrier: a round holds the engine until it committed
+	}
+	for _, s := range release {
+		n.releasing[s] = true
+	}
+	n.mu.Unlock()
+	if len(release) > 0 {
+		// The barrier. The site stays owned, so a round already committing
+		// writes it under its owner key, which A still holds; one still
+		// voting is discarded (the reload changes the engine's state).
+		n.refreshMu.Lock()
+		err := n.reloadUnowned(ctx, eng)
+		n.refreshMu.Unlock()
+		if err != nil {
+			n.log.Warn("cannot hand sites over yet: the reload before the release failed; retrying", "sites", len(release), "error", err)
+			return
+		}
 		for _, s := range release {
 			_, err := n.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(n.key("owners", s)), "=", held[s])).
 				Then(clientv3.OpDelete(n.key("owners", s))).Commit()
@@ -93,6 +110,8 @@ func (n *Node) reconcile(ctx context.Context, lease clientv3.LeaseID) {
 			}
 			n.mu.Lock()
 			delete(n.held, s)
+			delete(n.owned, s)
+			delete(n.releasing, s)
 			n.mu.Unlock()
 		}
 		n.log.Info("released sites to other members", "sites", len(release))
@@ -134,7 +153,10 @@ func (n *Node) reconcile(ctx context.Context, lease clientv3.LeaseID) {
 			set[s] = true
 		}
 		// The new owner reloads a site before it probes it.
-		if err := eng.RefreshSites(ctx, func(site string) bool { return set[site] }); err != nil {
+		n.refreshMu.Lock()
+		err := eng.RefreshSites(ctx, func(site string) bool { return set[site] })
+		n.refreshMu.Unlock()
+		if err != nil {
 			n.log.Error("cannot reload acquired sites; not probing them yet", "error", err)
 			return
 		}
