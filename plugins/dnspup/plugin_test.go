@@ -80,6 +80,38 @@ func TestPluginSubprocess(t *testing.T) {
 			t.Errorf("votes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 	})
+	t.Run("abstentions", func(t *testing.T) {
+		cfg := with("checkpoints", []string{"ams-1"})
+		cfg.Values["requests_per_round"], cfg.Values["batch_size"] = 1.0, 1.0
+		sdktest.Configure(t, src, cfg)
+		ballot := sdk.Ballot{Targets: []sdk.Target{
+			{Site: "www", Origin: "a1", Address: healthy.URL, Path: "/cdn-health"},
+			{Site: "www", Origin: "b1", Address: healthy.URL + "/", Path: "/other"},
+			{Site: "www", Origin: "c1", Address: healthy.URL, Path: "/cdn-health", Expect: sdk.Expectations{BodyContains: "OK"}},
+		}}
+		judged := map[string]bool{}
+		for round := range 2 {
+			votes, err := src.Vote(t.Context(), ballot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sdktest.CheckVotes(t, ballot, votes)
+			reasons := map[sdk.Reason]int{}
+			for _, v := range votes {
+				if v.Value == sdk.Abstain {
+					reasons[v.Reason]++
+				} else {
+					judged[v.Origin] = true
+				}
+			}
+			if reasons[sdk.ReasonOverBudget] != 1 || reasons[sdk.ReasonUnsupported] != 1 || len(votes) != 3 {
+				t.Errorf("round %d: votes %v, want one checkpoint vote, one over_budget and one unsupported", round, summary(votes))
+			}
+		}
+		if !judged["a1"] || !judged["b1"] {
+			t.Errorf("in two rounds judged %v, want a1 and b1 (the cut rotates)", judged)
+		}
+	})
 	t.Run("unauthorized abstains", func(t *testing.T) {
 		sdktest.Configure(t, src, with("checkpoints", []string{"ams-1"}))
 		fake.FailNext("unauthorized", 0, 0)
@@ -91,7 +123,7 @@ func TestPluginSubprocess(t *testing.T) {
 				t.Fatalf("votes %v, err %v; want an abstention", votes, err)
 			}
 		}
-		if n := fake.Count("/v1/batch-probes"); n != 2 { // one in "vote", one here
+		if n := fake.Count("/v1/batch-probes"); n != 2 { // one in "vote", one here ("abstentions" sends single probes)
 			t.Errorf("batch-probes sent %d times in total, want 2 (no calls after a 401)", n)
 		}
 	})

@@ -23,8 +23,16 @@ const Name = "vigil-source-dnspup"
 // Version is the plugin's version.
 const Version = "0.1.0"
 
-// VoterPrefix starts every voter id: "dnspup:<node id>".
+// VoterPrefix starts the voter id of every checkpoint's votes:
+// "dnspup:<node id>".
 const VoterPrefix = "dnspup:"
+
+// AbstainVoter is the voter id of the source's Abstain votes, one per
+// target it does not judge in a round (over budget, unsupported, out of
+// time). No checkpoint looked at such a target, so the vote names the
+// source rather than a checkpoint, and it cannot be mistaken for a
+// checkpoint's vote "dnspup:<node id>".
+const AbstainVoter = "dnspup"
 
 // Options are the seams tests use; the zero value is the real thing.
 type Options struct {
@@ -53,6 +61,9 @@ type Source struct {
 	stopped     bool      // 401 seen: no calls until Configure
 	holdUntil   time.Time // quota or rate limit: no calls before
 	holdReason  string
+	round       uint64            // rounds voted, numbering the stamps in asked
+	asked       map[string]uint64 // URL -> the round that last sent a request for it
+	warned      map[string]bool   // unsupported targets already logged
 }
 
 var _ sdk.VoteSource = (*Source)(nil)
@@ -71,8 +82,11 @@ func New(log hclog.Logger, opts Options) *Source {
 	return &Source{log: log, opts: opts}
 }
 
-// Abstentions returns how many targets got no votes, by reason (for
-// example "over_budget", "rate_limited", "stopped_unauthorized").
+// Abstentions returns how many targets the source did not judge, by
+// reason: "over_budget", "unsupported" and "out_of_time" count the targets
+// that got an Abstain vote with that reason; the others (such as
+// "rate_limited", "stopped_unauthorized", "transport") count targets left
+// without a vote because of the API.
 func (s *Source) Abstentions() map[string]uint64 { return s.abstentions.snapshot() }
 
 // Requests returns how many probe requests were sent, by result ("ok" or
@@ -138,6 +152,7 @@ func (s *Source) Configure(ctx context.Context, cfg sdk.Config) error {
 	defer s.mu.Unlock()
 	s.cfg, s.client, s.checkpoints = st, client, chosen
 	s.stopped, s.holdUntil, s.holdReason = false, time.Time{}, ""
+	s.warned = nil
 	s.log.Info("configured", "api_base", client.BaseURL(), "checkpoints", strings.Join(chosen, ","),
 		"ip_version", st.IPVersion, "requests_per_round", st.RequestsPerRound, "batch_size", st.BatchSize,
 		"concurrency", st.Concurrency)

@@ -19,6 +19,7 @@ import (
 	"github.com/vigilcdn/vigil/plugins/dnspup/api"
 	"github.com/vigilcdn/vigil/plugins/dnspup/fakeapi"
 	"github.com/vigilcdn/vigil/sdk"
+	"github.com/vigilcdn/vigil/sdk/sdktest"
 )
 
 const (
@@ -233,7 +234,7 @@ func TestVoteOnePerCheckpointPerOrigin(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Vote: %v", err)
 	}
-	var want []string
+	want := []string{"www/a7 dnspup abstain unsupported"}
 	for _, row := range []string{
 		"www/a1 up ok", "www/a2 down http_5xx", "www/a3 down timeout", "www/a4 down connect_failed",
 		"www/a5 down tls_failed", "www/a6 up ok", "www/a8 down unexpected_status", "api/x1 up ok",
@@ -247,9 +248,10 @@ func TestVoteOnePerCheckpointPerOrigin(t *testing.T) {
 	if got := summary(votes); !slices.Equal(got, want) {
 		t.Errorf("votes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+	sdktest.CheckVotes(t, ballot, votes)
 	for _, v := range votes {
-		if !sdk.ValidVoter(v.Voter) || v.Detail == "" {
-			t.Errorf("vote %+v: bad voter or empty detail", v)
+		if v.Detail == "" {
+			t.Errorf("vote %+v: empty detail", v)
 		}
 	}
 
@@ -270,8 +272,8 @@ func TestVoteOnePerCheckpointPerOrigin(t *testing.T) {
 	if strings.Contains(body, "good-b.test") {
 		t.Errorf("a target with a body check was sent: %s", body)
 	}
-	if got := h.src.Abstentions()["body_check_unsupported"]; got != 1 {
-		t.Errorf("body_check_unsupported = %d, want 1", got)
+	if got := h.src.Abstentions()["unsupported"]; got != 1 {
+		t.Errorf("unsupported = %d, want 1", got)
 	}
 }
 
@@ -316,8 +318,21 @@ func TestBudgetIsRespected(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if len(votes) != 2*tt.covered {
-					t.Errorf("round %d: %d votes, want %d", round, len(votes), 2*tt.covered)
+				sdktest.CheckVotes(t, ballot, votes)
+				judged, over := 0, 0
+				for _, v := range votes {
+					switch {
+					case v.Value != sdk.Abstain:
+						judged++
+					case v.Reason == sdk.ReasonOverBudget && v.Voter == dnspup.AbstainVoter:
+						over++
+					default:
+						t.Errorf("round %d: unexpected abstention %+v", round, v)
+					}
+				}
+				if judged != 2*tt.covered || over != tt.targets-tt.covered {
+					t.Errorf("round %d: %d votes and %d over_budget abstentions, want %d and %d",
+						round, judged, over, 2*tt.covered, tt.targets-tt.covered)
 				}
 				if n := h.fake.Count(tt.path); n != round*tt.wantRequests {
 					t.Errorf("round %d: %d requests in total, want %d", round, n, round*tt.wantRequests)

@@ -1,34 +1,53 @@
 package dnspup
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vigilcdn/vigil/plugins/dnspup/api"
 	"github.com/vigilcdn/vigil/sdk"
 )
 
-// Abstention reasons, the label of vigil_dnspup_abstentions_total.
+// Abstention labels, the label of vigil_dnspup_abstentions_total
+// (Source.Abstentions), each counting targets. The first three are also the
+// Reason of the Abstain votes the source returns (sdk.ReasonOverBudget,
+// sdk.ReasonUnsupported, sdk.ReasonOutOfTime, by their names); the others
+// count targets left without any vote because of the API.
 const (
-	abstainOverBudget = "over_budget"
-	abstainBodyCheck  = "body_check_unsupported"
-	abstainStopped    = "stopped_unauthorized"
-	abstainHeld       = "holding_off"
-	abstainTransport  = "transport"
-	abstainUnreadable = "unreadable_answer"
+	abstainOverBudget  = "over_budget"
+	abstainUnsupported = "unsupported"
+	abstainOutOfTime   = "out_of_time"
+	abstainStopped     = "stopped_unauthorized"
+	abstainHeld        = "holding_off"
+	abstainTransport   = "transport"
+	abstainUnreadable  = "unreadable_answer"
 )
+
+// minRequestTime is the least time before the soft deadline for which a
+// request is still sent: a request sure to be cut would cost quota for no
+// vote.
+const minRequestTime = 100 * time.Millisecond
 
 // Vote implements sdk.VoteSource: it probes the ballot's targets through
 // dnspup (batched, at most requests_per_round requests, at most concurrency
-// at once) and returns one vote per checkpoint per target the checkpoint
-// answered for. When the API refuses or fails, it abstains for the targets
-// concerned; when no vote at all could be cast because of the API, it also
-// returns an error so that vigil counts the failure.
+// at once, each fitted to the call's deadline) and returns one vote per
+// checkpoint per target the checkpoint answered for. A target it does not
+// judge gets one Abstain vote from voter AbstainVoter: ReasonUnsupported
+// when dnspup cannot perform its health check as configured,
+// ReasonOverBudget when the request budget is spent (different targets each
+// round), ReasonOutOfTime when the call's time ran out before or while its
+// request was answered. When the API refuses or fails, the targets of that
+// request get no vote; when no Up or Down vote at all could be cast because
+// of the API, Vote also returns an error so that vigil counts the failure.
 func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error) {
 	s.mu.Lock()
 	cfg, client, checkpoints := s.cfg, s.client, s.checkpoints
@@ -44,104 +63,369 @@ func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error
 		s.log.Debug("abstaining on the whole ballot", "round", ballot.Round, "targets", len(ballot.Targets), "reason", why)
 		return nil, errors.New("dnspup: " + why)
 	}
+	ctx, cancel, giveUp := softDeadline(ctx)
+	defer cancel()
 
-	// Plan: one probe per distinct URL, in ballot order.
-	var urls []string
-	byURL := map[string][]int{}
-	for i, t := range ballot.Targets {
-		if t.Expect.BodyContains != "" {
-			s.abstain(abstainBodyCheck, 1)
-			s.log.Debug("no votes: dnspup cannot check the response body", "site", t.Site, "origin", t.Origin)
+	// Plan: one probe per distinct URL of the targets dnspup can check.
+	var (
+		votes       []sdk.Vote
+		urls        []string
+		byURL       = map[string][]int{}
+		unsupported int
+	)
+	for i := range ballot.Targets {
+		t := &ballot.Targets[i]
+		if names := unsupportedSettings(t); len(names) > 0 {
+			votes = append(votes, abstention(t, sdk.ReasonUnsupported, "dnspup cannot honour health_check "+strings.Join(names, ", ")))
+			s.warnUnsupported(t, names)
+			unsupported++
 			continue
 		}
-		u := targetURL(t)
+		u := targetURL(*t)
 		if _, ok := byURL[u]; !ok {
 			urls = append(urls, u)
 		}
 		byURL[u] = append(byURL[u], i)
 	}
-	batches := chunk(urls, cfg.BatchSize)
-	if len(batches) > cfg.RequestsPerRound {
+	s.abstain(abstainUnsupported, unsupported)
+	if unsupported > 0 {
+		s.log.Debug("abstained on targets whose health check dnspup cannot perform", "round", ballot.Round, "unsupported", unsupported)
+	}
+	urls, round := s.order(urls)
+	if capacity := cfg.RequestsPerRound * cfg.BatchSize; len(urls) > capacity {
 		over := 0
-		for _, b := range batches[cfg.RequestsPerRound:] {
-			for _, u := range b {
-				over += len(byURL[u])
+		detail := fmt.Sprintf("request budget spent this round (requests_per_round = %d)", cfg.RequestsPerRound)
+		for _, u := range urls[capacity:] {
+			for _, i := range byURL[u] {
+				votes = append(votes, abstention(&ballot.Targets[i], sdk.ReasonOverBudget, detail))
+				over++
 			}
 		}
-		batches = batches[:cfg.RequestsPerRound]
+		urls = urls[:capacity]
 		s.abstain(abstainOverBudget, over)
-		s.log.Warn("request budget reached: no votes for the remaining targets this round",
+		s.log.Warn("request budget reached: abstaining (over_budget) on the targets beyond it this round; the next rounds ask for them first. To judge every target every round, raise requests_per_round or batch_size",
 			"round", ballot.Round, "requests_per_round", cfg.RequestsPerRound, "batch_size", cfg.BatchSize,
-			"targets_without_votes", over)
+			"targets", len(ballot.Targets), "over_budget", over)
 	}
 
 	// Probe.
-	var (
-		mu       sync.Mutex
-		results  = map[string]api.TargetResult{}
-		firstErr error
-		wg       sync.WaitGroup
-		sem      = make(chan struct{}, cfg.Concurrency)
-	)
-	count := func(b []string) (n int) {
-		for _, u := range b {
-			n += len(byURL[u])
-		}
-		return n
-	}
-	for _, b := range batches {
-		wg.Go(func() {
-			select {
-			case sem <- struct{}{}:
-				defer func() { <-sem }()
-			case <-ctx.Done():
-				s.abstain(abstainTransport, count(b))
-				return
-			}
-			if why, label := s.blocked(); why != "" {
-				s.abstain(label, count(b))
-				return
-			}
-			res, err := s.probe(ctx, client, cfg, checkpoints, b)
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				label := s.handleError(err, cfg, ballot.Round, len(b))
-				s.abstain(label, count(b))
-				if firstErr == nil {
-					firstErr = err
-				}
-				return
-			}
-			s.requests.add("ok", 1)
-			for _, r := range res {
-				results[r.Target] = r
-			}
-		})
-	}
-	wg.Wait()
+	batches := chunk(urls, cfg.BatchSize)
+	out := s.send(ctx, giveUp, client, cfg, checkpoints, batches, ballot.Round)
+	s.stamp(round, batches, out)
 
 	// Votes.
-	var votes []sdk.Vote
-	for _, u := range urls {
-		r, ok := results[u]
-		if !ok {
-			continue
-		}
-		for _, i := range byURL[u] {
-			votes = append(votes, votesFor(ballot.Targets[i], r, checkpoints)...)
+	var (
+		firstErr          error
+		notSent, cutShort int
+		judged            bool
+	)
+	for k, b := range batches {
+		o := out[k]
+		switch {
+		case o.label != "": // failed, or held back after a sibling's 401 or rate limit
+			s.abstain(o.label, count(b, byURL))
+			if firstErr == nil && o.err != nil {
+				firstErr = o.err
+			}
+		case !o.sent:
+			for _, u := range b {
+				for _, i := range byURL[u] {
+					votes = append(votes, abstention(&ballot.Targets[i], sdk.ReasonOutOfTime, "the round's time ran out before dnspup could be asked"))
+					notSent++
+				}
+			}
+		case o.late || !o.answered:
+			for _, u := range b {
+				for _, i := range byURL[u] {
+					votes = append(votes, abstention(&ballot.Targets[i], sdk.ReasonOutOfTime, "the round's deadline came while dnspup was probing"))
+					cutShort++
+				}
+			}
+			if !o.answered { // given up on: its goroutine counts nothing
+				s.requests.add(abstainOutOfTime, 1)
+			}
+		default:
+			results := make(map[string]api.TargetResult, len(o.res))
+			for _, r := range o.res {
+				results[r.Target] = r
+			}
+			for _, u := range b {
+				r, ok := results[u]
+				if !ok {
+					continue
+				}
+				for _, i := range byURL[u] {
+					vs := votesFor(ballot.Targets[i], r, checkpoints)
+					judged = judged || len(vs) > 0
+					votes = append(votes, vs...)
+				}
+			}
 		}
 	}
-	if len(votes) == 0 && firstErr != nil {
+	if n := notSent + cutShort; n > 0 {
+		s.abstain(abstainOutOfTime, n)
+		s.log.Warn("the round's time ran out: abstaining (out_of_time) on targets dnspup could not judge in time; the next rounds ask for them first. Raise the source's timeout, raise concurrency or lower requests_per_round",
+			"round", ballot.Round, "out_of_time", n, "not_sent", notSent, "cut_in_flight", cutShort,
+			"request_timeout", cfg.RequestTimeout, "concurrency", cfg.Concurrency)
+	}
+	if !judged && firstErr != nil {
 		return nil, fmt.Errorf("dnspup: no votes this round: %w", firstErr)
 	}
 	return votes, nil
 }
 
-// probe sends one request for the URLs of batch: POST /v1/probes for one
-// URL when batch_size is 1, else POST /v1/batch-probes.
-func (s *Source) probe(ctx context.Context, client *api.Client, cfg settings, checkpoints []string, batch []string) ([]api.TargetResult, error) {
-	rctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
+// outcome is what became of one batch's request.
+type outcome struct {
+	sent     bool               // the request was started
+	answered bool               // it returned before Vote stopped waiting
+	late     bool               // it was cut by the soft deadline
+	res      []api.TargetResult // its results, when it succeeded
+	label    string             // the abstention label when it failed or was held back
+	err      error              // the API failure, when it failed
+}
+
+// send sends the batches' requests, at most concurrency at once, in order.
+// Each request's timeout is the smaller of request_timeout and the time
+// left before the soft deadline (ctx's); a request with less than
+// minRequestTime left is not sent, nor any after it. send returns when
+// every request has returned, or at giveUp: by then the soft deadline has
+// cancelled every request still in flight, and one that has not returned
+// all the same (a stuck transport) must not hold Vote past its deadline.
+// It is then reported as not answered, and what it returns later is
+// dropped.
+func (s *Source) send(ctx context.Context, giveUp time.Time, client *api.Client, cfg settings, checkpoints []string, batches [][]string, round uint64) []outcome {
+	out := make([]outcome, len(batches))
+	if len(batches) == 0 {
+		return out
+	}
+	soft, hasSoft := ctx.Deadline()
+	var (
+		mu     sync.Mutex // guards out and closed
+		closed bool       // send has returned
+		next   atomic.Int64
+		wg     sync.WaitGroup
+	)
+	for range min(cfg.Concurrency, len(batches)) {
+		wg.Go(func() {
+			for {
+				k := int(next.Add(1) - 1)
+				if k >= len(batches) || ctx.Err() != nil {
+					return
+				}
+				timeout, clipped := cfg.RequestTimeout, false
+				if hasSoft {
+					left := time.Until(soft)
+					if left < minRequestTime {
+						return // this batch and every later one: out of time
+					}
+					if left < timeout {
+						timeout, clipped = left, true
+					}
+				}
+				mu.Lock()
+				if closed {
+					mu.Unlock()
+					return
+				}
+				if why, label := s.blocked(); why != "" { // a sibling request hit a 401 or a rate limit
+					out[k] = outcome{label: label}
+					mu.Unlock()
+					continue
+				}
+				out[k].sent = true
+				mu.Unlock()
+
+				res, err := s.probe(ctx, client, cfg, checkpoints, batches[k], timeout)
+				var ae *api.Error
+				late := err != nil && !errors.As(err, &ae) &&
+					(ctx.Err() != nil || (clipped && !time.Now().Before(soft)))
+
+				mu.Lock()
+				if closed {
+					mu.Unlock()
+					return
+				}
+				o := &out[k]
+				o.answered = true
+				switch {
+				case err == nil:
+					o.res = res
+					s.requests.add("ok", 1)
+				case late: // for lack of time, not an API failure: never a Down, nor an error
+					o.late = true
+					s.requests.add(abstainOutOfTime, 1)
+				default:
+					o.err = err
+					o.label = s.handleError(err, cfg, round, len(batches[k]))
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	var stop <-chan time.Time
+	if !giveUp.IsZero() {
+		t := time.NewTimer(time.Until(giveUp))
+		defer t.Stop()
+		stop = t.C
+	}
+	select {
+	case <-done:
+	case <-stop:
+		s.log.Warn("dnspup requests did not return after the round's soft deadline cancelled them; answering without them", "round", round)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	closed = true
+	return slices.Clone(out)
+}
+
+func count(batch []string, byURL map[string][]int) (n int) {
+	for _, u := range batch {
+		n += len(byURL[u])
+	}
+	return n
+}
+
+// order returns urls in the order this round asks for them: least recently
+// asked first (never asked before anything), ties in ballot order; and the
+// round's number for stamp.
+//
+// What the budget or the deadline cuts is the tail of this order, so it
+// rotates: a URL cut in one round was asked less recently than every URL
+// asked in that round, so it comes before them in the next. With a steady
+// ballot of N URLs of which C fit in a round, this is plain round-robin and
+// every URL is asked at least once every ceil(N/C) rounds. This beats a
+// moving offset, which skips or repeats URLs when the ballot changes
+// between rounds (origins settled by an earlier source are not passed on),
+// and a per-round shuffle, which bounds the wait of a URL only in
+// probability.
+func (s *Source) order(urls []string) ([]string, uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.round++
+	ordered := slices.Clone(urls)
+	slices.SortStableFunc(ordered, func(a, b string) int { return cmp.Compare(s.asked[a], s.asked[b]) })
+	return ordered, s.round
+}
+
+// forgetAfter is how many rounds the time a URL was last asked for is
+// kept: older, it sorts first anyway.
+const forgetAfter = 1024
+
+// stamp records that round asked for the URLs of the batches whose request
+// was sent (answered or not: each cost budget). URLs not sent keep their
+// older stamp and so come first next round.
+func (s *Source) stamp(round uint64, batches [][]string, out []outcome) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.asked == nil {
+		s.asked = map[string]uint64{}
+	}
+	for k, b := range batches {
+		if out[k].sent {
+			for _, u := range b {
+				s.asked[u] = round
+			}
+		}
+	}
+	if round%64 == 0 {
+		maps.DeleteFunc(s.asked, func(_ string, r uint64) bool { return round-r > forgetAfter })
+	}
+}
+
+// unsupportedSettings names the health_check settings of t that dnspup
+// cannot honour, so that its checkpoints would judge something other than
+// what the operator asked for. The API takes a URL and nothing else, and
+// its checkpoints make one GET with public trust roots:
+//
+//   - expected_body: the API returns no response body;
+//   - headers: no request header can be sent (an origin that needs one,
+//     such as a token, would answer 401 or 403, which counts as up);
+//   - ca_file (https): the checkpoints trust the public roots only, so an
+//     origin with a private CA would fail TLS and be voted down;
+//   - tls_server_name (https), when it is not the address's host: the
+//     checkpoints send the URL's host as SNI and verify against it;
+//   - insecure_skip_tls_verify (https): the checkpoints always verify, so
+//     the certificate the operator chose to accept would be voted down;
+//   - follow_redirects: the checkpoints do not follow redirects, so a
+//     redirect to a failing page, or off the host, would count as up.
+//
+// The site's Host header, the User-Agent and the probe timeout cannot be
+// sent either, but every target has them: they are the documented
+// limits of what dnspup judges (see the package doc), not reasons to
+// abstain. max_body only bounds a body check, which never runs here.
+func unsupportedSettings(t *sdk.Target) []string {
+	var names []string
+	if t.Expect.BodyContains != "" {
+		names = append(names, "expected_body")
+	}
+	if len(t.Headers) > 0 {
+		names = append(names, "headers")
+	}
+	if u, err := url.Parse(t.Address); err == nil && strings.EqualFold(u.Scheme, "https") {
+		if t.TLS.CA != "" {
+			names = append(names, "ca_file")
+		}
+		if t.TLS.ServerName != "" && !strings.EqualFold(t.TLS.ServerName, u.Hostname()) {
+			names = append(names, "tls_server_name")
+		}
+		if t.TLS.InsecureSkipVerify {
+			names = append(names, "insecure_skip_tls_verify")
+		}
+	}
+	if t.FollowRedirects {
+		names = append(names, "follow_redirects")
+	}
+	return names
+}
+
+// warnUnsupported logs, once per target and set of settings until the
+// next Configure, that the target gets no dnspup vote and why.
+func (s *Source) warnUnsupported(t *sdk.Target, names []string) {
+	key := t.Site + "\x00" + t.Origin + "\x00" + strings.Join(names, ",")
+	s.mu.Lock()
+	if s.warned == nil {
+		s.warned = map[string]bool{}
+	}
+	seen := s.warned[key]
+	s.warned[key] = true
+	s.mu.Unlock()
+	if !seen {
+		s.log.Warn("dnspup cannot perform this origin's health check as configured, so it abstains on the origin (unsupported) every round and other sources judge it. To get dnspup votes, remove these settings from the site's health_check",
+			"site", t.Site, "origin", t.Origin, "settings", strings.Join(names, ", "))
+	}
+}
+
+// abstention is the Abstain vote of the source on t.
+func abstention(t *sdk.Target, reason sdk.Reason, detail string) sdk.Vote {
+	return sdk.Vote{Site: t.Site, Origin: t.Origin, Voter: AbstainVoter, Value: sdk.Abstain, Reason: reason, Detail: detail}
+}
+
+// softDeadline ends the requests a little before the call's deadline (a
+// tenth of the time left, at most a second, as plugins/direct does) so that
+// the votes cast get back to vigil in time. giveUp, halfway from the soft
+// deadline to the call's, is when Vote stops waiting for requests that the
+// soft deadline cancelled; it is zero when ctx has no deadline.
+func softDeadline(ctx context.Context) (context.Context, context.CancelFunc, time.Time) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		c, cancel := context.WithCancel(ctx)
+		return c, cancel, time.Time{}
+	}
+	margin := max(0, min(time.Until(dl)/10, time.Second))
+	c, cancel := context.WithDeadline(ctx, dl.Add(-margin))
+	return c, cancel, dl.Add(-margin / 2)
+}
+
+// probe sends one request for the URLs of batch, within timeout: POST
+// /v1/probes for one URL when batch_size is 1, else POST /v1/batch-probes.
+func (s *Source) probe(ctx context.Context, client *api.Client, cfg settings, checkpoints []string, batch []string, timeout time.Duration) ([]api.TargetResult, error) {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if cfg.BatchSize == 1 {
 		r, err := client.Probe(rctx, api.ProbeRequest{
@@ -317,7 +601,7 @@ func reasonOf(f api.Failure) sdk.Reason {
 	return sdk.ReasonError
 }
 
-// voterID is "dnspup:" + the node id, with characters a voter id may not
+// voterID is VoterPrefix + the node id, with characters a voter id may not
 // hold replaced by "_".
 func voterID(node string) string {
 	b := []byte(VoterPrefix + node)

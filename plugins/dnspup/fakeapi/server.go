@@ -72,6 +72,7 @@ type Server struct {
 	fail     *failure
 	scripted map[string]Result
 	quota    int // < 0: unlimited
+	delay    time.Duration
 	accepted int
 	counts   map[string]int
 	log      []Request
@@ -158,6 +159,17 @@ func (s *Server) SetQuota(n int) {
 		return
 	}
 	s.quota = s.accepted + n
+}
+
+// SetDelay makes every accepted probe request (POST /v1/probes and
+// /v1/batch-probes) take d before it is answered, as a slow or overloaded
+// API would; 0 (the default) answers at once. A client that gives up
+// first gets no answer: the request still counts as accepted and costs
+// quota, as with the real API.
+func (s *Server) SetDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.delay = max(0, d)
 }
 
 // Count is how many requests arrived for path ("/v1/probes", …).
@@ -326,11 +338,21 @@ func (s *Server) probes(w http.ResponseWriter, r *http.Request, body []byte, bat
 	s.accepted++
 	s.seq++
 	id := s.seq
+	delay := s.delay
 	scripted := make(map[string]Result, len(s.scripted))
 	for k, v := range s.scripted {
 		scripted[k] = v
 	}
 	s.mu.Unlock()
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-r.Context().Done(): // the client gave up: no one to answer
+			t.Stop()
+			return
+		}
+	}
 
 	entries := make([]map[string]any, len(targets))
 	var wg sync.WaitGroup
@@ -480,6 +502,16 @@ func (s *Server) control(w http.ResponseWriter, r *http.Request, body []byte) {
 			return
 		}
 		s.FailNext(in.Code, time.Duration(in.RetryAfter*float64(time.Second)), in.Count)
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+	case r.URL.Path == "/_fake/delay" && r.Method == http.MethodPost:
+		var in struct {
+			Seconds float64 `json:"seconds"`
+		}
+		if err := json.Unmarshal(body, &in); err != nil || in.Seconds < 0 {
+			writeError(w, api.CodeInvalidRequest, "body: want {\"seconds\":N} with N >= 0 (0: answer at once)", 0)
+			return
+		}
+		s.SetDelay(time.Duration(in.Seconds * float64(time.Second)))
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true})
 	case r.URL.Path == "/_fake/node" && r.Method == http.MethodPost:
 		var in struct {

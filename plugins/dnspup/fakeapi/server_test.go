@@ -173,3 +173,56 @@ func TestFetchProbe(t *testing.T) {
 		})
 	}
 }
+
+// TestDelay: a delayed probe answer waits, the request still costs quota
+// when the client gives up first, and the control endpoint sets and clears
+// the delay.
+func TestDelay(t *testing.T) {
+	fake, url := newServer(t)
+	fake.SetDelay(time.Hour)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "POST", url+"/v1/probes", strings.NewReader(`{"type":"http","target":"http://a.test/"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-API-Key", "k")
+	req.Header.Set("X-API-Secret", "s")
+	arrived := fake.Arrived()
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	select {
+	case <-arrived:
+	case err := <-errc:
+		t.Fatalf("the request ended before the server saw it: %v", err)
+	}
+	cancel() // the client gives up while the answer is delayed
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Fatal("a delayed probe was answered at once")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the client did not return after giving up")
+	}
+	if n := fake.Accepted(); n != 1 {
+		t.Errorf("accepted = %d, want 1 (a delayed request still costs quota)", n)
+	}
+
+	if resp, body := do(t, "POST", url+"/_fake/delay", `{"seconds":-1}`, false); resp.StatusCode != 400 {
+		t.Errorf("negative delay: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := do(t, "POST", url+"/_fake/delay", `{"seconds":0}`, false); resp.StatusCode != 200 {
+		t.Fatalf("clear the delay: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := do(t, "POST", url+"/v1/probes", `{"type":"http","target":"http://a.test/"}`, true); resp.StatusCode != 200 {
+		t.Errorf("after clearing the delay: %d %s", resp.StatusCode, body)
+	}
+}

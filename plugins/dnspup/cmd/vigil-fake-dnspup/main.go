@@ -6,11 +6,13 @@
 //	vigil-fake-dnspup -listen 127.0.0.1:8475 -nodes ams-1,fra-1,nyc-1
 //	vigil-fake-dnspup -result fra-1=503 -result nyc-1=timeout
 //	vigil-fake-dnspup -fail rate_limited:5          every call: 429 with Retry-After: 5
+//	vigil-fake-dnspup -delay 3s                     every probe answer takes 3s (a slow API)
 //
 // Failures can also be scripted while it runs:
 //
 //	curl -d '{"code":"quota_exceeded","count":1}' http://127.0.0.1:8475/_fake/fail
 //	curl -d '{"nodeId":"fra-1","status":503}'      http://127.0.0.1:8475/_fake/node
+//	curl -d '{"seconds":3}'                        http://127.0.0.1:8475/_fake/delay
 //	curl http://127.0.0.1:8475/_fake/stats
 //
 // A quickstart source block that uses it (any non-empty key and secret are
@@ -65,6 +67,7 @@ func run() error {
 	secretEnv := flag.String("secret-env", "", "env var holding the only accepted API secret (with -key-env)")
 	probeTimeout := flag.Duration("probe-timeout", 3*time.Second, "timeout of one pretend checkpoint probe")
 	fail := flag.String("fail", "", "answer every API call with this error code, optionally :RETRY_AFTER_SECONDS (e.g. rate_limited:5)")
+	delay := flag.Duration("delay", 0, "every probe answer takes this long, as a slow API would (0: at once)")
 	var results multi
 	flag.Var(&results, "result", "NODE=STATUS or NODE=ERROR_TEXT: what a checkpoint always reports (repeatable)")
 	flag.Parse()
@@ -84,7 +87,11 @@ func run() error {
 			return fmt.Errorf("-key-env %s / -secret-env %s: both variables must be set", *keyEnv, *secretEnv)
 		}
 	}
+	if *delay < 0 {
+		return fmt.Errorf("-delay %s: want a duration >= 0", *delay)
+	}
 	srv := fakeapi.New(opts)
+	srv.SetDelay(*delay)
 	for _, r := range results {
 		node, val, ok := strings.Cut(r, "=")
 		if !ok || node == "" || val == "" {
