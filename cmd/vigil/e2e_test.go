@@ -54,6 +54,14 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, "building the binaries:", err)
 			return 1
 		}
+		// The agent again, with the fault-injection hooks (fault_on.go).
+		fault := exec.Command("go", append(append([]string{"build", "-tags", "faultinject", "-o", filepath.Join(dir, "fault") + "/"}, args[3:]...),
+			"github.com/vigilcdn/vigil/cmd/vigil")...)
+		fault.Stdout, fault.Stderr = os.Stderr, os.Stderr
+		if err := fault.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building the fault-injection agent:", err)
+			return 1
+		}
 		binDir = dir
 		return m.Run()
 	}()
@@ -77,8 +85,15 @@ var (
 
 func startAgentProc(t *testing.T, config string) *agentProc {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, "vigil"), "agent", "-config", config, "-log-level", "debug")
-	cmd.Env = append(os.Environ(), "VIGIL_TOKEN=e2e-token")
+	return startAgentBin(t, filepath.Join(binDir, "vigil"), config)
+}
+
+// startAgentBin starts the agent binary bin with config and the extra
+// environment variables env.
+func startAgentBin(t *testing.T, bin, config string, env ...string) *agentProc {
+	t.Helper()
+	cmd := exec.Command(bin, "agent", "-config", config, "-log-level", "debug")
+	cmd.Env = append(append(os.Environ(), "VIGIL_TOKEN=e2e-token"), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

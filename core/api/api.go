@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -43,11 +44,30 @@ type Options struct {
 
 type handler struct {
 	Options
-	mux *http.ServeMux
+	mux    *http.ServeMux
+	access atomic.Pointer[access]
+}
+
+// access is who may read and change: swapped as a whole by SetAccess.
+type access struct {
+	token          string
+	readsNeedToken bool
+}
+
+// Handler is the API's http.Handler.
+type Handler struct{ h *handler }
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.h.ServeHTTP(w, r) }
+
+// SetAccess replaces the token and whether reads need it (a reload of
+// control { api { } }), for every request from now on.
+func (h *Handler) SetAccess(token string, readsNeedToken bool) {
+	h.h.access.Store(&access{token: token, readsNeedToken: readsNeedToken})
 }
 
 // New returns the API's http.Handler.
-func New(opts Options) http.Handler {
+func New(opts Options) *Handler {
 	if opts.Logger == nil {
 		opts.Logger = hclog.NewNullLogger()
 	}
@@ -77,7 +97,8 @@ func New(opts Options) http.Handler {
 	if opts.Extra != nil {
 		opts.Extra(h.mux)
 	}
-	return h
+	h.access.Store(&access{token: opts.Token, readsNeedToken: opts.ReadsNeedToken})
+	return &Handler{h: h}
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -111,14 +132,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // authorized checks the bearer token in constant time.
-func (h *handler) authorized(r *http.Request) bool {
+func (h *handler) authorized(r *http.Request, a *access) bool {
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && h.Token != "" && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(h.Token)) == 1
+	return ok && a.token != "" && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(a.token)) == 1
 }
 
 func (h *handler) read(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if h.ReadsNeedToken && !h.authorized(r) {
+		if a := h.access.Load(); a.readsNeedToken && !h.authorized(r, a) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="vigil"`)
 			writeError(w, http.StatusUnauthorized, "unauthorized", "reads need the API token: send Authorization: Bearer TOKEN (vigil -token or VIGIL_TOKEN)")
 			return
@@ -129,12 +150,13 @@ func (h *handler) read(next http.HandlerFunc) http.HandlerFunc {
 
 func (h *handler) write(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if h.Token == "" {
+		a := h.access.Load()
+		if a.token == "" {
 			writeError(w, http.StatusForbidden, "mutations_disabled",
 				"this agent has no API token, so it refuses every change; set control { api { token_env = \"VIGIL_TOKEN\" } } (or token_file) and restart")
 			return
 		}
-		if !h.authorized(r) {
+		if !h.authorized(r, a) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="vigil"`)
 			writeError(w, http.StatusUnauthorized, "unauthorized", "changes need the API token: send Authorization: Bearer TOKEN (vigil -token or VIGIL_TOKEN)")
 			return
@@ -213,7 +235,8 @@ func parseSiteFilter(r *http.Request) (siteFilter, error) {
 // sites streams the sites in name order, a page at a time when limit is
 // given: the answer's next_cursor, passed back as cursor, continues after
 // the page's last site. Without limit every matching site comes in one
-// answer. Sites are encoded one at a time, so no call holds a fleet-sized
+// answer. total counts the sites the filters match; counts the whole
+// fleet's sites by status. Sites are encoded one at a time, so no call holds a fleet-sized
 // buffer; a page comes from one consistent view of the fleet.
 func (h *handler) sites(w http.ResponseWriter, r *http.Request) {
 	f, err := parseSiteFilter(r)
@@ -241,14 +264,20 @@ func (h *handler) sites(w http.ResponseWriter, r *http.Request) {
 		from = v.Seek(after)
 	}
 	total := 0
+	counts := make(map[string]int, len(engine.Statuses))
+	for _, st := range engine.Statuses {
+		counts[st] = 0
+	}
 	for i := 0; i < v.Len(); i++ {
+		counts[v.Status(i)]++
 		if f.match(v, i) {
 			total++
 		}
 	}
+	countsJSON, _ := json.Marshal(counts)
 	w.Header().Set("Content-Type", "application/json")
 	bw := bufio.NewWriterSize(w, 32<<10)
-	fmt.Fprintf(bw, "{\"round\": %d, \"publication\": %d, \"total\": %d, \"sites\": [", v.Round, v.Publication, total)
+	fmt.Fprintf(bw, "{\"round\": %d, \"publication\": %d, \"total\": %d, \"counts\": %s, \"sites\": [", v.Round, v.Publication, total, countsJSON)
 	n, last := 0, -1
 	for i := from; i < v.Len(); i++ {
 		if !f.match(v, i) {

@@ -180,7 +180,7 @@ func (e *Engine) Reload(ctx context.Context, cfg *config.Config) hcl.Diagnostics
 	e.flushLocked(ctx)
 	e.mu.Unlock()
 	closeSources(closing, sources)
-	e.log.Info("configuration reloaded", "sources", len(cfg.Sources), "sites", len(cfg.Sites))
+	e.log.Debug("new sources and sites installed", "sources", len(cfg.Sources), "sites", len(cfg.Sites))
 	return diags
 }
 

@@ -1,4 +1,4 @@
-package main
+package agent
 
 import (
 	"context"
@@ -37,27 +37,19 @@ type cluster struct {
 	dispatcher *notify.Dispatcher
 }
 
-// openStore opens the configured store: bbolt in data_dir by default, or
-// etcd with the cluster around it.
-func openStore(cfg *config.Config, log hclog.Logger, reg prometheus.Registerer) (store.Store, *cluster, error) {
+// newCluster connects to etcd and builds the store and the node around it.
+func newCluster(cfg *config.Config, log hclog.Logger, reg prometheus.Registerer) (*cluster, error) {
 	ec := cfg.Control.Store
-	if ec == nil {
-		st, err := store.Open(cfg.Control.DataDir, store.DefaultJournalSize)
-		if err != nil {
-			return nil, nil, err
-		}
-		return st, nil, nil
-	}
 	cc := clientv3.Config{Endpoints: ec.Endpoints, DialTimeout: ec.DialTimeout, Logger: zap.NewNop()}
 	if ec.UsernameEnv != "" {
 		cc.Username, cc.Password = os.Getenv(ec.UsernameEnv), os.Getenv(ec.PasswordEnv)
 		if cc.Username == "" || cc.Password == "" {
-			return nil, nil, fmt.Errorf("control { store \"etcd\" } names username_env %s and password_env %s, but one is unset or empty; export both", ec.UsernameEnv, ec.PasswordEnv)
+			return nil, fmt.Errorf("control { store \"etcd\" } names username_env %s and password_env %s, but one is unset or empty; export both", ec.UsernameEnv, ec.PasswordEnv)
 		}
 	}
 	cli, err := clientv3.New(cc)
 	if err != nil {
-		return nil, nil, fmt.Errorf("etcd client for %v: %w", ec.Endpoints, err)
+		return nil, fmt.Errorf("etcd client for %v: %w", ec.Endpoints, err)
 	}
 	id, url := ec.ID, ec.Advertise
 	if id == "" || url == "" {
@@ -75,7 +67,7 @@ func openStore(cfg *config.Config, log hclog.Logger, reg prometheus.Registerer) 
 	c.node = ha.New(ha.Options{Client: cli, Store: st, Config: ec, ID: id, URL: url, Logger: c.log, OnLead: c.lead, OnStoreChange: c.wake})
 	reg.MustRegister(c.node.Collectors()...)
 	log.Info("state in etcd", "endpoints", ec.Endpoints, "prefix", ec.Prefix, "mode", ec.Mode, "id", id, "url", url)
-	return st, c, nil
+	return c, nil
 }
 
 // engineOptions plugs the node into the engine.
@@ -84,17 +76,13 @@ func (c *cluster) engineOptions(o *engine.Options) {
 		return
 	}
 	o.Active, o.Owns, o.OnCommitError = c.node.Active, c.node.Owns(), c.node.OnCommitError
-	prev := o.OnCommit
-	o.OnCommit = func() {
-		if prev != nil {
-			prev()
-		}
-		c.wake()
-	}
 }
 
 // wake wakes the notifiers, if this instance delivers them.
 func (c *cluster) wake() {
+	if c == nil {
+		return
+	}
 	c.mu.Lock()
 	d := c.dispatcher
 	c.mu.Unlock()
@@ -105,11 +93,10 @@ func (c *cluster) wake() {
 
 // start runs the node, and the DNS publisher on every instance (it
 // follows this instance's publication, which standbys mirror).
-func (c *cluster) start(ctx context.Context, a *agent, eng *engine.Engine, hooks *agentHooks) error {
-	if err := hooks.startDNS(ctx, eng, c.cfg.DNS); err != nil {
+func (c *cluster) start(ctx context.Context, a *Agent, eng *engine.Engine) error {
+	if err := a.parts.startDNS(ctx, eng, c.cfg.DNS); err != nil {
 		return err
 	}
-	a.extras = append(a.extras, hooks.stopDNS)
 	c.done = c.node.Start(ctx, eng)
 	return nil
 }

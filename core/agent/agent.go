@@ -1,0 +1,304 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/vigilcdn/vigil/core/api"
+	"github.com/vigilcdn/vigil/core/config"
+	"github.com/vigilcdn/vigil/core/engine"
+	"github.com/vigilcdn/vigil/core/store"
+)
+
+// Options configure an Agent beside its configuration.
+type Options struct {
+	// ConfigPath is where the configuration was read (for the logs).
+	ConfigPath string
+	// Logger receives everything the agent logs.
+	Logger hclog.Logger
+	// Diagnostics receives the HCL diagnostics of plugin configuration
+	// errors, with source snippets (standard error in the command).
+	Diagnostics io.Writer
+	// FreshState lets the agent start with an empty state where a state
+	// existed before (see store.OpenOptions).
+	FreshState bool
+	// ListenFile, when set, is written with the API's URL once it listens
+	// (and again after a reload moves it), for scripts and tests.
+	ListenFile string
+	// Hooks are the engine's commit hooks (fault injection in tests).
+	Hooks *engine.Hooks
+	// NewSource builds the vote sources (engine.PluginSource when nil:
+	// tests give in-process ones).
+	NewSource func(src *config.Source, pluginDir string, log hclog.Logger) engine.VoteSource
+}
+
+// Agent is a running control plane.
+type Agent struct {
+	opts Options
+	log  hclog.Logger
+	reg  *prometheus.Registry
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+
+	store   store.Store
+	bolt    *store.Bolt // nil with etcd
+	engine  *engine.Engine
+	api     *api.Handler
+	parts   *parts
+	cluster *cluster
+	metrics *reloadMetrics
+
+	mu       sync.Mutex // guards the fields below and serializes reloads
+	cfg      *config.Config
+	token    string
+	server   *http.Server
+	listener net.Listener
+}
+
+// Start builds the control plane for cfg and starts it: rounds, API,
+// publication, notifications. On error nothing is left running.
+func Start(cfg *config.Config, opts Options) (a *Agent, err error) {
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	if opts.Diagnostics == nil {
+		opts.Diagnostics = io.Discard
+	}
+	log := opts.Logger
+	token, err := readToken(cfg.Control.API)
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ctx, cancel := context.WithCancel(context.Background())
+	a = &Agent{opts: opts, log: log, reg: reg, ctx: ctx, cancel: cancel, cfg: cfg, token: token}
+	built := a // the returns below set a to nil
+	defer func() {
+		if err != nil {
+			_ = built.teardown()
+		}
+	}()
+	a.metrics = newReloadMetrics(reg)
+	if err := a.openStore(cfg); err != nil {
+		return nil, err
+	}
+	a.parts = &parts{a: a, cfg: cfg}
+	engOpts := engine.Options{Logger: log, Registerer: reg, Store: a.store, OnCommit: a.parts.onCommit, Hooks: opts.Hooks, NewSource: opts.NewSource}
+	a.cluster.engineOptions(&engOpts)
+	eng, diags := engine.New(ctx, cfg, engOpts)
+	if diags.HasErrors() {
+		_ = config.WriteDiagnostics(opts.Diagnostics, cfg.Files, diags)
+		return nil, errors.New("a vote source could not start; nothing started")
+	}
+	a.engine = eng
+	if a.cluster != nil {
+		err = a.cluster.start(ctx, a, eng)
+	} else {
+		err = a.parts.start(ctx, eng)
+	}
+	if err != nil {
+		return nil, err
+	}
+	a.api = api.New(api.Options{
+		Engine: eng, Token: token, ReadsNeedToken: cfg.Control.API.ReadAccess == "token",
+		Gatherer: reg, Logger: log.Named("api"), Extra: a.parts.extraRoutes,
+	})
+	ln, err := listen(cfg.Control.API.Listen)
+	if err != nil {
+		return nil, err
+	}
+	a.serve(ln)
+	a.done.Add(1)
+	go func() {
+		defer a.done.Done()
+		eng.Run(ctx)
+	}()
+	if token == "" {
+		log.Warn("no API token configured: operator actions are refused; set control { api { token_env = \"VIGIL_TOKEN\" } }")
+	}
+	a.metrics.reloaded(true)
+	log.Info("vigil agent started", "api", "http://"+ln.Addr().String(), "sources", len(cfg.Sources), "sites", len(cfg.Sites),
+		"round_interval", cfg.Control.RoundInterval, "data_dir", cfg.Control.DataDir)
+	return a, nil
+}
+
+// Engine is the agent's engine.
+func (a *Agent) Engine() *engine.Engine { return a.engine }
+
+// Addr is the API's address.
+func (a *Agent) Addr() net.Addr {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.listener.Addr()
+}
+
+// Registry holds the agent's metrics.
+func (a *Agent) Registry() *prometheus.Registry { return a.reg }
+
+func listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("API listen on %s: %w (is another agent running? change control { api { listen } })", addr, err)
+	}
+	return ln, nil
+}
+
+// serve serves the API on ln (and closes the previous listener, if any,
+// letting its requests finish). Called with a.mu held or before Start
+// returns.
+func (a *Agent) serve(ln net.Listener) {
+	var handler http.Handler = a.api
+	handler = a.cluster.wrap(handler)
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	oldSrv := a.server
+	a.server, a.listener = srv, ln
+	a.done.Add(1)
+	go func() {
+		defer a.done.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("API server stopped", "error", err)
+		}
+	}()
+	if oldSrv != nil {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = oldSrv.Shutdown(ctx)
+		}()
+	}
+	a.writeListenFile(ln)
+}
+
+func (a *Agent) writeListenFile(ln net.Listener) {
+	if a.opts.ListenFile == "" {
+		return
+	}
+	tmp := a.opts.ListenFile + ".tmp"
+	if err := os.WriteFile(tmp, []byte("http://"+ln.Addr().String()+"\n"), 0o644); err == nil {
+		err = os.Rename(tmp, a.opts.ListenFile)
+		if err != nil {
+			a.log.Warn("cannot write the listen file", "file", a.opts.ListenFile, "error", err)
+		}
+	} else {
+		a.log.Warn("cannot write the listen file", "file", a.opts.ListenFile, "error", err)
+	}
+}
+
+// openStore opens the configured store: bbolt in data_dir, or etcd with
+// the cluster around it.
+func (a *Agent) openStore(cfg *config.Config) error {
+	if cfg.Control.Store == nil {
+		st, err := store.OpenWith(cfg.Control.DataDir, store.OpenOptions{
+			JournalSize: store.DefaultJournalSize, Fresh: a.opts.FreshState, OnBackup: a.logBackup,
+		})
+		if err != nil {
+			return err
+		}
+		rep := st.Report()
+		if rep.Fresh {
+			moved := make([]string, len(rep.Moved))
+			for i, m := range rep.Moved {
+				moved[i] = m.From + " -> " + m.To
+			}
+			a.log.Warn("starting with an empty state, as -fresh-state asks: the old state was unusable and is kept aside",
+				"problem", rep.Problem, "moved", strings.Join(moved, ", "))
+		}
+		for _, w := range rep.Warnings {
+			a.log.Warn("state file", "path", rep.Path, "warning", w)
+		}
+		a.log.Debug("state file checked", "path", rep.Path, "sites", rep.Sites, "events", rep.Events, "size", rep.Size, "took", rep.Took)
+		a.store, a.bolt = st, st
+		return nil
+	}
+	c, err := newCluster(cfg, a.log, a.reg)
+	if err != nil {
+		return err
+	}
+	a.store, a.cluster = c.store, c
+	return nil
+}
+
+// logBackup reports the rotating last-good copy of the state file.
+func (a *Agent) logBackup(rep *store.BackupReport, err error) {
+	if err != nil {
+		a.log.Error("cannot write the last-good copy of the state; the previous copy stays", "error", err)
+		return
+	}
+	a.log.Debug("last-good copy of the state written", "path", rep.Path, "size", rep.Size, "took", rep.Took)
+}
+
+// readToken reads the API token from the environment or a file; secrets
+// never reach the logs.
+func readToken(c config.API) (string, error) {
+	switch {
+	case c.TokenEnv != "":
+		t := strings.TrimSpace(os.Getenv(c.TokenEnv))
+		if t == "" {
+			return "", fmt.Errorf("control { api { token_env = %q } } names an empty or unset environment variable; export it or remove token_env", c.TokenEnv)
+		}
+		return t, nil
+	case c.TokenFile != "":
+		b, err := os.ReadFile(c.TokenFile)
+		if err != nil {
+			return "", fmt.Errorf("reading the API token_file: %w", err)
+		}
+		t := strings.TrimSpace(string(b))
+		if t == "" {
+			return "", fmt.Errorf("the API token_file %s is empty", filepath.Clean(c.TokenFile))
+		}
+		return t, nil
+	}
+	return "", nil
+}
+
+// Stop ends everything: the API (letting its requests finish for up to
+// ten seconds), the rounds, the notifiers, the cluster roles, the sources
+// and the store.
+func (a *Agent) Stop() error {
+	a.cancel()
+	a.mu.Lock()
+	srv := a.server
+	a.mu.Unlock()
+	if srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}
+	return a.teardown()
+}
+
+// teardown releases what was started; Stop and a failed Start use it.
+func (a *Agent) teardown() error {
+	a.cancel()
+	a.done.Wait()
+	if a.parts != nil {
+		a.parts.stop()
+	}
+	a.cluster.close()
+	if a.engine != nil {
+		a.engine.Close()
+	}
+	if a.store != nil {
+		if err := a.store.Close(); err != nil {
+			a.log.Error("closing the store", "error", err)
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,161 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"reflect"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vigilcdn/vigil/core/config"
+	"github.com/vigilcdn/vigil/core/engine"
+	"github.com/vigilcdn/vigil/core/notify"
+	"github.com/vigilcdn/vigil/core/publish/dns"
+	"github.com/vigilcdn/vigil/core/statuspage"
+)
+
+// parts are the optional parts around the engine: notifications, the DNS
+// publisher and the status page.
+type parts struct {
+	a   *Agent
+	cfg *config.Config
+
+	mu           sync.Mutex
+	dispatcher   *notify.Dispatcher
+	dns          *dns.Server
+	dnsCfg       *config.DNSPublisher
+	dnsCollector prometheus.Collector
+}
+
+// onCommit wakes the notifiers after a commit that journaled events.
+func (p *parts) onCommit() {
+	p.mu.Lock()
+	d := p.dispatcher
+	p.mu.Unlock()
+	if d != nil {
+		d.Wake()
+	}
+	p.a.cluster.wake()
+}
+
+// start runs the notifiers (the cluster runs them itself while it leads)
+// and the DNS publisher.
+func (p *parts) start(ctx context.Context, eng *engine.Engine) error {
+	d, err := notify.New(p.a.store, p.cfg.Notifiers, p.a.log.Named("notify"))
+	if err != nil {
+		return fmt.Errorf("notifications: %w", err)
+	}
+	for _, c := range d.Collectors() {
+		p.a.reg.MustRegister(c)
+	}
+	p.mu.Lock()
+	p.dispatcher = d
+	p.mu.Unlock()
+	p.a.done.Add(1)
+	go func() {
+		defer p.a.done.Done()
+		if err := d.Run(ctx); err != nil && ctx.Err() == nil {
+			p.a.log.Error("notifications stopped", "error", err)
+		}
+	}()
+	d.Wake() // deliver what an earlier run left undelivered
+	return p.startDNS(ctx, eng, p.cfg.DNS)
+}
+
+func (p *parts) startDNS(ctx context.Context, eng *engine.Engine, c *config.DNSPublisher) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	srv, err := dns.New(c, eng.Hub(), p.a.log.Named("dns"))
+	if err != nil {
+		return fmt.Errorf("DNS publisher: %w", err)
+	}
+	if err := srv.Start(ctx); err != nil {
+		return fmt.Errorf("DNS publisher on %s: %w (change publish \"dns\" { listen })", c.Listen, err)
+	}
+	col := srv.Collector()
+	if err := p.a.reg.Register(col); err != nil {
+		p.a.log.Warn("DNS metrics not registered", "error", err)
+	} else {
+		p.dnsCollector = col
+	}
+	p.dns, p.dnsCfg = srv, c
+	p.a.log.Info("DNS publisher started", "listen", srv.Addr(), "zone", c.Zone)
+	return nil
+}
+
+func (p *parts) stopDNS() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dns != nil {
+		_ = p.dns.Close()
+		if p.dnsCollector != nil {
+			p.a.reg.Unregister(p.dnsCollector)
+		}
+		p.dns, p.dnsCfg, p.dnsCollector = nil, nil, nil
+	}
+}
+
+func (p *parts) stop() { p.stopDNS() }
+
+// reload applies a new configuration to the notifiers and the DNS
+// publisher and says what changed, or what could not be applied.
+func (p *parts) reload(ctx context.Context, eng *engine.Engine, cfg *config.Config) (applied []string, failed []error) {
+	p.mu.Lock()
+	d := p.dispatcher
+	old := p.dnsCfg
+	oldCfg := p.cfg
+	p.mu.Unlock()
+	if !reflect.DeepEqual(notifiersOf(oldCfg), notifiersOf(cfg)) {
+		if d != nil {
+			if err := d.Reconfigure(cfg.Notifiers); err != nil {
+				failed = append(failed, fmt.Errorf("notifiers not reloaded, the old ones stay: %w", err))
+			} else {
+				applied = append(applied, "notifiers")
+			}
+		} else {
+			applied = append(applied, "notifiers")
+		}
+		p.a.cluster.reload(cfg)
+	}
+	if !sameDNS(old, cfg.DNS) {
+		p.stopDNS()
+		if err := p.startDNS(ctx, eng, cfg.DNS); err != nil {
+			failed = append(failed, fmt.Errorf("DNS publisher not restarted: %w", err))
+		} else {
+			applied = append(applied, "publish \"dns\"")
+		}
+	}
+	p.mu.Lock()
+	p.cfg = cfg
+	p.mu.Unlock()
+	return applied, failed
+}
+
+// notifiersOf is what matters of the notifiers for a reload.
+func notifiersOf(cfg *config.Config) []config.Notifier {
+	out := make([]config.Notifier, len(cfg.Notifiers))
+	for i, n := range cfg.Notifiers {
+		out[i] = *n
+		out[i].DeclRange = config.Notifier{}.DeclRange
+	}
+	return out
+}
+
+func sameDNS(a, b *config.DNSPublisher) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	x, y := *a, *b
+	x.DeclRange = y.DeclRange
+	return reflect.DeepEqual(x, y)
+}
+
+// extraRoutes serves the status page at / beside the API.
+func (p *parts) extraRoutes(mux *http.ServeMux) {
+	statuspage.Register(mux, statuspage.Options{})
+}

@@ -1,0 +1,170 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vigilcdn/vigil/core/config"
+)
+
+// ReloadResult says what a reload did.
+type ReloadResult struct {
+	// Applied names what changed and is in force now.
+	Applied []string
+	// NeedRestart names the settings that changed but take effect only
+	// at the next start; their old values stay in force until then.
+	NeedRestart []string
+	// Failed says what could not be applied; the old part stays.
+	Failed []error
+}
+
+// ErrReloadRefused wraps the error of a reload that changed nothing.
+var ErrReloadRefused = errors.New("configuration not reloaded; the old one stays in force")
+
+// Reload applies cfg: the API token and read access, the API listener
+// (moved: the new address is bound before anything changes), the sources
+// and sites, round_interval and sites_per_round, the notifiers and the DNS
+// publisher. A reload that cannot bind the new listener, read the new
+// token, or start a changed source changes nothing and returns an error
+// wrapping ErrReloadRefused. Settings that only a restart can change
+// (data_dir, the store) are named in NeedRestart and keep their old
+// values.
+func (a *Agent) Reload(cfg *config.Config) (ReloadResult, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	old := a.cfg
+	var res ReloadResult
+	if cfg.Control.DataDir != old.Control.DataDir {
+		res.NeedRestart = append(res.NeedRestart, fmt.Sprintf("control { data_dir } (%q stays in force until a restart)", old.Control.DataDir))
+	}
+	if !sameStore(old.Control.Store, cfg.Control.Store) {
+		res.NeedRestart = append(res.NeedRestart, "control { store } (the state store stays as it is until a restart)")
+	}
+	token, err := readToken(cfg.Control.API)
+	if err != nil {
+		a.metrics.reloaded(false)
+		return res, fmt.Errorf("%w: %v", ErrReloadRefused, err)
+	}
+	var ln net.Listener
+	if cfg.Control.API.Listen != old.Control.API.Listen {
+		if ln, err = listen(cfg.Control.API.Listen); err != nil {
+			a.metrics.reloaded(false)
+			return res, fmt.Errorf("%w: %v", ErrReloadRefused, err)
+		}
+	}
+	if d := a.engine.Reload(a.ctx, cfg); d.HasErrors() {
+		if ln != nil {
+			ln.Close()
+		}
+		_ = config.WriteDiagnostics(a.opts.Diagnostics, cfg.Files, d)
+		a.metrics.reloaded(false)
+		return res, fmt.Errorf("%w: a vote source could not start (the diagnostics say why)", ErrReloadRefused)
+	}
+	res.Applied = append(res.Applied, changedControl(old, cfg)...)
+	readsNeedToken := cfg.Control.API.ReadAccess == "token"
+	if tokenOf(a) != token || (old.Control.API.ReadAccess == "token") != readsNeedToken {
+		a.api.SetAccess(token, readsNeedToken)
+		a.token = token
+		res.Applied = append(res.Applied, "control { api { token, read_access } }")
+	}
+	if ln != nil {
+		a.serve(ln)
+		res.Applied = append(res.Applied, "control { api { listen = "+fmt.Sprintf("%q", cfg.Control.API.Listen)+" } }")
+	}
+	applied, failed := a.parts.reload(a.ctx, a.engine, cfg)
+	res.Applied = append(res.Applied, applied...)
+	res.Failed = append(res.Failed, failed...)
+	a.cluster.reload(cfg)
+	a.cfg = cfg
+	a.metrics.reloaded(len(res.Failed) == 0)
+	a.metrics.needRestart(len(res.NeedRestart) > 0)
+	a.logReload(res)
+	return res, nil
+}
+
+func tokenOf(a *Agent) string { return a.token }
+
+// changedControl names the sources, sites and round settings that changed.
+func changedControl(old, cfg *config.Config) []string {
+	var out []string
+	if old.Control.RoundInterval != cfg.Control.RoundInterval {
+		out = append(out, fmt.Sprintf("round_interval %s", cfg.Control.RoundInterval))
+	}
+	if old.Control.SitesPerRound != cfg.Control.SitesPerRound {
+		out = append(out, fmt.Sprintf("sites_per_round %d", cfg.Control.SitesPerRound))
+	}
+	out = append(out, fmt.Sprintf("sources and sites (%d sources, %d sites)", len(cfg.Sources), len(cfg.Sites)))
+	return out
+}
+
+func sameStore(a, b *config.EtcdStore) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	x, y := *a, *b
+	x.DeclRange = y.DeclRange
+	return reflect.DeepEqual(x, y)
+}
+
+// logReload says exactly what the reload did: never "reloaded" over a
+// setting it did not apply.
+func (a *Agent) logReload(res ReloadResult) {
+	args := []any{"config", a.opts.ConfigPath, "applied", strings.Join(res.Applied, "; ")}
+	switch {
+	case len(res.Failed) > 0:
+		msgs := make([]string, len(res.Failed))
+		for i, e := range res.Failed {
+			msgs[i] = e.Error()
+		}
+		a.log.Error("configuration reloaded in part: some parts could not be applied and keep their old settings",
+			append(args, "failed", strings.Join(msgs, "; "), "need_restart", strings.Join(res.NeedRestart, "; "))...)
+	case len(res.NeedRestart) > 0:
+		a.log.Warn("configuration reloaded, except settings that need a restart: they keep their old values until then",
+			append(args, "need_restart", strings.Join(res.NeedRestart, "; "))...)
+	default:
+		a.log.Info("configuration reloaded", args...)
+	}
+}
+
+// reloadMetrics are Prometheus's own reload series, for vigil.
+type reloadMetrics struct {
+	ok      prometheus.Gauge
+	at      prometheus.Gauge
+	restart prometheus.Gauge
+}
+
+func newReloadMetrics(reg prometheus.Registerer) *reloadMetrics {
+	m := &reloadMetrics{
+		ok: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vigil_config_last_reload_successful",
+			Help: "1 when the last configuration (re)load applied everything it could, 0 when it was refused or failed in part."}),
+		at: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vigil_config_last_reload_success_timestamp_seconds",
+			Help: "When the configuration was last (re)loaded successfully, in Unix seconds."}),
+		restart: prometheus.NewGauge(prometheus.GaugeOpts{Name: "vigil_config_restart_required",
+			Help: "1 when a reloaded setting (such as data_dir) takes effect only at the next start."}),
+	}
+	reg.MustRegister(m.ok, m.at, m.restart)
+	return m
+}
+
+func (m *reloadMetrics) reloaded(ok bool) {
+	if ok {
+		m.ok.Set(1)
+		m.at.Set(float64(time.Now().UnixNano()) / 1e9)
+	} else {
+		m.ok.Set(0)
+	}
+}
+
+func (m *reloadMetrics) needRestart(yes bool) {
+	if yes {
+		m.restart.Set(1)
+	} else {
+		m.restart.Set(0)
+	}
+}
