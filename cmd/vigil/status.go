@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,60 +21,181 @@ func init() {
 	register("status", "show the origin status card of every site, or of one", runStatus)
 }
 
+// statusPage is one page of GET /v1/sites.
+type statusPage struct {
+	Round       uint64             `json:"round"`
+	Publication uint64             `json:"publication"`
+	Total       int                `json:"total"`
+	Counts      map[string]int     `json:"counts"`
+	Sites       []*engine.SiteView `json:"sites"`
+	NextCursor  string             `json:"next_cursor"`
+}
+
+// statusPageSize is how many sites one request of vigil status asks for.
+const statusPageSize = 500
+
+// smallFleet is the size up to which vigil status prints every site by
+// default; a larger fleet gets its summary and the sites that need
+// attention (-all prints them all).
+const smallFleet = 20
+
 func runStatus(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr, token, asJSON := clientFlags(fs)
+	all := fs.Bool("all", false, "print every site (by default a fleet of more than 20 sites shows only those that need attention)")
+	problem := fs.Bool("problem", false, "print only the sites that need attention: down, failed over, degraded or paused")
+	status := fs.String("status", "", "print only the sites with these statuses, such as failed_over,down (ok, unknown, paused, degraded, failed_over, down)")
+	prefix := fs.String("prefix", "", "print only the sites whose name starts with this")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return 2
 	}
 	if len(pos) > 1 {
-		fmt.Fprintln(stderr, "usage: vigil status [SITE] [-json]")
+		fmt.Fprintln(stderr, "usage: vigil status [SITE] [-all | -problem | -status S,... | -prefix P] [-json]")
 		return 2
 	}
 	c := newClient(*addr, *token)
 	ctx := context.Background()
-	var raw json.RawMessage
-	path := "/v1/sites"
 	if len(pos) == 1 {
-		path += "/" + pos[0]
-	}
-	if err := c.do(ctx, "GET", path, nil, &raw); err != nil {
-		fmt.Fprintf(stderr, "vigil status: %v\n", err)
-		return 1
-	}
-	if *asJSON {
-		printJSON(stdout, raw)
-		return 0
-	}
-	var sites []*engine.SiteView
-	if len(pos) == 1 {
+		var raw json.RawMessage
+		if err := c.do(ctx, "GET", "/v1/sites/"+url.PathEscape(pos[0]), nil, &raw); err != nil {
+			fmt.Fprintf(stderr, "vigil status: %v\n", err)
+			return 1
+		}
+		if *asJSON {
+			printJSON(stdout, raw)
+			return 0
+		}
 		var v engine.SiteView
 		if err := json.Unmarshal(raw, &v); err != nil {
 			fmt.Fprintf(stderr, "vigil status: %v\n", err)
 			return 1
 		}
-		sites = append(sites, &v)
-	} else {
-		var all struct {
-			Sites []*engine.SiteView `json:"sites"`
-		}
-		if err := json.Unmarshal(raw, &all); err != nil {
+		writeClusterLine(ctx, c, stdout)
+		writeCard(stdout, &v, time.Now())
+		writeNodes(ctx, c, stdout)
+		return 0
+	}
+	q := url.Values{}
+	if *status != "" {
+		q.Set("status", *status)
+	}
+	if *prefix != "" {
+		q.Set("prefix", *prefix)
+	}
+	if *problem {
+		q.Set("problem", "true")
+	}
+	// The first page says how big the fleet is.
+	first, err := fetchPage(ctx, c, q, "")
+	if err != nil {
+		fmt.Fprintf(stderr, "vigil status: %v\n", err)
+		return 1
+	}
+	fleet := 0
+	for _, n := range first.Counts {
+		fleet += n
+	}
+	summarize := !*all && !*asJSON && !*problem && *status == "" && *prefix == "" && fleet > smallFleet
+	if summarize {
+		q.Set("problem", "true")
+		if first, err = fetchPage(ctx, c, q, ""); err != nil {
 			fmt.Fprintf(stderr, "vigil status: %v\n", err)
 			return 1
 		}
-		sites = all.Sites
+	}
+	if *asJSON {
+		return statusJSON(ctx, c, q, first, stdout, stderr)
 	}
 	writeClusterLine(ctx, c, stdout)
-	for i, s := range sites {
-		if i > 0 {
-			fmt.Fprintln(stdout)
+	if summarize || fleet > smallFleet {
+		fmt.Fprintf(stdout, "%s\n\n", fleetSummary(first.Counts))
+	}
+	printed := 0
+	for p := first; ; {
+		for _, s := range p.Sites {
+			if printed > 0 {
+				fmt.Fprintln(stdout)
+			}
+			writeCard(stdout, s, time.Now())
+			printed++
 		}
-		writeCard(stdout, s, time.Now())
+		if p.NextCursor == "" {
+			break
+		}
+		if p, err = fetchPage(ctx, c, q, p.NextCursor); err != nil {
+			fmt.Fprintf(stderr, "vigil status: %v\n", err)
+			return 1
+		}
+	}
+	if summarize {
+		if printed == 0 {
+			fmt.Fprintln(stdout, "No site needs attention.")
+		}
+		fmt.Fprintf(stdout, "\n(%d of %d sites need attention; vigil status -all prints every site)\n", printed, fleet)
 	}
 	writeNodes(ctx, c, stdout)
 	return 0
+}
+
+func fetchPage(ctx context.Context, c *client, q url.Values, cursor string) (*statusPage, error) {
+	q = maps.Clone(q)
+	q.Set("limit", strconv.Itoa(statusPageSize))
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	var p statusPage
+	if err := c.do(ctx, "GET", "/v1/sites?"+q.Encode(), nil, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// statusJSON prints every matching site as one JSON object, the shape of
+// GET /v1/sites, a page at a time.
+func statusJSON(ctx context.Context, c *client, q url.Values, p *statusPage, stdout, stderr io.Writer) int {
+	counts, _ := json.Marshal(p.Counts)
+	fmt.Fprintf(stdout, "{\n  \"round\": %d,\n  \"publication\": %d,\n  \"total\": %d,\n  \"counts\": %s,\n  \"sites\": [", p.Round, p.Publication, p.Total, counts)
+	n := 0
+	for {
+		for _, s := range p.Sites {
+			b, err := json.MarshalIndent(s, "    ", "  ")
+			if err != nil {
+				fmt.Fprintf(stderr, "vigil status: %v\n", err)
+				return 1
+			}
+			if n > 0 {
+				fmt.Fprint(stdout, ",")
+			}
+			fmt.Fprintf(stdout, "\n    %s", b)
+			n++
+		}
+		if p.NextCursor == "" {
+			break
+		}
+		var err error
+		if p, err = fetchPage(ctx, c, q, p.NextCursor); err != nil {
+			fmt.Fprintf(stderr, "vigil status: %v\n", err)
+			return 1
+		}
+	}
+	fmt.Fprint(stdout, "\n  ]\n}\n")
+	return 0
+}
+
+// fleetSummary is the fleet in one line: "1204 sites: 4 down, 10 failed
+// over, 1190 ok".
+func fleetSummary(counts map[string]int) string {
+	total := 0
+	var parts []string
+	for _, st := range engine.Statuses {
+		if n := counts[st]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, strings.ReplaceAll(st, "_", " ")))
+		}
+		total += counts[st]
+	}
+	return fmt.Sprintf("%d sites: %s", total, strings.Join(parts, ", "))
 }
 
 // writeNodes prints what the sources report about themselves (the node

@@ -13,6 +13,10 @@
   const NODES_RETRY_MS = 60000; // re-check v1/nodes after a 404 this often
   const EVENTS_KEPT = 100; // events shown in the site view
   const PAGE = 1000; // events per catch-up request
+  const SITES_PAGE = 200; // sites per page of the list; "Show more" adds a page
+  const STATUS_WORDS = {
+    down: 'down', failed_over: 'failed over', degraded: 'degraded', paused: 'paused', unknown: 'not judged yet', ok: 'ok',
+  };
 
   const $ = (id) => document.getElementById(id);
   const store = window.sessionStorage;
@@ -26,7 +30,13 @@
   const VERDICTS = { up: ['▲', 'up'], down: ['▼', 'down'], none: ['·', 'none'] };
 
   const st = {
-    sites: [], // SiteView list
+    sites: [], // SiteView list: a page of the fleet, or the routed site
+    limit: SITES_PAGE,
+    problemOnly: false,
+    total: 0, // sites the list's filter matches
+    counts: null, // the fleet's sites by status
+    more: false, // the list has more sites than shown
+    offline: [], // nodes that stopped heartbeating
     round: 0,
     loaded: false,
     lastSeq: 0,
@@ -336,18 +346,37 @@
     const sec = $('nodes-section');
     sec.hidden = st.nodes === null;
     if (st.nodes === null) return;
-    $('nodes-title').textContent = `Online nodes (${st.nodes.length})`;
-    morphChildren($('nodes-body'), st.nodes.map((n) => h('tr', { data: { node: n.id, key: `node:${n.id}` } },
+    $('nodes-title').textContent = `Nodes: ${st.nodes.length} online${st.offline.length ? `, ${st.offline.length} offline` : ''}`;
+    const row = (n, online) => h('tr', { data: { node: n.id, key: `node:${n.id}`, state: online ? 'online' : 'offline' } },
       h('th', { scope: 'row' }, n.id),
+      h('td', null, online ? 'online' : h('span', { class: 'offline', title: n.detail || '' }, '✕ offline')),
       h('td', null, n.source || '—'),
       h('td', null, Object.entries(n.labels || {}).map(([k, v]) => h('span', { class: 'label' }, `${k}=${v}`))),
-      h('td', null, n.last_seen ? since(n.last_seen, ' ago') : '—'))));
-    $('nodes-empty').hidden = st.nodes.length > 0;
+      h('td', null, n.last_seen ? since(n.last_seen, ' ago') : '—'));
+    morphChildren($('nodes-body'), [...st.nodes.map((n) => row(n, true)), ...st.offline.map((n) => row(n, false))]);
+    $('nodes-empty').hidden = st.nodes.length + st.offline.length > 0;
+  }
+
+  // The fleet in one line, and the filter: every site, or only those that
+  // need attention.
+  function renderSummary() {
+    const c = st.counts;
+    const fleet = c ? Object.values(c).reduce((a, b) => a + b, 0) : st.total;
+    const parts = c ? Object.keys(STATUS_WORDS).filter((k) => c[k]).map((k) => `${c[k]} ${STATUS_WORDS[k]}`) : [];
+    const attention = c ? (c.down || 0) + (c.failed_over || 0) + (c.degraded || 0) + (c.paused || 0) : 0;
+    const pick = (only) => () => { st.problemOnly = only; st.limit = SITES_PAGE; refresh(); };
+    return h('div', { class: 'summary' },
+      h('p', { id: 'fleet-summary' }, `${fleet} site${fleet === 1 ? '' : 's'}${parts.length ? `: ${parts.join(' · ')}` : ''}`),
+      h('div', { class: 'filter', role: 'group', 'aria-label': 'Which sites' },
+        h('button', { type: 'button', 'aria-pressed': String(!st.problemOnly), data: { key: 'filter-all' }, onclick: pick(false) }, 'All sites'),
+        h('button', { type: 'button', 'aria-pressed': String(st.problemOnly), data: { key: 'filter-problem' }, onclick: pick(true) },
+          `Needs attention (${attention})`)));
   }
 
   function render(force) {
     const site = route();
-    const key = JSON.stringify([site, !!token(), st.sites, st.nodes, st.events.length && st.events[st.events.length - 1].seq]);
+    const key = JSON.stringify([site, !!token(), st.sites, st.nodes, st.offline, st.counts, st.more, st.problemOnly,
+      st.events.length && st.events[st.events.length - 1].seq]);
     if (!force && key === st.rendered) return;
     st.rendered = key;
     const active = document.activeElement;
@@ -367,10 +396,16 @@
       content = idx < 0
         ? h('p', { class: 'error' }, `There is no site ${site} on this agent. `, h('a', { href: '#/' }, 'See all sites.'))
         : renderSite(st.sites[idx], idx, true);
-    } else if (!st.sites.length) {
+    } else if (!st.sites.length && !st.problemOnly) {
       content = h('p', { class: 'muted' }, 'This agent has no sites configured.');
     } else {
-      content = h('div', { class: 'grid' }, st.sites.map((s, i) => renderSite(s, i, false)));
+      content = h('div', null, renderSummary(),
+        st.sites.length ? h('div', { class: 'grid' }, st.sites.map((s, i) => renderSite(s, i, false)))
+          : h('p', { class: 'muted' }, 'No site needs attention.'),
+        st.more ? h('p', { class: 'more' }, h('button', {
+          type: 'button', data: { key: 'more' },
+          onclick: () => { st.limit += SITES_PAGE; refresh(); },
+        }, `Show ${Math.min(SITES_PAGE, st.total - st.sites.length)} more of ${st.total}`)) : null);
     }
     morphChildren($('sites'), [content]);
     renderEvents();
@@ -450,9 +485,22 @@
       do {
         again = false;
         try {
-          const data = await api('GET', 'v1/sites');
-          st.sites = data.sites || [];
-          st.round = data.round;
+          const site = route();
+          if (site) {
+            try {
+              st.sites = [await api('GET', `v1/sites/${encodeURIComponent(site)}`)];
+            } catch (err) {
+              if (err.status !== 404) throw err;
+              st.sites = [];
+            }
+          } else {
+            const data = await api('GET', `v1/sites?limit=${st.limit}${st.problemOnly ? '&problem=true' : ''}`);
+            st.sites = data.sites || [];
+            st.round = data.round;
+            st.total = data.total === undefined ? st.sites.length : data.total;
+            st.counts = data.counts || null;
+            st.more = !!data.next_cursor;
+          }
           st.loaded = true;
           st.needToken = false;
           st.error = '';
@@ -477,6 +525,7 @@
     try {
       const data = await api('GET', 'v1/nodes');
       st.nodes = (data.nodes || []).slice().sort((a, b) => String(a.id).localeCompare(String(b.id)));
+      st.offline = (data.offline || []).slice().sort((a, b) => String(a.id).localeCompare(String(b.id)));
       st.nodesMissing = false;
     } catch (err) {
       if (err.status === 404) { st.nodes = null; st.nodesMissing = true; }
@@ -703,6 +752,7 @@
   // ---- start ----------------------------------------------------------------
   async function onRoute(moveFocus) {
     render(true);
+    refresh();
     await loadSiteEvents();
     render(true);
     if (moveFocus) $('page-title').focus();
