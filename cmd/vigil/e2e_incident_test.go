@@ -1,0 +1,124 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// holdOpen accepts connections and never answers: a primary data centre
+// that drops packets after the handshake.
+func holdOpen(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// TestIncidentFiveHundredBlackHoledSites: 500 sites whose two level-1
+// origins black-hole, level 2 healthy, every setting at its default but
+// the round and the probe timeout: every site fails over within
+// unhealthy_threshold + 1 rounds, through the real agent and direct plugin.
+func TestIncidentFiveHundredBlackHoledSites(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test builds and runs the real binaries")
+	}
+	const sites = 500
+	dead := []string{holdOpen(t), holdOpen(t)}
+	backup := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	t.Cleanup(backup.Close)
+
+	dir := t.TempDir()
+	var b strings.Builder
+	fmt.Fprintf(&b, `
+control {
+  round_interval = "3s"
+  data_dir       = %q
+  plugin_dir     = %q
+  api { listen = "127.0.0.1:0" }
+}
+source "direct" { plugin = "vigil-source-direct" }
+`, filepath.Join(dir, "data"), binDir)
+	for i := 0; i < sites; i++ {
+		fmt.Fprintf(&b, `site "s%03d" {
+  hostname = "s%03d.example.com"
+  health_check { timeout = "500ms" }
+  origin "a1" { address = %q }
+  origin "a2" { address = %q }
+  origin "b1" {
+    address = %q
+    level   = 2
+  }
+}
+`, i, i, dead[0], dead[1], backup.URL)
+	}
+	config := filepath.Join(dir, "vigil.hcl")
+	if err := os.WriteFile(config, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startAgentProc(t, config)
+	failedOver := func() int {
+		resp, err := http.Get(p.api + "/v1/sites?limit=1&status=failed_over")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v struct {
+			Total int `json:"total"`
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&v)
+		return v.Total
+	}
+	// unhealthy_threshold 3: the third round fails the primaries over.
+	waitFor(t, "every site to fail over", 60*time.Second, func() bool { return failedOver() == sites })
+	switched := map[string]float64{}
+	for _, e := range p.events(t) {
+		ev := e["event"].(map[string]any)
+		if ev["kind"] == "level_switched" {
+			switched[e["site"].(string)] = e["round"].(float64)
+		}
+	}
+	if len(switched) != sites {
+		t.Fatalf("%d sites switched in the journal, want %d", len(switched), sites)
+	}
+	for site, round := range switched {
+		if round > 3+1 {
+			t.Errorf("site %s failed over in round %v; want within unhealthy_threshold + 1 = 4 rounds", site, round)
+		}
+	}
+	if strings.Contains(p.logText(), "ran out of time") {
+		t.Errorf("a source ran out of time during the incident:\n%s", p.logText())
+	}
+}
