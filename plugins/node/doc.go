@@ -46,12 +46,40 @@
 //
 // # Votes and deadlines
 //
-// The gateway waits for every batch until a little before the call's
-// deadline (a tenth of the time left, at most a second, is kept to deliver
-// the votes). A node that answers late, or whose stream breaks, gives no
-// vote; the others' votes are kept. A 1-1 split of two answering nodes is
-// returned as two votes: under min_votes = 2 it has no majority, and the
-// engine passes the origin on to the next source.
+// vigil budgets a round down the chain: the call's deadline is the source's
+// share of round_interval, and every target's timeout fits well inside it.
+// The gateway keeps a little of that time to deliver the votes (a tenth of
+// the time left, at most a second) and sends each node the rest, up to its
+// soft deadline, as the batch's budget. A node runs every job of its batch
+// at once (up to its -concurrency and open-file limit), starts spread with
+// jitter over a part of the budget, and answers a little before the budget
+// ends; see package agent.
+//
+// Every chosen node casts one vote per job sent to it, with its node id as
+// voter: its verdict (Up or Down), or an Abstain when it gave none:
+//
+//   - out_of_time: the node reported the job not run (the batch's time ran
+//     out before the probe could start or end: a probe the deadline cut
+//     short is no Down), left it out of its answer, or did not answer by
+//     the gateway's deadline;
+//   - no_voter: the node went offline before answering, or was not reading
+//     its stream when the batch was sent;
+//   - unsupported: the node's agent predates the target's TLS, header,
+//     redirect or body settings (it does not announce "probe_settings"), so
+//     the job is not sent to it; or the node could not build the probe.
+//
+// A target that no node can look at (none online, or none carrying the
+// site's labels) gets one Abstain no_voter from GatewayVoter
+// ("node-gateway"). Abstentions are never tallied: the origin passes on to
+// the next source, and vigil shows who abstained and why. A 1-1 split of
+// two answering nodes is returned as two votes: under min_votes = 2 it has
+// no majority, and the engine passes the origin on to the next source.
+//
+// The protocol is additive (new fields under new numbers, the same
+// protocol_version), so nodes and the gateway can be upgraded in any order:
+// an older node gets the plain jobs and abstains (unsupported) on the
+// others, and a newer node leaves the jobs it did not run out of its answer
+// to an older gateway.
 //
 // # Who is online
 //

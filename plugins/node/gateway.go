@@ -29,6 +29,17 @@ import (
 // ProtocolVersion is the gateway protocol version nodes must speak.
 const ProtocolVersion = 1
 
+// The protocol features of nodegateway.proto beyond its first release:
+// nodes announce them in their hello, the gateway in its welcome.
+const (
+	// featureProbeSettings: the node runs a job's TLS, header, redirect
+	// and body-cap settings, with the batch's CA bundles.
+	featureProbeSettings = "probe_settings"
+	// featureNotRun: the gateway reads ProbeResult.not_run (and the node
+	// sends it).
+	featureNotRun = "not_run"
+)
+
 // MaxMessageSize bounds one gateway message (a batch or its results).
 const MaxMessageSize = 16 << 20
 
@@ -52,9 +63,12 @@ type conn struct {
 	version string
 	remote  string
 	since   time.Time
-	seen    atomic.Int64 // unix nanoseconds of the last message
-	out     chan *pb.GatewayMessage
-	done    chan struct{} // closed when the stream ended
+	// probeSettings says the node announced featureProbeSettings: it may
+	// get jobs that use the targets' TLS, header, redirect and body settings.
+	probeSettings bool
+	seen          atomic.Int64 // unix nanoseconds of the last message
+	out           chan *pb.GatewayMessage
+	done          chan struct{} // closed when the stream ended
 }
 
 func (c *conn) lastSeen() time.Time { return time.Unix(0, c.seen.Load()) }
@@ -350,6 +364,7 @@ func (g *gatewayServer) Attach(stream grpc.BidiStreamingServer[pb.NodeMessage, p
 	c := &conn{
 		id: hello.GetNodeId(), labels: hello.GetLabels(), version: hello.GetAgentVersion(), remote: remote,
 		since: g.reg.now(), out: make(chan *pb.GatewayMessage, 4), done: make(chan struct{}),
+		probeSettings: slices.Contains(hello.GetFeatures(), featureProbeSettings),
 	}
 	c.seen.Store(c.since.UnixNano())
 	if err := g.reg.attach(c); err != nil {
@@ -358,7 +373,8 @@ func (g *gatewayServer) Attach(stream grpc.BidiStreamingServer[pb.NodeMessage, p
 	why, reason := offlineStreamEnded, "stream ended"
 	defer func() { close(c.done); g.reg.detach(c, why, reason) }()
 
-	welcome := &pb.GatewayMessage{Msg: &pb.GatewayMessage_Welcome{Welcome: &pb.Welcome{HeartbeatIntervalMs: (st.onlineTimeout / 3).Milliseconds()}}}
+	welcome := &pb.GatewayMessage{Msg: &pb.GatewayMessage_Welcome{Welcome: &pb.Welcome{
+		HeartbeatIntervalMs: (st.onlineTimeout / 3).Milliseconds(), Features: []string{featureNotRun}}}}
 	if err := stream.Send(welcome); err != nil {
 		reason = "send failed"
 		return err

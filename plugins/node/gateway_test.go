@@ -130,9 +130,10 @@ func TestSplitVotePassedOn(t *testing.T) {
 	}
 }
 
-// TestAgentDiesMidRound: a chosen node dies while probing. Its vote is
-// missing, the other nodes' votes arrive, and Vote returns as soon as the
-// dead node's stream is gone, well before the deadline.
+// TestAgentDiesMidRound: a chosen node dies while probing. It abstains
+// (no_voter: it went offline before answering), the other nodes' votes
+// arrive, and Vote returns as soon as the dead node's stream is gone, well
+// before the deadline.
 func TestAgentDiesMidRound(t *testing.T) {
 	gw := startGateway(t, nil)
 	fast := func(context.Context, probe.Request) (probe.Result, error) {
@@ -159,18 +160,23 @@ func TestAgentDiesMidRound(t *testing.T) {
 	if took := time.Since(begin); took > deadline/2 {
 		t.Errorf("Vote took %s: it should return when the dead node's stream ends, not at the deadline", took)
 	}
-	got := map[string]bool{}
+	got := map[string]sdk.Vote{}
 	for _, v := range votes {
-		got[v.Voter] = true
+		got[v.Voter] = v
 	}
-	if len(votes) != 2 || !got["a"] || !got["b"] {
-		t.Errorf("votes from %v, want a and b only", got)
+	if len(votes) != 3 || got["a"].Value != sdk.Up || got["b"].Value != sdk.Up {
+		t.Errorf("votes %+v, want a and b up", votes)
+	}
+	// no_voter when its stream ended first; out_of_time when it got its
+	// answer out as it stopped.
+	if c := got["c"]; c.Value != sdk.Abstain || c.Reason != sdk.ReasonNoVoter && c.Reason != sdk.ReasonOutOfTime {
+		t.Errorf("the dead node's vote %+v, want an abstention", c)
 	}
 }
 
 // TestSlowNodeMissesDeadline: a node that takes the batch and never
-// answers (a raw protocol client here) gives no vote; the others' votes
-// come back before the call's deadline.
+// answers (a raw protocol client here) abstains out of time, with its id as
+// voter; the others' votes come back before the call's deadline.
 func TestSlowNodeMissesDeadline(t *testing.T) {
 	gw := startGateway(t, nil)
 	startAgent(t, gw.Addr().String(), "quick", withProber(func(context.Context, probe.Request) (probe.Result, error) {
@@ -208,8 +214,15 @@ func TestSlowNodeMissesDeadline(t *testing.T) {
 	if took := time.Since(begin); took >= deadline {
 		t.Errorf("Vote took %s, past its deadline %s", took, deadline)
 	}
-	if len(votes) != 1 || votes[0].Voter != "quick" {
-		t.Errorf("votes %+v, want one from quick", votes)
+	byVoter := map[string]sdk.Vote{}
+	for _, v := range votes {
+		byVoter[v.Voter] = v
+	}
+	if len(votes) != 2 || byVoter["quick"].Value != sdk.Up {
+		t.Errorf("votes %+v, want quick up", votes)
+	}
+	if s := byVoter["silent"]; s.Value != sdk.Abstain || s.Reason != sdk.ReasonOutOfTime {
+		t.Errorf("the silent node's vote %+v, want an abstention out of time", s)
 	}
 	if b := <-got; b == nil || len(b.GetJobs()) != 1 || b.GetBudgetMs() <= 0 || b.GetBudgetMs() > deadline.Milliseconds() {
 		t.Errorf("the silent node's batch: %+v", b)
@@ -284,12 +297,50 @@ func TestRefused(t *testing.T) {
 	}
 }
 
-// TestNoNodeAbstains: with nobody online the source returns no votes at once.
+// TestNoNodeAbstains: with nobody online the source answers at once with
+// one abstention per target (no_voter, voter GatewayVoter) that passes
+// vigil's vote rules; with nodes online, a site whose labels no node
+// carries gets the same while the others are probed.
 func TestNoNodeAbstains(t *testing.T) {
-	gw := startGateway(t, nil)
-	votes := vote(t, gw, sdk.Ballot{Targets: []sdk.Target{{Site: "www", Origin: "a1", Address: "http://192.0.2.1"}}}, 5*time.Second)
-	if len(votes) != 0 {
-		t.Errorf("votes without nodes: %+v", votes)
+	gw := startGateway(t, map[string]any{"site_labels": []string{"img: region=mars"}})
+	src := sdktest.InProcess(t, gw)
+	ballot := sdk.Ballot{Round: 1, Targets: []sdk.Target{
+		{Site: "www", Origin: "a1", Address: "http://192.0.2.1"},
+		{Site: "www", Origin: "a2", Address: "http://192.0.2.2"},
+		{Site: "img", Origin: "b1", Address: "http://192.0.2.3"},
+	}}
+	begin := time.Now()
+	votes := vote(t, src, ballot, 5*time.Second)
+	if took := time.Since(begin); took > time.Second {
+		t.Errorf("Vote without nodes took %s", took)
+	}
+	if problems := sdk.CheckVotes(ballot, votes); len(problems) > 0 {
+		t.Errorf("vigil would drop votes: %+v", problems)
+	}
+	sdktest.CheckVotes(t, ballot, votes)
+	if len(votes) != len(ballot.Targets) {
+		t.Fatalf("%d votes for %d targets: %+v", len(votes), len(ballot.Targets), votes)
+	}
+	for _, v := range votes {
+		if v.Value != sdk.Abstain || v.Reason != sdk.ReasonNoVoter || v.Voter != GatewayVoter || !strings.Contains(v.Detail, "no node is online") {
+			t.Errorf("vote %+v, want an abstention no_voter by %s", v, GatewayVoter)
+		}
+	}
+
+	startAgent(t, gw.Addr().String(), "edge-1", withProber(fastProber))
+	awaitOnline(t, gw, 1)
+	ballot.Round = 2
+	votes = vote(t, src, ballot, 5*time.Second)
+	sdktest.CheckVotes(t, ballot, votes)
+	got := map[string]sdk.Vote{}
+	for _, v := range votes {
+		got[v.Origin] = v
+	}
+	if len(votes) != 3 || got["a1"].Value != sdk.Up || got["a2"].Value != sdk.Up || got["a1"].Voter != "edge-1" {
+		t.Errorf("votes %+v, want www's origins up by edge-1", votes)
+	}
+	if b := got["b1"]; b.Value != sdk.Abstain || b.Reason != sdk.ReasonNoVoter || b.Voter != GatewayVoter || !strings.Contains(b.Detail, "region=mars") {
+		t.Errorf("vote for img/b1 %+v, want an abstention no_voter naming the labels", b)
 	}
 }
 

@@ -79,6 +79,13 @@ func withProber(p func(context.Context, probe.Request) (probe.Result, error)) ag
 	return func(c *agent.Config) { c.Prober = p }
 }
 
+// withConcurrency bounds the agent's probes in flight.
+func withConcurrency(n int) agentOpt { return func(c *agent.Config) { c.Concurrency = n } }
+
+// withSpread sets the part of a batch's time its starts are spread over
+// (agent.NoSpread: all at once).
+func withSpread(f float64) agentOpt { return func(c *agent.Config) { c.Spread = f } }
+
 func withLabels(l map[string]string) agentOpt { return func(c *agent.Config) { c.Labels = l } }
 
 func withToken(tok string) agentOpt { return func(c *agent.Config) { c.Token = tok } }

@@ -101,9 +101,12 @@ type rawNode struct {
 	stream  grpc.BidiStreamingClient[pb.NodeMessage, pb.GatewayMessage]
 	batches chan *pb.Batch // every batch the gateway sent it
 	ended   chan struct{}  // closed when the gateway ended the stream
+	welcome *pb.Welcome
 }
 
-func attachRaw(t *testing.T, addr, id string, lbls map[string]string) *rawNode {
+// attachRaw attaches a raw node announcing features (none: a node of the
+// protocol's first release).
+func attachRaw(t *testing.T, addr, id string, lbls map[string]string, features ...string) *rawNode {
 	t.Helper()
 	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -122,13 +125,15 @@ func attachRaw(t *testing.T, addr, id string, lbls map[string]string) *rawNode {
 		<-n.ended
 		_ = cc.Close()
 	})
-	hello := &pb.Hello{NodeId: id, Labels: lbls, AgentVersion: "raw-test", ProtocolVersion: ProtocolVersion}
+	hello := &pb.Hello{NodeId: id, Labels: lbls, AgentVersion: "raw-test", ProtocolVersion: ProtocolVersion, Features: features}
 	if err := stream.Send(&pb.NodeMessage{Msg: &pb.NodeMessage_Hello{Hello: hello}}); err != nil {
 		t.Fatal(err)
 	}
-	if m, err := stream.Recv(); err != nil || m.GetWelcome() == nil {
+	m, err := stream.Recv()
+	if err != nil || m.GetWelcome() == nil {
 		t.Fatalf("raw node %s: welcome: %v %v", id, m, err)
 	}
+	n.welcome = m.GetWelcome()
 	go func() {
 		defer close(n.ended)
 		for {

@@ -147,6 +147,9 @@ func TestRealProcesses(t *testing.T) {
 		votes = vote(t, src, ballot, 10*time.Second)
 		per := map[string]int{}
 		for _, v := range votes {
+			if v.Voter == "edge-1" && v.Value == sdk.Abstain {
+				continue // chosen before the gateway saw it go: it abstains
+			}
 			if v.Voter == "edge-1" || v.Voter == "intruder" {
 				t.Errorf("round %d: vote from %s", r, v.Voter)
 			}

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -225,77 +227,164 @@ func (s *Source) serveNodes(w http.ResponseWriter, _ *http.Request) {
 	}{len(online), online, offline})
 }
 
+// GatewayVoter is the voter id of the gateway's own abstentions: those for
+// targets that no node could look at (ReasonNoVoter), because no node is
+// online or none carries the site's labels. Every other vote, abstentions
+// included, names the node it is about.
+const GatewayVoter = "node-gateway"
+
 // Vote implements sdk.VoteSource. For each target it picks up to
 // nodes_per_round online nodes (those carrying the site's labels), sends
-// each chosen node one batch with all its jobs, and waits until every batch
-// is answered, its node went away, or the deadline (a little before ctx's).
-// Each answered job is one vote with the node id as voter.
+// each chosen node one batch with all its jobs and, as its budget, the
+// time left until the gateway's soft deadline (a little before ctx's), and
+// waits until every batch is answered, its node went away, or that
+// deadline. Every chosen node casts one vote per job, with the node id as
+// voter: the node's verdict, or an Abstain when it gave none: out_of_time
+// for a job the node reported not run or did not answer by the deadline,
+// no_voter when the node went offline or could not take the batch,
+// unsupported when the node predates the target's probe settings. A target
+// no node could look at gets one Abstain no_voter from GatewayVoter.
 func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error) {
+	if len(ballot.Targets) == 0 {
+		return nil, nil
+	}
 	ctx, cancel := softDeadline(ctx)
 	defer cancel()
+	soft, hasDeadline := ctx.Deadline()
 	st := s.settings()
 	round := s.round.Add(1)
 	online := s.reg.online()
-	if len(online) == 0 {
-		s.log.Warn("no node online: the node source abstains this round", "round", ballot.Round, "targets", len(ballot.Targets))
-		return nil, nil
+
+	plan, unserved := assign(round, ballot.Targets, online, st.nodesPerRound, st.siteLabels)
+	votes := make([]sdk.Vote, 0, len(ballot.Targets)*min(st.nodesPerRound, max(1, len(online))))
+	if len(unserved) > 0 {
+		sites := map[string]bool{}
+		for _, ti := range unserved {
+			t := &ballot.Targets[ti]
+			why := "no node is online"
+			if len(online) > 0 {
+				why = fmt.Sprintf("no online node carries the labels of site %s (%s)", t.Site, st.siteLabels[t.Site])
+			}
+			sites[t.Site] = true
+			votes = append(votes, abstain(t, GatewayVoter, sdk.ReasonNoVoter, why))
+		}
+		if len(online) == 0 {
+			s.log.Warn("no node online: the node source abstains this round (no_voter)", "round", ballot.Round, "targets", len(ballot.Targets))
+			return votes, nil
+		}
+		s.log.Warn("no online node carries the labels of some sites: abstaining for their targets (no_voter)",
+			"round", ballot.Round, "targets", len(unserved), "sites", slices.Sorted(maps.Keys(sites)), "online", len(online))
 	}
 
-	plan := assign(round, ballot.Targets, online, st.nodesPerRound, st.siteLabels)
-	budget := time.Duration(0)
-	if dl, ok := ctx.Deadline(); ok {
-		budget = time.Until(dl)
-	}
 	answers := make(chan answer, len(plan))
-	targetsOf := make(map[uint64][]int, len(plan))
-	nodeOf := make(map[uint64]string, len(plan))
+	pending := make(map[uint64]work, len(plan)) // by batch id
 	var ids []uint64
-	for _, work := range plan {
-		batch := &pb.Batch{Round: ballot.Round, BudgetMs: budget.Milliseconds(), Jobs: make([]*pb.ProbeJob, len(work.targets))}
-		for i, ti := range work.targets {
-			batch.Jobs[i] = job(&ballot.Targets[ti])
+	defer func() { s.reg.forget(ids) }()
+	var outdated []string // nodes too old for some targets' settings
+	for _, w := range plan {
+		sent := w.targets[:0:0]
+		for _, ti := range w.targets {
+			t := &ballot.Targets[ti]
+			if !w.node.probeSettings && usesProbeSettings(t) {
+				votes = append(votes, abstain(t, w.node.id, sdk.ReasonUnsupported,
+					"the node's vigil-node ("+clip(w.node.version)+") predates the target's TLS, header, redirect or body settings: upgrade it"))
+				continue
+			}
+			sent = append(sent, ti)
 		}
-		batch.BatchId = s.reg.expect(work.node, answers)
+		if len(sent) < len(w.targets) {
+			outdated = append(outdated, w.node.id)
+		}
+		if len(sent) == 0 {
+			continue
+		}
+		budget := time.Duration(0) // none: the node's default
+		if hasDeadline {
+			if budget = time.Until(soft); budget < time.Millisecond {
+				votes = append(votes, abstainAll(ballot.Targets, sent, w.node.id, sdk.ReasonOutOfTime, "the round's deadline came before the batch could be sent")...)
+				continue
+			}
+		}
+		batch := &pb.Batch{Round: ballot.Round, BudgetMs: budget.Milliseconds(), Jobs: make([]*pb.ProbeJob, len(sent))}
+		for i, ti := range sent {
+			t := &ballot.Targets[ti]
+			batch.Jobs[i] = job(t)
+			if name := t.TLS.CA; name != "" {
+				if pem, ok := ballot.CAs[name]; ok {
+					if batch.Cas == nil {
+						batch.Cas = map[string][]byte{}
+					}
+					batch.Cas[name] = pem
+				}
+			}
+		}
+		batch.BatchId = s.reg.expect(w.node, answers)
 		ids = append(ids, batch.BatchId)
 		select {
-		case work.node.out <- &pb.GatewayMessage{Msg: &pb.GatewayMessage_Batch{Batch: batch}}:
-			targetsOf[batch.BatchId] = work.targets
-			nodeOf[batch.BatchId] = work.node.id
+		case w.node.out <- &pb.GatewayMessage{Msg: &pb.GatewayMessage_Batch{Batch: batch}}:
+			pending[batch.BatchId] = work{node: w.node, targets: sent}
 		default:
-			s.log.Warn("node is not reading its stream: skipped this round", "node", work.node.id)
+			s.log.Warn("node is not reading its stream: skipped this round", "node", w.node.id)
+			votes = append(votes, abstainAll(ballot.Targets, sent, w.node.id, sdk.ReasonNoVoter, "the node is not reading its stream: its batch could not be sent")...)
 		}
 	}
-	defer s.reg.forget(ids)
 
-	var votes []sdk.Vote
-	var missing []string
+	if len(outdated) > 0 {
+		sort.Strings(outdated)
+		s.log.Warn("nodes too old for some targets' TLS, header, redirect or body settings abstain on them (unsupported): upgrade their vigil-node",
+			"round", ballot.Round, "nodes", outdated)
+	}
+
+	var late, gone []string
 wait:
-	for len(targetsOf) > 0 {
+	for len(pending) > 0 {
 		select {
 		case a := <-answers:
-			targets, ok := targetsOf[a.batch]
+			w, ok := pending[a.batch]
 			if !ok {
 				continue // a batch that could not be sent
 			}
-			delete(targetsOf, a.batch)
+			delete(pending, a.batch)
 			if a.results == nil {
-				missing = append(missing, a.node.id)
+				gone = append(gone, a.node.id)
+				votes = append(votes, abstainAll(ballot.Targets, w.targets, a.node.id, sdk.ReasonNoVoter, "the node went offline before answering")...)
 				continue
 			}
-			votes = append(votes, toVotes(a.node.id, ballot.Targets, targets, a.results)...)
+			votes = append(votes, toVotes(a.node.id, ballot.Targets, w.targets, a.results)...)
 		case <-ctx.Done():
-			for id := range targetsOf {
-				missing = append(missing, nodeOf[id])
+			for _, w := range pending {
+				late = append(late, w.node.id)
+				votes = append(votes, abstainAll(ballot.Targets, w.targets, w.node.id, sdk.ReasonOutOfTime, "the node did not answer by the round's deadline")...)
 			}
 			break wait
 		}
 	}
-	if len(missing) > 0 {
-		sort.Strings(missing)
-		s.log.Warn("nodes gave no answer this round", "round", ballot.Round, "nodes", missing)
+	if len(late) > 0 || len(gone) > 0 {
+		sort.Strings(late)
+		sort.Strings(gone)
+		s.log.Warn("nodes gave no answer this round; they abstain", "round", ballot.Round, "late", late, "went_offline", gone)
 	}
 	s.log.Debug("round done", "round", ballot.Round, "online", len(online), "targets", len(ballot.Targets), "votes", len(votes))
 	return votes, nil
+}
+
+// usesProbeSettings reports whether a target needs settings that only
+// nodes announcing featureProbeSettings run.
+func usesProbeSettings(t *sdk.Target) bool {
+	return t.TLS != (sdk.TLSSettings{}) || len(t.Headers) > 0 || t.FollowRedirects || t.MaxBody != 0
+}
+
+func abstain(t *sdk.Target, voter string, reason sdk.Reason, detail string) sdk.Vote {
+	return sdk.Vote{Site: t.Site, Origin: t.Origin, Voter: voter, Value: sdk.Abstain, Reason: reason, Detail: detail}
+}
+
+// abstainAll is one abstention of voter for each of the targets.
+func abstainAll(all []sdk.Target, targets []int, voter string, reason sdk.Reason, detail string) []sdk.Vote {
+	out := make([]sdk.Vote, len(targets))
+	for i, ti := range targets {
+		out[i] = abstain(&all[ti], voter, reason, detail)
+	}
+	return out
 }
 
 func sortNodes(ns []NodeStatus) {
@@ -312,8 +401,8 @@ type work struct {
 // (sorted by id). The choice is a window of k consecutive nodes whose start
 // moves by k every round, offset per origin: over ceil(n/k) rounds every
 // eligible node gets work, and origins of one round spread over different
-// nodes.
-func assign(round uint64, targets []sdk.Target, online []*conn, k int, siteLabels map[string]labels.Set) []work {
+// nodes. unserved lists the targets no node is eligible for.
+func assign(round uint64, targets []sdk.Target, online []*conn, k int, siteLabels map[string]labels.Set) (plan []work, unserved []int) {
 	eligible := map[string][]*conn{}
 	byNode := map[*conn]*work{}
 	var order []*conn
@@ -331,6 +420,7 @@ func assign(round uint64, targets []sdk.Target, online []*conn, k int, siteLabel
 		}
 		n := len(nodes)
 		if n == 0 {
+			unserved = append(unserved, i)
 			continue
 		}
 		h := fnv.New64a()
@@ -347,26 +437,32 @@ func assign(round uint64, targets []sdk.Target, online []*conn, k int, siteLabel
 			w.targets = append(w.targets, i)
 		}
 	}
-	out := make([]work, len(order))
+	plan = make([]work, len(order))
 	for i, c := range order {
-		out[i] = *byNode[c]
+		plan[i] = *byNode[c]
 	}
-	return out
+	return plan, unserved
 }
 
+// job is the probe job of a target.
 func job(t *sdk.Target) *pb.ProbeJob {
 	j := &pb.ProbeJob{Address: t.Address, Host: t.Host, Path: t.Path, TimeoutNs: int64(t.Timeout), UserAgent: t.UserAgent,
-		ExpectedBody: t.Expect.BodyContains, MaxLatencyNs: int64(t.Expect.MaxLatency)}
+		ExpectedBody: t.Expect.BodyContains, MaxLatencyNs: int64(t.Expect.MaxLatency),
+		TlsServerName: t.TLS.ServerName, Ca: t.TLS.CA, InsecureSkipVerify: t.TLS.InsecureSkipVerify,
+		Headers: t.Headers, FollowRedirects: t.FollowRedirects, MaxBody: t.MaxBody}
 	for _, st := range t.Expect.Statuses {
 		j.ExpectedStatuses = append(j.ExpectedStatuses, int32(st))
 	}
 	return j
 }
 
-// toVotes turns a node's results into votes: one per job it ran.
+// toVotes turns a node's answer into votes: one per job sent to it. A
+// result is the node's verdict; a job the node reported not run, or left
+// out of its answer (nodes older than the not_run feature do), is an
+// Abstain (out_of_time unless the node said otherwise), never a Down.
 func toVotes(node string, all []sdk.Target, targets []int, res *pb.BatchResult) []sdk.Vote {
-	seen := make(map[uint32]bool, len(res.GetResults()))
-	var votes []sdk.Vote
+	votes := make([]sdk.Vote, 0, len(targets))
+	seen := make([]bool, len(targets))
 	for _, r := range res.GetResults() {
 		if int(r.GetJob()) >= len(targets) || seen[r.GetJob()] {
 			continue // garbage or a duplicate: ignored
@@ -374,6 +470,17 @@ func toVotes(node string, all []sdk.Target, targets []int, res *pb.BatchResult) 
 		seen[r.GetJob()] = true
 		t := &all[targets[r.GetJob()]]
 		reason, ok := sdk.ParseReason(r.GetReason())
+		if r.GetNotRun() || !r.GetUp() && abstainsOnly(reason) {
+			if !abstainsOnly(reason) {
+				reason = sdk.ReasonOutOfTime
+			}
+			detail := clip(r.GetDetail())
+			if detail == "" {
+				detail = "the node did not run the job"
+			}
+			votes = append(votes, abstain(t, node, reason, detail))
+			continue
+		}
 		if !ok {
 			reason = sdk.ReasonError
 		}
@@ -384,7 +491,22 @@ func toVotes(node string, all []sdk.Target, targets []int, res *pb.BatchResult) 
 		}
 		votes = append(votes, v)
 	}
+	for i, ti := range targets {
+		if !seen[i] {
+			votes = append(votes, abstain(&all[ti], node, sdk.ReasonOutOfTime, "the node answered without a result for this job"))
+		}
+	}
 	return votes
+}
+
+// abstainsOnly reports whether r is a reason for an abstention, never for
+// a verdict: a node's result with one is no Down.
+func abstainsOnly(r sdk.Reason) bool {
+	switch r {
+	case sdk.ReasonOutOfTime, sdk.ReasonUnsupported, sdk.ReasonOverBudget, sdk.ReasonNoVoter:
+		return true
+	}
+	return false
 }
 
 // softDeadline ends waiting a little before the call's deadline (a tenth

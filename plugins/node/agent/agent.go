@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -28,10 +29,36 @@ const Version = "0.1.0"
 
 // Defaults of Config.
 const (
-	DefaultMinBackoff  = 500 * time.Millisecond
-	DefaultMaxBackoff  = 30 * time.Second
-	DefaultConcurrency = 64
+	DefaultMinBackoff = 500 * time.Millisecond
+	DefaultMaxBackoff = 30 * time.Second
+	// DefaultConcurrency is the most probes in flight at once when Config
+	// does not say: every job of a batch may be in flight (a black-holed
+	// origin costs a socket and a goroutine while it waits, nothing more),
+	// up to this and the open-file limit.
+	DefaultConcurrency = 4096
+	// DefaultSpread is the part of a batch's time over which its probes'
+	// starts are spread when Config does not say, so that a fleet of nodes
+	// does not hit the origins in one burst.
+	DefaultSpread = 0.1
 )
+
+// Bounds of Config.
+const (
+	// MaxConcurrency bounds Config.Concurrency.
+	MaxConcurrency = 100000
+	// MaxSpread bounds Config.Spread: at least half of a batch's time is
+	// left for the probes to end.
+	MaxSpread = 0.5
+	// NoSpread in Config.Spread starts every probe of a batch at once.
+	NoSpread = -1.0
+)
+
+// fdReserve is how many file descriptors the agent keeps for itself (its
+// gateway link, the control plane, logs, DNS) beside the probes'.
+const fdReserve = 64
+
+// fdLimit is the process's open-file limit, 0 when unknown; tests replace it.
+var fdLimit = openFileLimit
 
 // Config is an agent's configuration; the vigil-node flags fill it.
 type Config struct {
@@ -64,8 +91,16 @@ type Config struct {
 	// MetricsListen serves /metrics (host:port); empty: none.
 	MetricsListen string
 
-	// Concurrency bounds the probes of one batch in flight.
+	// Concurrency bounds the probes in flight at once, over every batch
+	// (0: DefaultConcurrency). It is lowered to what the open-file limit
+	// allows: the limit less a reserve, and half of that when the proxy
+	// runs, so that visitors keep their connections.
 	Concurrency int
+	// Spread is the part of a batch's time, from 0 to MaxSpread, over which
+	// its probes start, in an order shuffled per batch, each at a jittered
+	// time within its slot (0: DefaultSpread; NoSpread: all at once). The
+	// spread always leaves the batch's longest probe timeout room to end.
+	Spread float64
 	// ProbeRootCAs verifies origins behind a private CA (nil: system roots).
 	ProbeRootCAs *x509.CertPool
 	// Prober runs one probe (default probe.Do); tests replace it.
@@ -115,9 +150,18 @@ type Agent struct {
 	metrics *agentMetrics
 	current atomic.Pointer[publication.Snapshot]
 
+	// inFlight holds a token per probe in flight, over every batch; its
+	// capacity is the most probes in flight (Concurrency within the
+	// open-file limit).
+	inFlight chan struct{}
+
 	mu          sync.Mutex
 	proxyAddr   net.Addr
 	metricsAddr net.Addr
+	// cut is the jobs the last batch did not run (by jobKey): the next
+	// batch starts them first, so that no origin is cut twice in a row
+	// while others are probed.
+	cut map[string]bool
 }
 
 // New checks cfg and returns an agent; Run starts it.
@@ -148,8 +192,19 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.MaxBackoff < cfg.MinBackoff {
 		cfg.MaxBackoff = max(DefaultMaxBackoff, cfg.MinBackoff)
 	}
-	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = DefaultConcurrency
+	switch {
+	case cfg.Concurrency < 0 || cfg.Concurrency > MaxConcurrency:
+		return nil, fmt.Errorf("-concurrency %d: use a whole number from 1 to %d (the most probes in flight at once), or leave it out for %d", cfg.Concurrency, MaxConcurrency, DefaultConcurrency)
+	case cfg.Spread == NoSpread:
+	case cfg.Spread < 0 || cfg.Spread > MaxSpread || math.IsNaN(cfg.Spread):
+		return nil, fmt.Errorf("-spread %v: use a fraction from 0 (every probe of a batch at once) to %v (starts spread over half of the batch's time); 0.1 to 0.2 keeps a fleet of nodes from hitting origins in one burst", cfg.Spread, MaxSpread)
+	case cfg.Spread == 0:
+		cfg.Spread = DefaultSpread
+	}
+	inFlight := maxInFlight(cfg.Concurrency, fdLimit(), cfg.ProxyListen != "")
+	if cfg.Concurrency > inFlight {
+		cfg.Log.Warn("-concurrency is above what the open-file limit allows; probes beyond it would fail to connect, so it is lowered (raise the limit with ulimit -n or LimitNOFILE=)",
+			"concurrency", cfg.Concurrency, "open_file_limit", fdLimit(), "used", inFlight)
 	}
 	if cfg.Prober == nil {
 		cfg.Prober = probe.Do
@@ -158,7 +213,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Registry = prometheus.NewRegistry()
 		cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	a := &Agent{cfg: cfg, log: cfg.Log, metrics: newAgentMetrics()}
+	a := &Agent{cfg: cfg, log: cfg.Log, metrics: newAgentMetrics(), inFlight: make(chan struct{}, inFlight)}
 	if err := a.metrics.register(cfg.Registry); err != nil {
 		return nil, fmt.Errorf("agent metrics: %w", err)
 	}
@@ -176,6 +231,28 @@ func New(cfg Config) (*Agent, error) {
 	}
 	return a, nil
 }
+
+// maxInFlight is the most probes in flight: concurrency (0: the default),
+// within the open-file limit fds (0: unknown) less a reserve, and half of
+// what is left when the proxy also needs descriptors for its visitors.
+func maxInFlight(concurrency, fds int, proxy bool) int {
+	limit := DefaultConcurrency
+	if concurrency > 0 {
+		limit = concurrency
+	}
+	if fds > 0 {
+		avail := fds - fdReserve
+		if proxy {
+			avail /= 2
+		}
+		limit = min(limit, avail)
+	}
+	return max(1, limit)
+}
+
+// MaxInFlight returns the most probes the agent has in flight at once:
+// Config.Concurrency within the open-file limit.
+func (a *Agent) MaxInFlight() int { return cap(a.inFlight) }
 
 func (a *Agent) event(e Event) {
 	if a.cfg.OnEvent != nil {
@@ -280,7 +357,7 @@ type agentMetrics struct {
 func newAgentMetrics() *agentMetrics {
 	return &agentMetrics{
 		attached:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "vigil_node_gateway_attached", Help: "1 while the node is attached to the gateway."}),
-		jobs:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vigil_node_probe_jobs_total", Help: "Probe jobs run for the gateway, by result: up, down, not_run."}, []string{"result"}),
+		jobs:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vigil_node_probe_jobs_total", Help: "Probe jobs of the gateway, by result: up, down, not_run (the batch's time ran out first), invalid (the node could not build the probe)."}, []string{"result"}),
 		version:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "vigil_node_publication_version", Help: "Version of the publication being served."}),
 		followErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "vigil_node_publication_errors_total", Help: "Failed requests for the publication (the last one stays in use)."}),
 	}

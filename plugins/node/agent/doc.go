@@ -20,6 +20,31 @@
 //     for every published site, picked by Host header.
 //
 // -metrics-listen serves Prometheus metrics: the proxy's, plus
-// vigil_node_gateway_attached, vigil_node_probe_jobs_total{result} and
+// vigil_node_gateway_attached, vigil_node_probe_jobs_total{result} (up,
+// down, not_run for jobs out of time, invalid) and
 // vigil_node_publication_version / vigil_node_publication_errors_total.
+//
+// # Running a batch
+//
+// Every job of a batch may be in flight at once: a black-holed origin
+// costs a socket and a goroutine while it waits, so a batch of black holes
+// ends in about one probe timeout. -concurrency (default 4096) bounds the
+// probes in flight over all batches, and so does the open-file limit (less
+// a reserve of 64, and half of the rest when the proxy runs). The starts
+// are spread over -spread (default 0.1) of the batch's time, never so late
+// that the longest job's timeout could not end in it, in an order shuffled
+// per batch with the jobs the previous batch cut first, each at a random
+// time within its slot. The node keeps a tenth of the budget (at most half
+// a second) to send its answer. A job that could not start in time, or
+// whose probe the batch's deadline interrupted, is reported not run
+// (out_of_time) and the gateway casts an Abstain for it: a timeout cut
+// short by the deadline is never reported as a down. A job the node cannot
+// build (an invalid request) is reported not run as unsupported. To a
+// gateway that predates not_run, such jobs are left out of the answer.
+//
+// A job's TLS server name, CA bundle (carried by the batch), insecure skip
+// verify, extra headers, redirect following and body cap reach the probe
+// as they do in the direct source. A job naming a bundle the batch lacks,
+// or an unusable one, is checked against the node's own roots; the problem
+// is logged.
 package agent

@@ -2,10 +2,14 @@ package agent
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -26,6 +30,14 @@ const maxMessage = 16 << 20
 
 // defaultBudget is a batch's budget when the gateway sets none.
 const defaultBudget = 30 * time.Second
+
+// The protocol features this agent announces in its hello (see the
+// nodegateway.proto header): it runs the jobs' probe settings, and it can
+// flag the jobs it did not run.
+const (
+	featureProbeSettings = "probe_settings"
+	featureNotRun        = "not_run"
+)
 
 // tokenCreds sends the shared token with every call.
 type tokenCreds struct {
@@ -124,7 +136,8 @@ func (l *link) session(ctx context.Context) (attached bool, err error) {
 		defer sendMu.Unlock()
 		return stream.Send(m)
 	}
-	hello := &pb.Hello{NodeId: cfg.ID, Labels: cfg.Labels, AgentVersion: Version, ProtocolVersion: gatewayProtocol}
+	hello := &pb.Hello{NodeId: cfg.ID, Labels: cfg.Labels, AgentVersion: Version, ProtocolVersion: gatewayProtocol,
+		Features: []string{featureProbeSettings, featureNotRun}}
 	if err := send(&pb.NodeMessage{Msg: &pb.NodeMessage_Hello{Hello: hello}}); err != nil {
 		return false, fmt.Errorf("saying hello: %w", recvErr(stream, err))
 	}
@@ -136,6 +149,9 @@ func (l *link) session(ctx context.Context) (attached bool, err error) {
 	if welcome == nil {
 		return false, errors.New("the gateway did not answer the hello with a welcome: is -gateway the vigil-source-node address?")
 	}
+	// A gateway that does not read ProbeResult.not_run would take a job
+	// reported not run for a down: to such a gateway, leave them out.
+	reportNotRun := slices.Contains(welcome.GetFeatures(), featureNotRun)
 	every := time.Duration(welcome.GetHeartbeatIntervalMs()) * time.Millisecond
 	if every <= 0 {
 		every = 5 * time.Second
@@ -174,7 +190,7 @@ func (l *link) session(ctx context.Context) (attached bool, err error) {
 		}
 		received := time.Now()
 		wg.Go(func() {
-			res := l.a.runBatch(ctx, batch, received)
+			res := l.a.runBatch(ctx, batch, received, reportNotRun)
 			if err := send(&pb.NodeMessage{Msg: &pb.NodeMessage_Result{Result: res}}); err != nil {
 				l.a.log.Warn("could not send batch results", "batch", batch.GetBatchId(), "error", err)
 				cancel()
@@ -192,54 +208,149 @@ func recvErr(stream grpc.BidiStreamingClient[pb.NodeMessage, pb.GatewayMessage],
 	return err
 }
 
-// runBatch runs a batch's jobs, at most Concurrency at once, and answers
-// with the results of those that finished a little before the budget ends.
-func (a *Agent) runBatch(ctx context.Context, b *pb.Batch, received time.Time) *pb.BatchResult {
+// errBatchDeadline ends a batch's probes when its time is up.
+var errBatchDeadline = errors.New("the batch's time ran out")
+
+// The reasons of a job reported not run (ProbeResult.reason with not_run).
+const (
+	notRunOutOfTime   = "out_of_time" // the batch's time ran out first
+	notRunUnsupported = "unsupported" // the node could not build the probe
+)
+
+// batchPlan is how the jobs of one batch are run.
+type batchPlan struct {
+	order   []int           // the jobs in the order they start
+	starts  []time.Duration // when order[k] starts, counted from the batch's start
+	spread  time.Duration   // the starts fall within this
+	workers int             // goroutines taking jobs in order
+	needed  int             // probes in flight it takes for every job to end in time, each using its whole timeout
+}
+
+// planBatch works out the order, the starts and the workers of a batch
+// with window to run in. The order is shuffled per batch, with the jobs
+// the previous batch cut first; the starts are spread evenly over a part
+// of the window (Config.Spread), each at a random time within its slot,
+// leaving the longest job's timeout room to end.
+func (a *Agent) planBatch(jobs []*pb.ProbeJob, window time.Duration) batchPlan {
+	n := len(jobs)
+	p := batchPlan{order: rand.Perm(n), starts: make([]time.Duration, n)}
+	a.mu.Lock()
+	cut := a.cut
+	a.mu.Unlock()
+	if len(cut) > 0 {
+		first := make([]int, 0, len(cut))
+		rest := make([]int, 0, n)
+		for _, i := range p.order {
+			if cut[jobKey(jobs[i])] {
+				first = append(first, i)
+			} else {
+				rest = append(rest, i)
+			}
+		}
+		p.order = append(first, rest...)
+	}
+	longest := time.Duration(0)
+	for _, j := range jobs {
+		longest = max(longest, jobTimeout(j))
+	}
+	if a.cfg.Spread > 0 {
+		p.spread = max(0, min(time.Duration(float64(window)*a.cfg.Spread), window-longest))
+	}
+	for k := range p.starts {
+		p.starts[k] = time.Duration((float64(k) + rand.Float64()) * float64(p.spread) / float64(n))
+	}
+	perWorker := 1
+	if longest > 0 && window > longest {
+		perWorker = int(window / longest)
+	}
+	p.needed = (n + perWorker - 1) / perWorker
+	p.workers = max(1, min(n, a.MaxInFlight()))
+	return p
+}
+
+// jobKey identifies a job's origin from one batch to the next.
+func jobKey(j *pb.ProbeJob) string {
+	return j.GetAddress() + "\x00" + j.GetHost() + "\x00" + j.GetPath()
+}
+
+func jobTimeout(j *pb.ProbeJob) time.Duration {
+	if d := time.Duration(j.GetTimeoutNs()); d > 0 {
+		return d
+	}
+	return probe.DefaultTimeout
+}
+
+// runBatch runs a batch's jobs and answers, a little before the batch's
+// budget ends, with a result for every job. Every job may be in flight at
+// once, up to MaxInFlight over all batches; the starts are spread as
+// planBatch says. A job that could not start in time, or whose probe the
+// batch's deadline interrupted, is reported not run (out_of_time), never as
+// a down: a timeout shortened by the deadline is no verdict. When the
+// gateway does not read not_run (reportNotRun false), such jobs are left
+// out of the answer instead.
+func (a *Agent) runBatch(ctx context.Context, b *pb.Batch, received time.Time, reportNotRun bool) *pb.BatchResult {
 	budget := time.Duration(b.GetBudgetMs()) * time.Millisecond
 	if budget <= 0 {
 		budget = defaultBudget
 	}
 	// Keep a tenth (at most half a second) to get the answer back.
-	ctx, cancel := context.WithDeadline(ctx, received.Add(budget-min(budget/10, 500*time.Millisecond)))
-	defer cancel()
+	deadline := received.Add(budget - min(budget/10, 500*time.Millisecond))
+	// The deadline cancels ctx rather than being ctx's deadline: a probe's
+	// connection would otherwise inherit it as a socket deadline, which
+	// can fire a moment before ctx reports the end, and the probe would
+	// take the cut for a connection failure, a false down. Cancelled, ctx
+	// is done before the probe's connection sees anything.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := time.AfterFunc(time.Until(deadline), func() { cancel(errBatchDeadline) })
+	defer stop.Stop()
+	out := &pb.BatchResult{BatchId: b.GetBatchId()}
 	jobs := b.GetJobs()
-	var mu sync.Mutex // guards results and closed
+	if len(jobs) == 0 {
+		return out
+	}
+	roots := a.batchRoots(b)
+	start := time.Now()
+	p := a.planBatch(jobs, deadline.Sub(start))
+
+	var mu sync.Mutex // guards results, started and closed
 	results := make([]*pb.ProbeResult, len(jobs))
+	started := make([]bool, len(jobs))
 	closed := false
-	sem := make(chan struct{}, a.cfg.Concurrency)
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	for i, j := range jobs {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
+	for range p.workers {
 		wg.Go(func() {
-			defer func() { <-sem }()
-			req := probe.Request{
-				Address: j.GetAddress(), Host: j.GetHost(), Path: j.GetPath(), Timeout: time.Duration(j.GetTimeoutNs()),
-				UserAgent: j.GetUserAgent(), ExpectedBody: j.GetExpectedBody(), MaxLatency: time.Duration(j.GetMaxLatencyNs()),
-				RootCAs: a.cfg.ProbeRootCAs,
-			}
-			for _, s := range j.GetExpectedStatuses() {
-				req.ExpectedStatuses = append(req.ExpectedStatuses, int(s))
-			}
-			res, err := a.cfg.Prober(ctx, req)
-			if err != nil {
-				a.metrics.jobs.WithLabelValues("not_run").Inc()
-				return
-			}
-			outcome := "down"
-			if res.Up {
-				outcome = "up"
-			}
-			a.metrics.jobs.WithLabelValues(outcome).Inc()
-			mu.Lock()
-			defer mu.Unlock()
-			if !closed {
-				results[i] = &pb.ProbeResult{Job: uint32(i), Up: res.Up, Reason: string(res.Reason), Detail: res.Detail, LatencyNs: int64(res.Latency)}
+			for {
+				k := int(next.Add(1) - 1)
+				if k >= len(p.order) || !sleepUntil(ctx, start.Add(p.starts[k])) {
+					return // the rest are reported out of time below
+				}
+				select {
+				case a.inFlight <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+				i := p.order[k]
+				mu.Lock()
+				started[i] = true
+				mu.Unlock()
+				res, err := a.cfg.Prober(ctx, request(jobs[i], roots, a.cfg.ProbeRootCAs))
+				<-a.inFlight
+				var r *pb.ProbeResult
+				switch {
+				case err != nil && ctx.Err() != nil:
+					continue // interrupted by the batch's deadline: out of time, below
+				case err != nil:
+					r = &pb.ProbeResult{Job: uint32(i), NotRun: true, Reason: notRunUnsupported, Detail: clip(err.Error())}
+				default:
+					r = &pb.ProbeResult{Job: uint32(i), Up: res.Up, Reason: string(res.Reason), Detail: res.Detail, LatencyNs: int64(res.Latency)}
+				}
+				mu.Lock()
+				if !closed {
+					results[i] = r
+				}
+				mu.Unlock()
 			}
 		})
 	}
@@ -253,15 +364,129 @@ func (a *Agent) runBatch(ctx context.Context, b *pb.Batch, received time.Time) *
 	}
 	mu.Lock()
 	closed = true
-	mu.Unlock()
-	out := &pb.BatchResult{BatchId: b.GetBatchId()}
-	for _, r := range results {
-		if r != nil {
+	cut := map[string]bool{}
+	var up, down, outOfTime, invalid int
+	var invalidErr string
+	for i, r := range results {
+		switch {
+		case r == nil:
+			why := "the batch's time ran out before its turn"
+			switch {
+			case context.Cause(ctx) != errBatchDeadline:
+				why = "the node stopped or lost the gateway before the job ended"
+			case started[i]:
+				why = fmt.Sprintf("the batch's deadline interrupted its probe (timeout %s)", jobTimeout(jobs[i]))
+			}
+			r = &pb.ProbeResult{Job: uint32(i), NotRun: true, Reason: notRunOutOfTime, Detail: why}
+			cut[jobKey(jobs[i])] = true
+			outOfTime++
+		case r.GetNotRun():
+			invalid++
+			invalidErr = r.GetDetail()
+		case r.GetUp():
+			up++
+		default:
+			down++
+		}
+		if !r.GetNotRun() || reportNotRun {
 			out.Results = append(out.Results, r)
 		}
 	}
-	if n := len(jobs) - len(out.Results); n > 0 {
-		a.log.Warn("some probe jobs gave no result", "batch", b.GetBatchId(), "jobs", len(jobs), "without_result", n)
+	mu.Unlock()
+	a.mu.Lock()
+	a.cut = cut
+	a.mu.Unlock()
+	a.metrics.jobs.WithLabelValues("up").Add(float64(up))
+	a.metrics.jobs.WithLabelValues("down").Add(float64(down))
+	a.metrics.jobs.WithLabelValues("not_run").Add(float64(outOfTime))
+	a.metrics.jobs.WithLabelValues("invalid").Add(float64(invalid))
+	if outOfTime > 0 || invalid > 0 {
+		args := []any{"batch", b.GetBatchId(), "round", b.GetRound(), "jobs", len(jobs), "out_of_time", outOfTime, "invalid", invalid,
+			"in_flight_max", p.workers, "in_flight_needed", p.needed, "spread", p.spread.Round(time.Millisecond),
+			"budget", budget.String(), "took", time.Since(start).Round(time.Millisecond).String()}
+		if invalid > 0 {
+			args = append(args, "invalid_error", invalidErr)
+		}
+		if !reportNotRun {
+			args = append(args, "reported", "left out: the gateway predates not_run")
+		}
+		a.log.Warn("some probe jobs were not run", args...)
 	}
 	return out
+}
+
+// batchRoots builds the certificate pools of the CA bundles a batch
+// carries. A job naming a bundle that is missing or unusable is checked
+// against the node's own roots (Config.ProbeRootCAs, or the system's), as
+// the direct source does; the problem is logged.
+func (a *Agent) batchRoots(b *pb.Batch) map[string]*x509.CertPool {
+	roots, err := probe.Roots(b.GetCas())
+	if err != nil {
+		a.log.Warn("a CA bundle of the batch is unusable; its jobs are checked against the node's roots", "batch", b.GetBatchId(), "error", err)
+	}
+	for _, j := range b.GetJobs() {
+		if ca := j.GetCa(); ca != "" {
+			if _, ok := b.GetCas()[ca]; !ok {
+				a.log.Warn("a job names a CA bundle the batch does not carry (vigil sent none by that name, or the gateway predates CA bundles: upgrade it); it is checked against the node's roots",
+					"batch", b.GetBatchId(), "ca", ca)
+				break
+			}
+		}
+	}
+	return roots
+}
+
+// request is the probe of a job: the equivalent of the direct source's.
+func request(j *pb.ProbeJob, roots map[string]*x509.CertPool, fallback *x509.CertPool) probe.Request {
+	r := probe.Request{
+		Address:            j.GetAddress(),
+		Host:               j.GetHost(),
+		Path:               j.GetPath(),
+		Timeout:            time.Duration(j.GetTimeoutNs()),
+		UserAgent:          j.GetUserAgent(),
+		ExpectedBody:       j.GetExpectedBody(),
+		MaxLatency:         time.Duration(j.GetMaxLatencyNs()),
+		ServerName:         j.GetTlsServerName(),
+		InsecureSkipVerify: j.GetInsecureSkipVerify(),
+		FollowRedirects:    j.GetFollowRedirects(),
+		MaxBody:            j.GetMaxBody(),
+		RootCAs:            fallback,
+	}
+	if pool, ok := roots[j.GetCa()]; ok && j.GetCa() != "" {
+		r.RootCAs = pool
+	}
+	for _, s := range j.GetExpectedStatuses() {
+		r.ExpectedStatuses = append(r.ExpectedStatuses, int(s))
+	}
+	if h := j.GetHeaders(); len(h) > 0 {
+		r.Header = make(http.Header, len(h))
+		for k, v := range h {
+			r.Header[k] = []string{v}
+		}
+	}
+	return r
+}
+
+// sleepUntil waits until t, or less when ctx ends first (then it reports
+// false).
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func clip(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "..."
+	}
+	return s
 }

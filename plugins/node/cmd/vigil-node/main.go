@@ -48,7 +48,8 @@ func run(args []string) error {
 		stateDir     = fs.String("state-dir", "", "`directory` keeping the last publication across restarts and control plane outages")
 		proxyListen  = fs.String("proxy-listen", "", "serve visitor traffic on `host:port` as a reverse proxy")
 		metrics      = fs.String("metrics-listen", "", "serve Prometheus /metrics on `host:port`")
-		concurrency  = fs.Int("concurrency", agent.DefaultConcurrency, "probes of one batch in flight at once")
+		concurrency  = fs.Int("concurrency", agent.DefaultConcurrency, "the most probes in flight at once, over every batch (lowered to what the open-file limit allows)")
+		spread       = fs.Float64("spread", agent.DefaultSpread, "part of a batch's time over which probe starts are spread, 0 (all at once) to 0.5")
 		failCount    = fs.Int("fail-count", proxy.DefaultFailCount, "proxy: failures within -fail-window that skip an origin")
 		failWindow   = fs.Duration("fail-window", proxy.DefaultFailWindow, "proxy: window for -fail-count")
 		skipFor      = fs.Duration("skip-for", proxy.DefaultSkipFor, "proxy: how long a failing origin is skipped")
@@ -79,6 +80,13 @@ func run(args []string) error {
 	}
 	if *retries == 0 {
 		cfg.Proxy.Retries = proxy.NoRetries
+	}
+	if *concurrency < 1 {
+		return fmt.Errorf("-concurrency %d: use a whole number from 1 to %d (the most probes in flight at once)", *concurrency, agent.MaxConcurrency)
+	}
+	cfg.Spread = *spread
+	if *spread == 0 {
+		cfg.Spread = agent.NoSpread
 	}
 	if *tokenEnv != "" {
 		cfg.Token = os.Getenv(*tokenEnv)

@@ -9,6 +9,21 @@
 // each Batch with one BatchResult carrying the same batch_id, before the
 // batch's budget runs out. Late results are dropped by the gateway.
 //
+// The protocol grows additively: fields are only ever added, under new
+// numbers, and protocol_version stays 1; a peer ignores the fields it does
+// not know. What a peer does beyond the first release it announces as
+// features, the node in Hello.features, the gateway in Welcome.features:
+//
+//   "probe_settings": the node runs ProbeJob's TLS, header, redirect and
+//     body-cap settings (fields 9 to 14) and trusts Batch.cas. A gateway
+//     sends a job using any of them only to a node announcing this; an
+//     older node, which would ignore them and probe differently than asked,
+//     gets no such job and the gateway abstains for it (unsupported).
+//   "not_run": the gateway reads ProbeResult.not_run. A node answers every
+//     job of a batch, flagging those it did not judge, only to a gateway
+//     announcing this; to an older gateway it leaves them out, as the first
+//     release did (an older gateway would take them for downs).
+//
 // The shared token travels as gRPC metadata "authorization: Bearer TOKEN".
 // Regenerate the Go code with `make proto`.
 
@@ -140,8 +155,11 @@ type Hello struct {
 	Labels          map[string]string `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	AgentVersion    string            `protobuf:"bytes,3,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
 	ProtocolVersion uint32            `protobuf:"varint,4,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// features the node supports beyond the first release ("probe_settings",
+	// "not_run"); see the top of this file.
+	Features      []string `protobuf:"bytes,5,rep,name=features,proto3" json:"features,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Hello) Reset() {
@@ -200,6 +218,13 @@ func (x *Hello) GetProtocolVersion() uint32 {
 		return x.ProtocolVersion
 	}
 	return 0
+}
+
+func (x *Hello) GetFeatures() []string {
+	if x != nil {
+		return x.Features
+	}
+	return nil
 }
 
 type Heartbeat struct {
@@ -295,10 +320,17 @@ type ProbeResult struct {
 	// job is the index of the job in its Batch.
 	Job uint32 `protobuf:"varint,1,opt,name=job,proto3" json:"job,omitempty"`
 	Up  bool   `protobuf:"varint,2,opt,name=up,proto3" json:"up,omitempty"`
-	// reason is a probe reason word ("ok", "http_5xx", "timeout", ...).
-	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	Detail        string `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
-	LatencyNs     int64  `protobuf:"varint,5,opt,name=latency_ns,json=latencyNs,proto3" json:"latency_ns,omitempty"`
+	// reason is a probe reason word ("ok", "http_5xx", "timeout", ...); for a
+	// job not run, why it was not: "out_of_time" or "unsupported".
+	Reason    string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Detail    string `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	LatencyNs int64  `protobuf:"varint,5,opt,name=latency_ns,json=latencyNs,proto3" json:"latency_ns,omitempty"`
+	// not_run says the node did not judge the origin: the batch's time ran
+	// out before the job could start or end (reason "out_of_time", also when
+	// empty or unknown), or the node could not build the probe ("unsupported").
+	// up is false and means nothing then: the gateway casts an Abstain, never
+	// a Down. Sent only to a gateway announcing the "not_run" feature.
+	NotRun        bool `protobuf:"varint,6,opt,name=not_run,json=notRun,proto3" json:"not_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -366,6 +398,13 @@ func (x *ProbeResult) GetLatencyNs() int64 {
 		return x.LatencyNs
 	}
 	return 0
+}
+
+func (x *ProbeResult) GetNotRun() bool {
+	if x != nil {
+		return x.NotRun
+	}
+	return false
 }
 
 type GatewayMessage struct {
@@ -453,8 +492,10 @@ func (*GatewayMessage_Batch) isGatewayMessage_Msg() {}
 type Welcome struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
 	HeartbeatIntervalMs int64                  `protobuf:"varint,1,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// features the gateway supports beyond the first release ("not_run").
+	Features      []string `protobuf:"bytes,2,rep,name=features,proto3" json:"features,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
@@ -494,13 +535,23 @@ func (x *Welcome) GetHeartbeatIntervalMs() int64 {
 	return 0
 }
 
+func (x *Welcome) GetFeatures() []string {
+	if x != nil {
+		return x.Features
+	}
+	return nil
+}
+
 type Batch struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	BatchId uint64                 `protobuf:"varint,1,opt,name=batch_id,json=batchId,proto3" json:"batch_id,omitempty"`
 	Round   uint64                 `protobuf:"varint,2,opt,name=round,proto3" json:"round,omitempty"`
 	// budget_ms is how long the node has to answer, counted from receipt.
-	BudgetMs      int64       `protobuf:"varint,3,opt,name=budget_ms,json=budgetMs,proto3" json:"budget_ms,omitempty"`
-	Jobs          []*ProbeJob `protobuf:"bytes,4,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	BudgetMs int64       `protobuf:"varint,3,opt,name=budget_ms,json=budgetMs,proto3" json:"budget_ms,omitempty"`
+	Jobs     []*ProbeJob `protobuf:"bytes,4,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// cas holds the CA bundles (PEM certificates) the jobs name in ca, by
+	// name: only those the jobs of this batch name.
+	Cas           map[string][]byte `protobuf:"bytes,5,rep,name=cas,proto3" json:"cas,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -563,6 +614,13 @@ func (x *Batch) GetJobs() []*ProbeJob {
 	return nil
 }
 
+func (x *Batch) GetCas() map[string][]byte {
+	if x != nil {
+		return x.Cas
+	}
+	return nil
+}
+
 type ProbeJob struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	Address          string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
@@ -573,8 +631,20 @@ type ProbeJob struct {
 	ExpectedStatuses []int32                `protobuf:"varint,6,rep,packed,name=expected_statuses,json=expectedStatuses,proto3" json:"expected_statuses,omitempty"`
 	ExpectedBody     string                 `protobuf:"bytes,7,opt,name=expected_body,json=expectedBody,proto3" json:"expected_body,omitempty"`
 	MaxLatencyNs     int64                  `protobuf:"varint,8,opt,name=max_latency_ns,json=maxLatencyNs,proto3" json:"max_latency_ns,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// tls_server_name is the TLS name to send and verify when it is not host.
+	TlsServerName string `protobuf:"bytes,9,opt,name=tls_server_name,json=tlsServerName,proto3" json:"tls_server_name,omitempty"`
+	// ca names a bundle of Batch.cas to trust instead of the node's roots.
+	Ca string `protobuf:"bytes,10,opt,name=ca,proto3" json:"ca,omitempty"`
+	// insecure_skip_verify turns the certificate check off for this origin.
+	InsecureSkipVerify bool `protobuf:"varint,11,opt,name=insecure_skip_verify,json=insecureSkipVerify,proto3" json:"insecure_skip_verify,omitempty"`
+	// headers are extra request headers; their values may be credentials.
+	Headers map[string]string `protobuf:"bytes,12,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// follow_redirects follows redirects that stay on the origin.
+	FollowRedirects bool `protobuf:"varint,13,opt,name=follow_redirects,json=followRedirects,proto3" json:"follow_redirects,omitempty"`
+	// max_body is the most body bytes the probe reads (0: the probe's default).
+	MaxBody       int64 `protobuf:"varint,14,opt,name=max_body,json=maxBody,proto3" json:"max_body,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProbeJob) Reset() {
@@ -663,6 +733,48 @@ func (x *ProbeJob) GetMaxLatencyNs() int64 {
 	return 0
 }
 
+func (x *ProbeJob) GetTlsServerName() string {
+	if x != nil {
+		return x.TlsServerName
+	}
+	return ""
+}
+
+func (x *ProbeJob) GetCa() string {
+	if x != nil {
+		return x.Ca
+	}
+	return ""
+}
+
+func (x *ProbeJob) GetInsecureSkipVerify() bool {
+	if x != nil {
+		return x.InsecureSkipVerify
+	}
+	return false
+}
+
+func (x *ProbeJob) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
+func (x *ProbeJob) GetFollowRedirects() bool {
+	if x != nil {
+		return x.FollowRedirects
+	}
+	return false
+}
+
+func (x *ProbeJob) GetMaxBody() int64 {
+	if x != nil {
+		return x.MaxBody
+	}
+	return 0
+}
+
 var File_nodegateway_v1_nodegateway_proto protoreflect.FileDescriptor
 
 const file_nodegateway_v1_nodegateway_proto_rawDesc = "" +
@@ -672,37 +784,44 @@ const file_nodegateway_v1_nodegateway_proto_rawDesc = "" +
 	"\x05hello\x18\x01 \x01(\v2\x1b.vigil.nodegateway.v1.HelloH\x00R\x05hello\x12?\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x1f.vigil.nodegateway.v1.HeartbeatH\x00R\theartbeat\x12;\n" +
 	"\x06result\x18\x03 \x01(\v2!.vigil.nodegateway.v1.BatchResultH\x00R\x06resultB\x05\n" +
-	"\x03msg\"\xec\x01\n" +
+	"\x03msg\"\x88\x02\n" +
 	"\x05Hello\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12?\n" +
 	"\x06labels\x18\x02 \x03(\v2'.vigil.nodegateway.v1.Hello.LabelsEntryR\x06labels\x12#\n" +
 	"\ragent_version\x18\x03 \x01(\tR\fagentVersion\x12)\n" +
-	"\x10protocol_version\x18\x04 \x01(\rR\x0fprotocolVersion\x1a9\n" +
+	"\x10protocol_version\x18\x04 \x01(\rR\x0fprotocolVersion\x12\x1a\n" +
+	"\bfeatures\x18\x05 \x03(\tR\bfeatures\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\v\n" +
 	"\tHeartbeat\"e\n" +
 	"\vBatchResult\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\x04R\abatchId\x12;\n" +
-	"\aresults\x18\x02 \x03(\v2!.vigil.nodegateway.v1.ProbeResultR\aresults\"~\n" +
+	"\aresults\x18\x02 \x03(\v2!.vigil.nodegateway.v1.ProbeResultR\aresults\"\x97\x01\n" +
 	"\vProbeResult\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\rR\x03job\x12\x0e\n" +
 	"\x02up\x18\x02 \x01(\bR\x02up\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x16\n" +
 	"\x06detail\x18\x04 \x01(\tR\x06detail\x12\x1d\n" +
 	"\n" +
-	"latency_ns\x18\x05 \x01(\x03R\tlatencyNs\"\x87\x01\n" +
+	"latency_ns\x18\x05 \x01(\x03R\tlatencyNs\x12\x17\n" +
+	"\anot_run\x18\x06 \x01(\bR\x06notRun\"\x87\x01\n" +
 	"\x0eGatewayMessage\x129\n" +
 	"\awelcome\x18\x01 \x01(\v2\x1d.vigil.nodegateway.v1.WelcomeH\x00R\awelcome\x123\n" +
 	"\x05batch\x18\x02 \x01(\v2\x1b.vigil.nodegateway.v1.BatchH\x00R\x05batchB\x05\n" +
-	"\x03msg\"=\n" +
+	"\x03msg\"Y\n" +
 	"\aWelcome\x122\n" +
-	"\x15heartbeat_interval_ms\x18\x01 \x01(\x03R\x13heartbeatIntervalMs\"\x89\x01\n" +
+	"\x15heartbeat_interval_ms\x18\x01 \x01(\x03R\x13heartbeatIntervalMs\x12\x1a\n" +
+	"\bfeatures\x18\x02 \x03(\tR\bfeatures\"\xf9\x01\n" +
 	"\x05Batch\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\x04R\abatchId\x12\x14\n" +
 	"\x05round\x18\x02 \x01(\x04R\x05round\x12\x1b\n" +
 	"\tbudget_ms\x18\x03 \x01(\x03R\bbudgetMs\x122\n" +
-	"\x04jobs\x18\x04 \x03(\v2\x1e.vigil.nodegateway.v1.ProbeJobR\x04jobs\"\x82\x02\n" +
+	"\x04jobs\x18\x04 \x03(\v2\x1e.vigil.nodegateway.v1.ProbeJobR\x04jobs\x126\n" +
+	"\x03cas\x18\x05 \x03(\v2$.vigil.nodegateway.v1.Batch.CasEntryR\x03cas\x1a6\n" +
+	"\bCasEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xb5\x04\n" +
 	"\bProbeJob\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
@@ -713,7 +832,17 @@ const file_nodegateway_v1_nodegateway_proto_rawDesc = "" +
 	"user_agent\x18\x05 \x01(\tR\tuserAgent\x12+\n" +
 	"\x11expected_statuses\x18\x06 \x03(\x05R\x10expectedStatuses\x12#\n" +
 	"\rexpected_body\x18\a \x01(\tR\fexpectedBody\x12$\n" +
-	"\x0emax_latency_ns\x18\b \x01(\x03R\fmaxLatencyNs2d\n" +
+	"\x0emax_latency_ns\x18\b \x01(\x03R\fmaxLatencyNs\x12&\n" +
+	"\x0ftls_server_name\x18\t \x01(\tR\rtlsServerName\x12\x0e\n" +
+	"\x02ca\x18\n" +
+	" \x01(\tR\x02ca\x120\n" +
+	"\x14insecure_skip_verify\x18\v \x01(\bR\x12insecureSkipVerify\x12E\n" +
+	"\aheaders\x18\f \x03(\v2+.vigil.nodegateway.v1.ProbeJob.HeadersEntryR\aheaders\x12)\n" +
+	"\x10follow_redirects\x18\r \x01(\bR\x0ffollowRedirects\x12\x19\n" +
+	"\bmax_body\x18\x0e \x01(\x03R\amaxBody\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012d\n" +
 	"\vNodeGateway\x12U\n" +
 	"\x06Attach\x12!.vigil.nodegateway.v1.NodeMessage\x1a$.vigil.nodegateway.v1.GatewayMessage(\x010\x01BTZRgithub.com/vigilcdn/vigil/plugins/node/internal/proto/nodegateway/v1;nodegatewayv1b\x06proto3"
 
@@ -729,7 +858,7 @@ func file_nodegateway_v1_nodegateway_proto_rawDescGZIP() []byte {
 	return file_nodegateway_v1_nodegateway_proto_rawDescData
 }
 
-var file_nodegateway_v1_nodegateway_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_nodegateway_v1_nodegateway_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_nodegateway_v1_nodegateway_proto_goTypes = []any{
 	(*NodeMessage)(nil),    // 0: vigil.nodegateway.v1.NodeMessage
 	(*Hello)(nil),          // 1: vigil.nodegateway.v1.Hello
@@ -741,23 +870,27 @@ var file_nodegateway_v1_nodegateway_proto_goTypes = []any{
 	(*Batch)(nil),          // 7: vigil.nodegateway.v1.Batch
 	(*ProbeJob)(nil),       // 8: vigil.nodegateway.v1.ProbeJob
 	nil,                    // 9: vigil.nodegateway.v1.Hello.LabelsEntry
+	nil,                    // 10: vigil.nodegateway.v1.Batch.CasEntry
+	nil,                    // 11: vigil.nodegateway.v1.ProbeJob.HeadersEntry
 }
 var file_nodegateway_v1_nodegateway_proto_depIdxs = []int32{
-	1, // 0: vigil.nodegateway.v1.NodeMessage.hello:type_name -> vigil.nodegateway.v1.Hello
-	2, // 1: vigil.nodegateway.v1.NodeMessage.heartbeat:type_name -> vigil.nodegateway.v1.Heartbeat
-	3, // 2: vigil.nodegateway.v1.NodeMessage.result:type_name -> vigil.nodegateway.v1.BatchResult
-	9, // 3: vigil.nodegateway.v1.Hello.labels:type_name -> vigil.nodegateway.v1.Hello.LabelsEntry
-	4, // 4: vigil.nodegateway.v1.BatchResult.results:type_name -> vigil.nodegateway.v1.ProbeResult
-	6, // 5: vigil.nodegateway.v1.GatewayMessage.welcome:type_name -> vigil.nodegateway.v1.Welcome
-	7, // 6: vigil.nodegateway.v1.GatewayMessage.batch:type_name -> vigil.nodegateway.v1.Batch
-	8, // 7: vigil.nodegateway.v1.Batch.jobs:type_name -> vigil.nodegateway.v1.ProbeJob
-	0, // 8: vigil.nodegateway.v1.NodeGateway.Attach:input_type -> vigil.nodegateway.v1.NodeMessage
-	5, // 9: vigil.nodegateway.v1.NodeGateway.Attach:output_type -> vigil.nodegateway.v1.GatewayMessage
-	9, // [9:10] is the sub-list for method output_type
-	8, // [8:9] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	1,  // 0: vigil.nodegateway.v1.NodeMessage.hello:type_name -> vigil.nodegateway.v1.Hello
+	2,  // 1: vigil.nodegateway.v1.NodeMessage.heartbeat:type_name -> vigil.nodegateway.v1.Heartbeat
+	3,  // 2: vigil.nodegateway.v1.NodeMessage.result:type_name -> vigil.nodegateway.v1.BatchResult
+	9,  // 3: vigil.nodegateway.v1.Hello.labels:type_name -> vigil.nodegateway.v1.Hello.LabelsEntry
+	4,  // 4: vigil.nodegateway.v1.BatchResult.results:type_name -> vigil.nodegateway.v1.ProbeResult
+	6,  // 5: vigil.nodegateway.v1.GatewayMessage.welcome:type_name -> vigil.nodegateway.v1.Welcome
+	7,  // 6: vigil.nodegateway.v1.GatewayMessage.batch:type_name -> vigil.nodegateway.v1.Batch
+	8,  // 7: vigil.nodegateway.v1.Batch.jobs:type_name -> vigil.nodegateway.v1.ProbeJob
+	10, // 8: vigil.nodegateway.v1.Batch.cas:type_name -> vigil.nodegateway.v1.Batch.CasEntry
+	11, // 9: vigil.nodegateway.v1.ProbeJob.headers:type_name -> vigil.nodegateway.v1.ProbeJob.HeadersEntry
+	0,  // 10: vigil.nodegateway.v1.NodeGateway.Attach:input_type -> vigil.nodegateway.v1.NodeMessage
+	5,  // 11: vigil.nodegateway.v1.NodeGateway.Attach:output_type -> vigil.nodegateway.v1.GatewayMessage
+	11, // [11:12] is the sub-list for method output_type
+	10, // [10:11] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_nodegateway_v1_nodegateway_proto_init() }
@@ -780,7 +913,7 @@ func file_nodegateway_v1_nodegateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodegateway_v1_nodegateway_proto_rawDesc), len(file_nodegateway_v1_nodegateway_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

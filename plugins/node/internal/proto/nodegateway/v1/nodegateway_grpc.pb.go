@@ -9,6 +9,21 @@
 // each Batch with one BatchResult carrying the same batch_id, before the
 // batch's budget runs out. Late results are dropped by the gateway.
 //
+// The protocol grows additively: fields are only ever added, under new
+// numbers, and protocol_version stays 1; a peer ignores the fields it does
+// not know. What a peer does beyond the first release it announces as
+// features, the node in Hello.features, the gateway in Welcome.features:
+//
+//   "probe_settings": the node runs ProbeJob's TLS, header, redirect and
+//     body-cap settings (fields 9 to 14) and trusts Batch.cas. A gateway
+//     sends a job using any of them only to a node announcing this; an
+//     older node, which would ignore them and probe differently than asked,
+//     gets no such job and the gateway abstains for it (unsupported).
+//   "not_run": the gateway reads ProbeResult.not_run. A node answers every
+//     job of a batch, flagging those it did not judge, only to a gateway
+//     announcing this; to an older gateway it leaves them out, as the first
+//     release did (an older gateway would take them for downs).
+//
 // The shared token travels as gRPC metadata "authorization: Bearer TOKEN".
 // Regenerate the Go code with `make proto`.
 

@@ -1,0 +1,5 @@
+//go:build !unix
+
+package agent
+
+func openFileLimit() int { return 0 }
