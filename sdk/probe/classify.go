@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"syscall"
 	"time"
 )
@@ -27,6 +28,15 @@ func isConnError(err error) bool {
 func (p *prober) failed(err error, status int, bodyBytes int64) (Result, error) {
 	phase := p.currentPhase()
 	res := Result{Phase: phase, Status: status, Proto: p.proto, Latency: time.Since(p.start), BodyBytes: bodyBytes}
+	if p.ctx.Err() == nil && isDeadline(err) {
+		// A socket deadline set from a context can fire a hair before the
+		// context itself ends: wait for it, so that the caller's deadline
+		// is never read as the origin's timeout (a false down).
+		select {
+		case <-p.ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 	if p.ctx.Err() != nil {
 		cause := context.Cause(p.ctx)
 		if cause != errTimedOut {
@@ -98,4 +108,14 @@ func inPhase(phase Phase, bodyBytes int64) string {
 		return " while reading the body, after " + sizeString(bodyBytes)
 	}
 	return ""
+}
+
+// isDeadline reports whether err is a deadline passing (of a socket or a
+// context), not a failure of the origin.
+func isDeadline(err error) bool {
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
