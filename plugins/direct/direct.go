@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,7 +49,12 @@ type Source struct {
 	now         func() time.Time
 
 	rounds atomic.Uint64
+
+	mu      sync.Mutex
+	cutLast map[targetKey]bool // the targets the last round ran out of time for
 }
+
+type targetKey struct{ site, origin string }
 
 // New returns a Source with the default settings.
 func New(log hclog.Logger) *Source {
@@ -143,6 +149,16 @@ type plan struct {
 func (s *Source) planRound(ballot sdk.Ballot, start, soft time.Time) (p plan, needed int) {
 	n := len(ballot.Targets)
 	p = plan{order: rand.Perm(n), soft: soft}
+	// The targets the last round ran out of time for start first: none is
+	// cut twice in a row while others are probed.
+	s.mu.Lock()
+	if len(s.cutLast) > 0 {
+		sort.SliceStable(p.order, func(a, b int) bool {
+			ta, tb := &ballot.Targets[p.order[a]], &ballot.Targets[p.order[b]]
+			return s.cutLast[targetKey{ta.Site, ta.Origin}] && !s.cutLast[targetKey{tb.Site, tb.Origin}]
+		})
+	}
+	s.mu.Unlock()
 	window := soft.Sub(start)
 	longest := time.Duration(0)
 	for i := range ballot.Targets {
@@ -168,10 +184,11 @@ func probeTimeout(t *sdk.Target) time.Duration {
 
 // Vote implements sdk.VoteSource. It probes every target once, the starts
 // spread over the first part of the time it has and in an order shuffled
-// each round, with as many probes in flight as the round needs. A target
-// that can no longer start and end before the deadline is not probed: its
-// vote is an Abstain with ReasonOutOfTime, and since the order changes
-// every round, it is never the same targets that are cut.
+// each round (the targets the last round ran out of time for first), with
+// as many probes in flight as the round needs. A probe the deadline
+// interrupts casts an Abstain with ReasonOutOfTime; since those targets
+// start first next round, no target is cut twice in a row while others
+// are probed.
 func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error) {
 	if len(ballot.Targets) == 0 {
 		return nil, nil
@@ -231,6 +248,15 @@ func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error
 		})
 	}
 	wg.Wait()
+	cutNow := map[targetKey]bool{}
+	for i := range results {
+		if results[i].Value == sdk.Abstain && results[i].Reason == sdk.ReasonOutOfTime {
+			cutNow[targetKey{ballot.Targets[i].Site, ballot.Targets[i].Origin}] = true
+		}
+	}
+	s.mu.Lock()
+	s.cutLast = cutNow
+	s.mu.Unlock()
 	round := s.rounds.Add(1)
 	if n := cut.Load(); n > 0 || invalid.Load() > 0 {
 		s.log.Warn("abstained on some targets", "round", ballot.Round, "targets", len(ballot.Targets),

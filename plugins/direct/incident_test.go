@@ -170,3 +170,44 @@ func TestStartsAreSpread(t *testing.T) {
 		t.Errorf("40 probe starts spanned %v; want them spread over about 0.9s", span)
 	}
 }
+
+// TestNoTargetCutTwiceInARow: the targets a round ran out of time for are
+// probed first in the next one.
+func TestNoTargetCutTwiceInARow(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(100 * time.Millisecond)
+	}))
+	t.Cleanup(srv.Close)
+	src := direct.New(nil)
+	if err := src.Configure(context.Background(), sdk.Config{Values: map[string]any{"concurrency": 1.0, "spread": 0.0}}); err != nil {
+		t.Fatal(err)
+	}
+	ballot := sdk.Ballot{}
+	for i := range 10 {
+		tg := target(fmt.Sprint("o", i), srv.URL)
+		tg.Timeout = time.Second
+		ballot.Targets = append(ballot.Targets, tg)
+	}
+	var lastCut map[string]bool
+	for round := range 6 {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		votes, err := src.Vote(ctx, ballot)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cut := map[string]bool{}
+		for _, v := range votes {
+			if v.Value == sdk.Abstain {
+				cut[v.Origin] = true
+			}
+		}
+		probed := len(votes) - len(cut)
+		for o := range cut {
+			if lastCut[o] && probed >= len(lastCut) {
+				t.Fatalf("round %d cut %s again although %d targets were probed and %d were cut the round before", round, o, probed, len(lastCut))
+			}
+		}
+		lastCut = cut
+	}
+}
