@@ -1,6 +1,7 @@
 package config
 
 import (
+	"sync"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -37,6 +38,9 @@ type Config struct {
 	// Files holds the parsed files, for printing diagnostics with source
 	// snippets.
 	Files map[string]*hcl.File
+
+	indexOnce sync.Once
+	siteIndex map[string]*Site
 }
 
 // Notifier is one `notify "webhook" "NAME"` block.
@@ -245,12 +249,14 @@ func (c *Config) Source(name string) *Source {
 	return nil
 }
 
-// Site returns the named site, or nil.
+// Site returns the named site, or nil. The first call indexes the sites:
+// a Config is not changed after it is loaded.
 func (c *Config) Site(name string) *Site {
-	for _, s := range c.Sites {
-		if s.Name == name {
-			return s
+	c.indexOnce.Do(func() {
+		c.siteIndex = make(map[string]*Site, len(c.Sites))
+		for _, s := range c.Sites {
+			c.siteIndex[s.Name] = s
 		}
-	}
-	return nil
+	})
+	return c.siteIndex[name]
 }

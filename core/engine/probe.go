@@ -73,9 +73,8 @@ func probe(ctx context.Context, cfg *config.Config, site string, sources []VoteS
 	if log == nil {
 		log = hclog.NewNullLogger()
 	}
-	one := *cfg
-	one.Sites = []*config.Site{cs}
-	f := fleet.New(&one)
+	one := &config.Config{Control: cfg.Control, Sources: cfg.Sources, Sites: []*config.Site{cs}, Files: cfg.Files}
+	f := fleet.New(one)
 	s := f.Sites[0]
 	asker := newAsker(f, sources, log, 0, func(t vote.Target) int32 { return t.Origin }, nil)
 	enabled := make([]bool, len(cs.Origins))

@@ -203,7 +203,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		d.mu.Unlock()
 		return errors.New("notify: the dispatcher is already running")
 	}
-	st, err := d.store.Load(ctx)
+	st, err := d.loadCursors(ctx)
 	if err != nil {
 		d.mu.Unlock()
 		return fmt.Errorf("notify: loading the delivery cursors: %w", err)
@@ -285,7 +285,7 @@ func (d *Dispatcher) Reconfigure(notifiers []*config.Notifier) error {
 		}
 		if st == nil {
 			var err error
-			if st, err = d.store.Load(d.runCtx); err != nil {
+			if st, err = d.loadCursors(d.runCtx); err != nil {
 				// Run what is kept; the rest starts on the next reload.
 				d.workers.Store(&ws)
 				return fmt.Errorf("notify: loading the delivery cursors: %w", err)
@@ -458,4 +458,14 @@ func (d *Dispatcher) logNotice(e store.Event) {
 	default:
 		d.log.Info(n.Title, args...)
 	}
+}
+
+// loadCursors reads the counters and the delivery cursors (not the sites:
+// a fleet's worth of records is not what a notifier needs).
+func (d *Dispatcher) loadCursors(ctx context.Context) (*store.State, error) {
+	meta, cursors, err := d.store.Cursors(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &store.State{Meta: meta, Cursors: cursors}, nil
 }

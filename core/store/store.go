@@ -110,6 +110,9 @@ type Store interface {
 	// LastProbed and LastProbedAt are the later of its record's and its
 	// probe mark's.
 	Load(ctx context.Context) (*State, error)
+	// Cursors reads the counters and the notifiers' delivery cursors
+	// without the sites (what the notifiers need to start).
+	Cursors(ctx context.Context) (Meta, map[string]uint64, error)
 	// Commit writes a batch atomically: all of it or none.
 	Commit(ctx context.Context, b Batch) error
 	// Events returns up to limit journal events with Seq > after, oldest

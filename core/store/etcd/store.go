@@ -167,6 +167,35 @@ func (s *Store) Load(ctx context.Context) (*store.State, error) {
 	return st, nil
 }
 
+// Cursors reads the counters and the delivery cursors, without the sites.
+func (s *Store) Cursors(ctx context.Context) (store.Meta, map[string]uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if err := s.check(); err != nil {
+		return store.Meta{}, nil, err
+	}
+	resp, err := s.cli.Txn(ctx).Then(
+		clientv3.OpGet(s.MetaKey()),
+		clientv3.OpGet(s.CursorsPrefix(), clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return store.Meta{}, nil, fmt.Errorf("store: reading the counters from etcd under %s: %w", s.prefix, err)
+	}
+	var meta store.Meta
+	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+		if err := json.Unmarshal(kvs[0].Value, &meta); err != nil {
+			return store.Meta{}, nil, fmt.Errorf("store: meta record %s: %w", s.MetaKey(), err)
+		}
+	}
+	cursors := map[string]uint64{}
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		if n, err := strconv.ParseUint(string(kv.Value), 10, 64); err == nil {
+			cursors[strings.TrimPrefix(string(kv.Key), s.CursorsPrefix())] = n
+		}
+	}
+	return meta, cursors, nil
+}
+
 // Commit writes a batch. Sites the fence says this instance does not own
 // are skipped. Sites named by the batch's events are written in the same
 // transaction as the events and the counters, so a journaled change and

@@ -3,12 +3,14 @@ package storetest
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/store"
 )
 
-// RoundTrip writes sites, a deletion, eight events and a cursor to s (a
+// RoundTrip writes sites, a deletion, eight events, a cursor and a probe
+// mark to s (a
 // store whose journal keeps 5 events), then checks what reopen returns:
 // the same data read back by a fresh store on the same backing (reopen may
 // close s first). Meta, sites, the deletion, the cursor, the journal bound
@@ -34,6 +36,18 @@ func RoundTrip(t *testing.T, s store.Store, reopen func() store.Store) {
 	if err := s.SetCursor(ctx, "hook", 6); err != nil {
 		t.Fatal(err)
 	}
+	// A partial round's probe marks, then a round that probed every site.
+	marked := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if err := s.Commit(ctx, store.Batch{Meta: b.Meta, Probed: []store.Probe{{Site: "www", Round: 9, At: marked}}}); err != nil {
+		t.Fatal(err)
+	}
+	meta, cursors, err := s.Cursors(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if meta != b.Meta || cursors["hook"] != 6 {
+		t.Fatalf("Cursors = %+v %v, want the meta and the hook's cursor 6", meta, cursors)
+	}
 
 	s = reopen()
 	st, err := s.Load(ctx)
@@ -51,6 +65,7 @@ func RoundTrip(t *testing.T, s store.Store, reopen func() store.Store) {
 		{"origin counters", www.Origins["a1"].Failures == 3 && www.Origins["a1"].State == "unhealthy"},
 		{"deleted site gone", len(st.Sites) == 1},
 		{"cursor", st.Cursors["hook"] == 6},
+		{"probe mark", www.LastProbed == 9 && www.LastProbedAt.Equal(marked)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
