@@ -40,7 +40,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		Name: "vigil", Level: hclog.LevelFromString(*level), Output: stderr, JSONFormat: *jsonLog,
 		Color: hclog.AutoColor, TimeFormat: "2006-01-02T15:04:05.000Z0700",
 	})
-	cfg, diags := config.Load(*path)
+	cfg, diags := config.LoadCached(*path)
 	if len(diags) > 0 {
 		_ = config.WriteDiagnostics(stderr, cfg.Files, diags)
 	}
@@ -86,7 +86,7 @@ func wait(a *agent.Agent, sigs <-chan os.Signal, path string, log hclog.Logger, 
 
 func reload(a *agent.Agent, path string, log hclog.Logger, stderr io.Writer) {
 	log.Info("reloading configuration", "config", path)
-	cfg, diags := config.Load(path)
+	cfg, diags := config.LoadCached(path)
 	if diags.HasErrors() {
 		var b strings.Builder
 		_ = config.WriteDiagnostics(&b, cfg.Files, diags)

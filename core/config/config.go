@@ -155,7 +155,9 @@ type Source struct {
 	Env []string
 	// Config is the plugin's own `config { }` block, undecoded (nil when
 	// absent). The plugin's schema decodes it.
-	Config    hcl.Body
+	Config hcl.Body
+	// ConfigText is the block's text as written, between its braces.
+	ConfigText string
 	DeclRange hcl.Range
 }
 

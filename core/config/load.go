@@ -12,6 +12,7 @@ import (
 
 	"github.com/agext/levenshtein"
 	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/vote"
 )
@@ -80,9 +81,19 @@ var originSchema = &hcl.BodySchema{
 // in file-name order). The diagnostics say what is wrong, with file:line:col;
 // the Config is nil when there is any error.
 func Load(path string) (*Config, hcl.Diagnostics) {
+	files, diags := readFiles(path)
+	if diags.HasErrors() {
+		return &Config{}, diags
+	}
+	return parse(files)
+}
+
+// readFiles reads the configuration file, or every *.hcl file of a folder
+// in file-name order.
+func readFiles(path string) ([]fileSource, hcl.Diagnostics) {
 	info, err := os.Stat(path)
 	if err != nil {
-		return &Config{}, hcl.Diagnostics{{
+		return nil, hcl.Diagnostics{{
 			Severity: hcl.DiagError,
 			Summary:  "Cannot read configuration",
 			Detail:   fmt.Sprintf("%v. Pass -config a .hcl file or a folder of .hcl files.", err),
@@ -92,11 +103,11 @@ func Load(path string) (*Config, hcl.Diagnostics) {
 	if info.IsDir() {
 		matches, err := filepath.Glob(filepath.Join(path, "*.hcl"))
 		if err != nil {
-			return &Config{}, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot list configuration folder", Detail: err.Error()}}
+			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot list configuration folder", Detail: err.Error()}}
 		}
 		sort.Strings(matches)
 		if len(matches) == 0 {
-			return &Config{}, hcl.Diagnostics{{
+			return nil, hcl.Diagnostics{{
 				Severity: hcl.DiagError,
 				Summary:  "No configuration files",
 				Detail:   fmt.Sprintf("The folder %s has no *.hcl file. Put the configuration in files ending in .hcl.", path),
@@ -106,15 +117,15 @@ func Load(path string) (*Config, hcl.Diagnostics) {
 	} else {
 		names = []string{path}
 	}
-	sources := make([]fileSource, 0, len(names))
+	files := make([]fileSource, 0, len(names))
 	for _, n := range names {
 		b, err := os.ReadFile(n)
 		if err != nil {
-			return &Config{}, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read configuration file", Detail: err.Error()}}
+			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Cannot read configuration file", Detail: err.Error()}}
 		}
-		sources = append(sources, fileSource{name: n, src: b})
+		files = append(files, fileSource{name: n, src: b})
 	}
-	return parse(sources)
+	return files, nil
 }
 
 // Parse reads a configuration from memory, as if from one file named
@@ -311,6 +322,7 @@ func (l *loader) source(b *hcl.Block) {
 			continue
 		}
 		s.Config = cb.Body
+		s.ConfigText = blockText(l.cfg.Files, cb.Body)
 	}
 	l.cfg.Sources = append(l.cfg.Sources, s)
 }
@@ -690,4 +702,18 @@ func (l *loader) publish(b *hcl.Block) {
 	}
 	l.boolean(content.Attributes, "fail_closed", &d.FailClosed)
 	l.cfg.DNS = d
+}
+
+// blockText is the source text of a block's body, between its braces.
+func blockText(files map[string]*hcl.File, body hcl.Body) string {
+	sb, ok := body.(*hclsyntax.Body)
+	if !ok {
+		return ""
+	}
+	r := sb.SrcRange
+	f := files[r.Filename]
+	if f == nil || r.End.Byte > len(f.Bytes) || r.Start.Byte+1 > r.End.Byte-1 {
+		return ""
+	}
+	return string(f.Bytes[r.Start.Byte+1 : r.End.Byte-1])
 }

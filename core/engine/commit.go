@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/hashicorp/hcl/v2"
-
 	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/fleet"
@@ -290,23 +288,8 @@ func (e *Engine) refreshViews() {
 // sourceKey fingerprints a source block: a changed key means the plugin
 // must be restarted on reload.
 func sourceKey(cfg *config.Config, s *config.Source) string {
-	key := fmt.Sprintf("%s|%s|%s|%v|%s|%d|%d", s.Name, s.Plugin, s.Checksum, s.Env, s.Timeout, s.MinVotes, s.Tally)
-	if s.Config != nil {
-		if f := cfg.Files[s.DeclRange.Filename]; f != nil {
-			if r, ok := bodyRange(s.Config); ok && r.End.Byte <= len(f.Bytes) {
-				key += "|" + string(f.Bytes[r.Start.Byte:r.End.Byte])
-			}
-		}
-	}
-	return key + "|" + cfg.Control.PluginDir
-}
-
-func bodyRange(b hcl.Body) (hcl.Range, bool) {
-	type ranger interface{ Range() hcl.Range }
-	if r, ok := b.(ranger); ok {
-		return r.Range(), true
-	}
-	return hcl.Range{}, false
+	return fmt.Sprintf("%s|%s|%s|%v|%s|%d|%d|%s|%s", s.Name, s.Plugin, s.Checksum, s.Env, s.Timeout, s.MinVotes, s.Tally,
+		cfg.Control.PluginDir, s.ConfigText)
 }
 
 // storeHint is the hint of an action refused because the store failed.
