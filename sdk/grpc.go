@@ -30,7 +30,7 @@ func (p *grpcPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
 }
 
 func (p *grpcPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
-	return &client{rpc: pb.NewVoteSourceClient(c)}, nil
+	return &client{rpc: pb.NewVoteSourceClient(c), cc: c}, nil
 }
 
 // server adapts a VoteSource to the generated gRPC service. Calls into the
@@ -183,6 +183,7 @@ func (s *server) Vote(ctx context.Context, req *pb.VoteRequest) (*pb.VoteRespons
 // client is the host side: a VoteSource that calls the plugin over gRPC.
 type client struct {
 	rpc pb.VoteSourceClient
+	cc  grpc.ClientConnInterface
 }
 
 var callOpts = []grpc.CallOption{grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)}
@@ -243,48 +244,16 @@ func (c *client) Configure(ctx context.Context, cfg Config) error {
 }
 
 // Vote passes vote values and reasons through unchecked: the host validates
-// them (an unknown Value shows up as such and is dropped there).
+// them (an unknown Value shows up as such and is dropped there). The
+// request and the answer are written and read in the wire format directly
+// (see wire.go).
 func (c *client) Vote(ctx context.Context, ballot Ballot) ([]Vote, error) {
-	msgs := make([]pb.Target, len(ballot.Targets))
-	req := &pb.VoteRequest{Round: ballot.Round, Targets: make([]*pb.Target, len(ballot.Targets))}
-	for i, t := range ballot.Targets {
-		m := &msgs[i]
-		m.Site, m.Origin, m.Address, m.Host, m.Path, m.UserAgent = t.Site, t.Origin, t.Address, t.Host, t.Path, t.UserAgent
-		m.TimeoutNanos = int64(t.Timeout)
-		if len(t.Expect.Statuses) > 0 {
-			m.ExpectStatuses = make([]int32, len(t.Expect.Statuses))
-			for j, st := range t.Expect.Statuses {
-				m.ExpectStatuses[j] = int32(st)
-			}
-		}
-		m.ExpectBodyContains = t.Expect.BodyContains
-		m.ExpectMaxLatencyNanos = int64(t.Expect.MaxLatency)
-		if t.TLS != (TLSSettings{}) {
-			m.Tls = &pb.TLSSettings{ServerName: t.TLS.ServerName, Ca: t.TLS.CA, InsecureSkipVerify: t.TLS.InsecureSkipVerify}
-		}
-		m.Headers = t.Headers
-		m.FollowRedirects = t.FollowRedirects
-		m.MaxBody = t.MaxBody
-		req.Targets[i] = m
-	}
-	req.Cas = ballot.CAs
-	resp, err := c.rpc.Vote(ctx, req, callOpts...)
-	if err != nil {
+	var resp voteResponse
+	opts := append([]grpc.CallOption{grpc.ForceCodecV2(wireCodec{})}, callOpts...)
+	if err := c.cc.Invoke(ctx, pb.VoteSource_Vote_FullMethodName, &voteRequest{ballot: &ballot}, &resp, opts...); err != nil {
 		return nil, err
 	}
-	votes := make([]Vote, len(resp.GetVotes()))
-	for i, v := range resp.GetVotes() {
-		votes[i] = Vote{
-			Site:    v.GetSite(),
-			Origin:  v.GetOrigin(),
-			Voter:   v.GetVoter(),
-			Value:   Value(v.GetValue()),
-			Reason:  Reason(v.GetReason()),
-			Detail:  v.GetDetail(),
-			Latency: time.Duration(v.GetLatencyNanos()),
-		}
-	}
-	return votes, nil
+	return resp.votes, nil
 }
 
 // Status answers without taking the call semaphore: StatusReporter says it

@@ -46,8 +46,8 @@ func CheckVotes(ballot Ballot, votes []Vote) []VoteProblem {
 		return -1
 	}
 	var problems []VoteProblem
-	seen := make(map[int]string, len(votes)) // target -> the first voter, when one voter
-	var more map[int]map[string]bool         // target -> every voter, when several
+	seen := make([]string, len(ballot.Targets)) // target -> its first voter
+	var more map[int]map[string]bool            // target -> every voter, when several
 	for i, v := range votes {
 		bad := func(format string, args ...any) {
 			problems = append(problems, VoteProblem{Index: i, Err: fmt.Errorf(format, args...)})
@@ -67,8 +67,8 @@ func CheckVotes(ballot Ballot, votes []Vote) []VoteProblem {
 			bad("vote for %s/%s with invalid voter id %q (1-128 of letters, digits and ._:-@/)", v.Site, v.Origin, clipID(v.Voter))
 			continue
 		}
-		prev, ok := seen[t]
-		if !ok {
+		prev := seen[t]
+		if prev == "" {
 			seen[t] = v.Voter
 			continue
 		}

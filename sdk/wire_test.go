@@ -1,0 +1,109 @@
+package sdk
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	pb "github.com/vigilcdn/vigil/sdk/internal/proto/votesource/v1"
+)
+
+// generated is the request the generated messages make of a ballot: the
+// reference the wire writer must match.
+func generated(b *Ballot) *pb.VoteRequest {
+	req := &pb.VoteRequest{Round: b.Round, Cas: b.CAs}
+	for _, t := range b.Targets {
+		m := &pb.Target{Site: t.Site, Origin: t.Origin, Address: t.Address, Host: t.Host, Path: t.Path, UserAgent: t.UserAgent,
+			TimeoutNanos: int64(t.Timeout), ExpectBodyContains: t.Expect.BodyContains, ExpectMaxLatencyNanos: int64(t.Expect.MaxLatency),
+			Headers: t.Headers, FollowRedirects: t.FollowRedirects, MaxBody: t.MaxBody}
+		for _, s := range t.Expect.Statuses {
+			m.ExpectStatuses = append(m.ExpectStatuses, int32(s))
+		}
+		if t.TLS != (TLSSettings{}) {
+			m.Tls = &pb.TLSSettings{ServerName: t.TLS.ServerName, Ca: t.TLS.CA, InsecureSkipVerify: t.TLS.InsecureSkipVerify}
+		}
+		req.Targets = append(req.Targets, m)
+	}
+	return req
+}
+
+func TestWireRequestIsTheProtocols(t *testing.T) {
+	ballots := []Ballot{
+		{},
+		{Round: 7, Targets: []Target{{Site: "www", Origin: "a1"}}},
+		{Round: 1 << 40, CAs: map[string][]byte{"sha256:x": []byte("PEM"), "b": nil}, Targets: []Target{
+			{Site: "www", Origin: "a1", Address: "https://203.0.113.1:8443", Host: "www.example.com", Path: "/h?x=1", Timeout: 1500 * time.Millisecond,
+				UserAgent: "ua", Expect: Expectations{Statuses: []int{200, 204, 599}, BodyContains: "ok", MaxLatency: time.Second},
+				TLS: TLSSettings{ServerName: "o.internal", CA: "sha256:x", InsecureSkipVerify: true}, Headers: map[string]string{"X-A": "1", "Authorization": "Bearer t"},
+				FollowRedirects: true, MaxBody: 1 << 20},
+			{Site: "api", Origin: "b", TLS: TLSSettings{InsecureSkipVerify: true}},
+			{Site: "ünïcode", Origin: "o", Expect: Expectations{Statuses: []int{0}}},
+		}},
+	}
+	for i, b := range ballots {
+		var got pb.VoteRequest
+		if err := proto.Unmarshal(appendVoteRequest(nil, &b), &got); err != nil {
+			t.Fatalf("ballot %d: the wire writer's bytes do not parse: %v", i, err)
+		}
+		if want := generated(&b); !proto.Equal(&got, want) {
+			t.Fatalf("ballot %d:\n got  %v\n want %v", i, &got, want)
+		}
+	}
+}
+
+func TestWireResponseIsTheProtocols(t *testing.T) {
+	resp := &pb.VoteResponse{Votes: []*pb.Vote{
+		{Site: "www", Origin: "a1", Voter: "direct", Value: pb.Value_VALUE_UP, Reason: pb.Reason_REASON_OK, Detail: "HTTP 200 OK", LatencyNanos: 1234},
+		{Site: "www", Origin: "a2", Voter: "direct", Value: pb.Value_VALUE_ABSTAIN, Reason: pb.Reason_REASON_OUT_OF_TIME},
+		{Site: "x", Origin: "y", Voter: "n", Value: 99, Reason: 77, LatencyNanos: -5},
+		{},
+	}}
+	b, err := proto.Marshal(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	votes, err := parseVoteResponse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(votes) != len(resp.Votes) {
+		t.Fatalf("%d votes, want %d", len(votes), len(resp.Votes))
+	}
+	for i, m := range resp.Votes {
+		want := Vote{Site: m.Site, Origin: m.Origin, Voter: m.Voter, Value: Value(m.Value), Reason: Reason(m.Reason), Detail: m.Detail, Latency: time.Duration(m.LatencyNanos)}
+		if votes[i] != want {
+			t.Fatalf("vote %d: %+v, want %+v", i, votes[i], want)
+		}
+	}
+	for _, bad := range [][]byte{{0x0a}, {0x0a, 0x05, 0x0a}, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}} {
+		if _, err := parseVoteResponse(bad); err == nil {
+			t.Errorf("malformed answer %x read without an error", bad)
+		}
+	}
+}
+
+func FuzzParseVoteResponse(f *testing.F) {
+	b, _ := proto.Marshal(&pb.VoteResponse{Votes: []*pb.Vote{{Site: "s", Origin: "o", Voter: "v", Value: 1, Reason: 1, Detail: "d", LatencyNanos: 9}}})
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		votes, err := parseVoteResponse(b)
+		var ref pb.VoteResponse
+		refErr := proto.Unmarshal(b, &ref)
+		if refErr != nil {
+			return // the reference refuses it; ours may differ on what to refuse
+		}
+		if err != nil {
+			t.Fatalf("protobuf reads it but parseVoteResponse does not: %v", err)
+		}
+		if len(votes) != len(ref.Votes) {
+			t.Fatalf("%d votes, protobuf reads %d", len(votes), len(ref.Votes))
+		}
+		for i, m := range ref.Votes {
+			want := Vote{Site: m.Site, Origin: m.Origin, Voter: m.Voter, Value: Value(m.Value), Reason: Reason(m.Reason), Detail: m.Detail, Latency: time.Duration(m.LatencyNanos)}
+			if votes[i] != want {
+				t.Fatalf("vote %d: %+v, protobuf reads %+v", i, votes[i], want)
+			}
+		}
+	})
+}
