@@ -5,6 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -16,6 +19,9 @@ import (
 	"github.com/vigilcdn/vigil/core/agent"
 	"github.com/vigilcdn/vigil/core/config"
 )
+
+// agentGCPercent is the agent's GOGC when the environment sets none.
+const agentGCPercent = 50
 
 func init() {
 	register("agent", "run the control plane: rounds, API, publication, notifications", runAgent)
@@ -29,12 +35,20 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	jsonLog := fs.Bool("log-json", false, "log as JSON lines")
 	fresh := fs.Bool("fresh-state", false, "start with an empty state even though data_dir held one (the old file is moved aside, never deleted)")
 	listenFile := fs.String("listen-file", "", "write the API's URL to this file once it listens (for scripts and tests)")
+	debugListen := fs.String("debug-listen", "", "serve Go's profiler (/debug/pprof/) on this address, such as 127.0.0.1:6060; keep it on loopback")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *path == "" {
 		fmt.Fprintln(stderr, "vigil agent: -config is required, such as: vigil agent -config examples/quickstart.hcl")
 		return 2
+	}
+	if os.Getenv("GOGC") == "" {
+		// The agent's heap is large and steady (the fleet's state), and a
+		// round's garbage is small beside it: collecting at half of the
+		// heap again, rather than all of it, keeps the resident memory near
+		// the live state for a little more GC work (GOGC overrides it).
+		debug.SetGCPercent(agentGCPercent)
 	}
 	log := hclog.New(&hclog.LoggerOptions{
 		Name: "vigil", Level: hclog.LevelFromString(*level), Output: stderr, JSONFormat: *jsonLog,
@@ -63,6 +77,11 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	// Loading a large configuration leaves much garbage behind: give it
 	// back to the system now rather than over the next minutes.
 	debug.FreeOSMemory()
+	if *debugListen != "" {
+		if err := serveDebug(*debugListen, log); err != nil {
+			fmt.Fprintf(stderr, "vigil agent: -debug-listen: %v\n", err)
+		}
+	}
 	return wait(a, sigs, *path, log, stderr)
 }
 
@@ -104,4 +123,21 @@ func reload(a *agent.Agent, path string, log hclog.Logger, stderr io.Writer) {
 			log.Error("configuration not reloaded", "error", err)
 		}
 	}
+}
+
+// serveDebug serves net/http/pprof on addr, for profiling a running agent.
+func serveDebug(addr string, log hclog.Logger) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	log.Warn("serving the Go profiler", "address", "http://"+ln.Addr().String()+"/debug/pprof/")
+	go func() { _ = http.Serve(ln, mux) }()
+	return nil
 }

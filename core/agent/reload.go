@@ -82,6 +82,7 @@ func (a *Agent) Reload(cfg *config.Config) (ReloadResult, error) {
 	res.Failed = append(res.Failed, failed...)
 	a.cluster.reload(cfg)
 	a.cfg = cfg
+	cfg.ForgetText()
 	a.metrics.reloaded(len(res.Failed) == 0)
 	a.metrics.needRestart(len(res.NeedRestart) > 0)
 	a.logReload(res)

@@ -178,8 +178,8 @@ type navBlockC struct {
 }
 
 func writeCache(dir, key string, cfg *Config, diags hcl.Diagnostics) error {
-	if _, err := os.Stat(dir); err != nil {
-		return err // the store creates data_dir; a cache waits for it
+	if err := os.MkdirAll(dir, 0o750); err != nil { // as the store does: it is the agent's folder
+		return err
 	}
 	c := cacheFile{Format: cacheFormat, Key: key, Control: cfg.Control, Notifiers: cfg.Notifiers, DNS: cfg.DNS,
 		Nav: map[string][]navBlockC{}}

@@ -158,7 +158,7 @@ type Source struct {
 	Config hcl.Body
 	// ConfigText is the block's text as written, between its braces.
 	ConfigText string
-	DeclRange hcl.Range
+	DeclRange  hcl.Range
 }
 
 // Rule is the source's settling rule for the vote chain.
@@ -249,6 +249,16 @@ func (c *Config) Source(name string) *Source {
 		}
 	}
 	return nil
+}
+
+// ForgetText drops the files' text, kept for printing diagnostics with
+// snippets, once nothing will print them (an agent that started): a
+// 100,000-site file is 16 MB. Diagnostics printed afterwards still name
+// file:line:col, without the snippet.
+func (c *Config) ForgetText() {
+	for name, f := range c.Files {
+		c.Files[name] = &hcl.File{Nav: f.Nav}
+	}
 }
 
 // Site returns the named site, or nil. The first call indexes the sites:

@@ -237,20 +237,26 @@ func (e *Engine) flushLocked(ctx context.Context) bool {
 // new, and rebuilds the views of the changed sites. Called with e.mu held.
 func (e *Engine) afterCommit(pc pubChange) {
 	n := len(e.fleet.Sites)
-	if len(e.pub.entries) != n || e.allChanged {
-		e.pub.entries = make([]publication.Site, n)
+	if len(e.pub.sums) != n || e.allChanged {
 		e.pub.sums = make([][16]byte, n)
 	}
-	for k, i := range pc.idx {
-		e.pub.entries[i], e.pub.sums[i] = pc.entries[k], pc.sums[k]
+	if len(pc.idx) > 0 {
+		// The entries are shared with the published snapshot, which readers
+		// hold: a change makes a new slice rather than writing into it.
+		entries := make([]publication.Site, n)
+		if len(e.pub.entries) == n && !e.allChanged {
+			copy(entries, e.pub.entries)
+		}
+		for k, i := range pc.idx {
+			entries[i], e.pub.sums[i] = pc.entries[k], pc.sums[k]
+		}
+		e.pub.entries = entries
 	}
 	e.pub.digest = pc.digest
 	e.pub.started = true
 	e.meta.Publication = pc.version
 	if pc.publish {
-		snap := &publication.Snapshot{Version: pc.version, Sites: make([]publication.Site, n)}
-		copy(snap.Sites, e.pub.entries)
-		e.hub.Publish(snap)
+		e.hub.Publish(&publication.Snapshot{Version: pc.version, Sites: e.pub.entries})
 		e.metrics.publication.Set(float64(pc.version))
 	}
 	e.refreshViews()

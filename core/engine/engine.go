@@ -61,6 +61,9 @@ type Options struct {
 	// Hooks, when set, are called at the named points of a commit (fault
 	// injection for tests: see Hooks).
 	Hooks *Hooks
+	// AfterRound, when set, is called by Run after each round, outside the
+	// engine's locks.
+	AfterRound func(RoundResult)
 }
 
 // Hooks are called at the points of a commit where a crash matters most.

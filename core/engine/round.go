@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -91,20 +92,22 @@ func (a *chainAsker) Ask(ctx context.Context, source int, targets []vote.Target,
 		}
 	}
 	votes, err := src.Vote(ctx, ballot)
+	ballot = sdk.Ballot{} // the targets are not needed any more: let them go
 	if err != nil {
 		a.failed[source] = true
 		a.log.Warn("vote source failed this round; its origins pass on to the next source", "source", name, "targets", len(targets), "error", err)
 		return
 	}
+	a.cast = slices.Grow(a.cast, len(votes))
 	for _, v := range votes {
 		i, ok := first[v.Site]
 		if !ok {
 			continue // the host already drops these; be safe
 		}
-		for i < len(targets) && ballot.Targets[i].Site == v.Site && ballot.Targets[i].Origin != v.Origin {
+		for i < len(targets) && a.name(targets[i]) == v.Site && a.origin(targets[i]) != v.Origin {
 			i++
 		}
-		if i == len(targets) || ballot.Targets[i].Site != v.Site {
+		if i == len(targets) || a.name(targets[i]) != v.Site {
 			continue
 		}
 		switch v.Value {
@@ -128,6 +131,11 @@ func (a *chainAsker) Ask(ctx context.Context, source int, targets []vote.Target,
 			source: uint8(source), value: uint8(v.Value), reason: uint8(v.Reason),
 		}})
 	}
+}
+
+func (a *chainAsker) name(t vote.Target) string { return a.fleet.Sites[t.Site].Spec.Name }
+func (a *chainAsker) origin(t vote.Target) string {
+	return a.fleet.Sites[t.Site].Spec.Origins[t.Origin].Name
 }
 
 // target is what a source is told of one origin of s: everything its
@@ -388,6 +396,9 @@ func (e *Engine) Run(ctx context.Context) {
 		res := e.RunRound(ctx)
 		if ctx.Err() != nil {
 			return
+		}
+		if e.opts.AfterRound != nil {
+			e.opts.AfterRound(res)
 		}
 		interval := e.Config().Control.RoundInterval
 		elapsed := e.opts.Now().Sub(start)
