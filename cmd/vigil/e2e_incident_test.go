@@ -122,3 +122,76 @@ source "direct" { plugin = "vigil-source-direct" }
 		t.Errorf("a source ran out of time during the incident:\n%s", p.logText())
 	}
 }
+
+// TestIncidentStallingOrigins: primaries that send their headers and then
+// stall the body, or drip it a byte at a time, are down, through the real
+// agent; the site fails over.
+func TestIncidentStallingOrigins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test builds and runs the real binaries")
+	}
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	stall := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(stall.Close)
+	drip := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(200)
+		for {
+			if _, err := w.Write([]byte("x")); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-release:
+				return
+			case <-r.Context().Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}))
+	t.Cleanup(drip.Close)
+	backup := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	t.Cleanup(backup.Close)
+	dir := t.TempDir()
+	config := filepath.Join(dir, "vigil.hcl")
+	cfg := fmt.Sprintf(`
+control {
+  round_interval = "1s"
+  data_dir       = %q
+  plugin_dir     = %q
+  api { listen = "127.0.0.1:0" }
+}
+source "direct" { plugin = "vigil-source-direct" }
+site "www" {
+  hostname = "www.example.com"
+  health_check { timeout = "300ms" }
+  origin "stalls" { address = %q }
+  origin "drips" { address = %q }
+  origin "backup" {
+    address = %q
+    level   = 2
+  }
+}
+`, filepath.Join(dir, "data"), binDir, stall.URL, drip.URL, backup.URL)
+	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startAgentProc(t, config)
+	waitFor(t, "the failover to the backup", 30*time.Second, func() bool { return p.site(t, "www")["level"].(float64) == 2 })
+	origins := p.site(t, "www")["origins"].(map[string]any)
+	for _, name := range []string{"stalls", "drips"} {
+		o := origins[name].(map[string]any)
+		if o["state"] != "unhealthy" || !strings.Contains(fmt.Sprint(o["reason"]), "timeout") || !strings.Contains(fmt.Sprint(o["reason"]), "body") {
+			t.Errorf("origin %s: state %v, reason %v; want unhealthy by a timeout reading the body", name, o["state"], o["reason"])
+		}
+	}
+}

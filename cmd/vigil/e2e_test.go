@@ -80,7 +80,7 @@ type agentProc struct {
 
 var (
 	reAPI = regexp.MustCompile(`vigil agent started: api=(http://[0-9.:]+)`)
-	rePID = regexp.MustCompile(`vote source started: .*pid=([0-9]+)`)
+	rePID = regexp.MustCompile(`vote source (?:re)?started: .*pid=([0-9]+)`)
 )
 
 func startAgentProc(t *testing.T, config string) *agentProc {

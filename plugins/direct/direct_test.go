@@ -2,6 +2,7 @@ package direct_test
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"net"
 	"net/http"
@@ -195,6 +196,52 @@ func TestConfigure(t *testing.T) {
 				t.Errorf("Configure: %v", err)
 			case tc.path != "" && (!errors.As(err, &diags) || diags[0].AttributePath != tc.path):
 				t.Errorf("Configure = %v, want a diagnostic on %s", err, tc.path)
+			}
+		})
+	}
+}
+
+// TestTargetSettingsReachTheProbe: a private CA named by the ballot, a TLS
+// server name and extra headers are what the probe uses.
+func TestTargetSettingsReachTheProbe(t *testing.T) {
+	var gotHeader atomic.Value
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotHeader.Store(r.Header.Get("X-Health-Token"))
+	}))
+	t.Cleanup(srv.Close)
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	tg := target("tls", srv.URL)
+	tg.Host = "www.other.test" // the test server's certificate names example.com
+	tg.TLS = sdk.TLSSettings{ServerName: "example.com", CA: "bundle-1"}
+	tg.Headers = map[string]string{"X-Health-Token": "s3cret"}
+	for _, tc := range []struct {
+		name   string
+		cas    map[string][]byte
+		mutate func(*sdk.Target)
+		want   sdk.Value
+		reason sdk.Reason
+	}{
+		{"private CA and server name", map[string][]byte{"bundle-1": ca}, nil, sdk.Up, sdk.ReasonOK},
+		{"no CA bundle: the system's roots refuse it", nil, nil, sdk.Down, sdk.ReasonTLSFailed},
+		{"no server name: the certificate does not name the site", map[string][]byte{"bundle-1": ca}, func(t *sdk.Target) { t.TLS.ServerName = "" }, sdk.Down, sdk.ReasonTLSFailed},
+		{"verification off", nil, func(t *sdk.Target) { t.TLS = sdk.TLSSettings{InsecureSkipVerify: true} }, sdk.Up, sdk.ReasonOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gotHeader.Store("")
+			tt := tg
+			if tc.mutate != nil {
+				tc.mutate(&tt)
+			}
+			src := direct.New(nil)
+			votes, err := src.Vote(context.Background(), sdk.Ballot{Targets: []sdk.Target{tt}, CAs: tc.cas})
+			if err != nil || len(votes) != 1 {
+				t.Fatalf("votes %+v, %v", votes, err)
+			}
+			if v := votes[0]; v.Value != tc.want || v.Reason != tc.reason {
+				t.Fatalf("vote %v %v (%s), want %v %v", v.Value, v.Reason, v.Detail, tc.want, tc.reason)
+			}
+			if tc.want == sdk.Up && gotHeader.Load() != "s3cret" {
+				t.Fatalf("the origin got X-Health-Token %q", gotHeader.Load())
 			}
 		})
 	}
