@@ -27,8 +27,9 @@ source "node" {
   plugin    = "vigil-source-node"
   min_votes = 2 # two of up to three nodes, and a majority
   tally     = "own"
-  timeout   = "3s"
-  env       = ["VIGIL_NODE_TOKEN"] # vigil passes a plugin only what it lists
+  # No timeout: each source gets its share of the round (here 600ms of
+  # the 2s round, the rest being the engine's), so the chain always fits.
+  env = ["VIGIL_NODE_TOKEN"] # vigil passes a plugin only what it lists
   config {
     listen          = "127.0.0.1:8471"
     token_env       = "VIGIL_NODE_TOKEN"
@@ -41,7 +42,6 @@ source "dnspup" {
   plugin    = "vigil-source-dnspup"
   min_votes = 2
   tally     = "carry" # one vote per checkpoint, added to the node votes
-  timeout   = "5s"
   env       = ["DNSPUP_API_KEY", "DNSPUP_API_SECRET"]
   config {
     api_base    = "http://127.0.0.1:8475" # the fake; the real one is https://api.dnspup.com
@@ -50,8 +50,7 @@ source "dnspup" {
 }
 
 source "direct" {
-  plugin  = "vigil-source-direct"
-  timeout = "3s"
+  plugin = "vigil-source-direct"
 }
 
 site "www" {
@@ -60,7 +59,7 @@ site "www" {
 
   health_check {
     path                = "/cdn-health"
-    timeout             = "1s"
+    timeout             = "400ms" # must fit a 600ms source: see docs/probing.md
     unhealthy_threshold = 3
     healthy_threshold   = 2
   }
