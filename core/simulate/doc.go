@@ -1,5 +1,5 @@
 // Package simulate is `vigil simulate`: it replays a scripted timeline
-// (shared/spec/simulate.md) through the real scheduler, vote chain and
+// (docs/simulate.md) through the real scheduler, vote chain and
 // decision core, with the votes taken from the timeline instead of plugins,
 // and writes what happened as JSON lines.
 package simulate
