@@ -265,10 +265,13 @@ func Do(ctx context.Context, req Request) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("probe not run: %w", context.Cause(ctx))
 	}
-	pctx, cancel := context.WithTimeoutCause(ctx, t.timeout, errTimedOut)
+	// One start for the deadline and the measured times: a timeout is
+	// never reported shorter than Timeout.
+	start := time.Now()
+	pctx, cancel := context.WithDeadlineCause(ctx, start.Add(t.timeout), errTimedOut)
 	defer cancel()
 
-	p := &prober{t: &t, ctx: pctx, start: time.Now()}
+	p := &prober{t: &t, ctx: pctx, start: start}
 	res, err := p.run()
 	if err != nil {
 		return Result{}, err
