@@ -3,49 +3,16 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/vigilcdn/vigil/sdk/sdktest"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
-
-// holdOpen accepts connections and never answers: a primary data centre
-// that drops packets after the handshake.
-func holdOpen(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return "http://" + ln.Addr().String()
-}
 
 // TestIncidentFiveHundredBlackHoledSites: 500 sites whose two level-1
 // origins black-hole, level 2 healthy, every setting at its default but
@@ -56,7 +23,7 @@ func TestIncidentFiveHundredBlackHoledSites(t *testing.T) {
 		t.Skip("end-to-end test builds and runs the real binaries")
 	}
 	const sites = 500
-	dead := []string{holdOpen(t), holdOpen(t)}
+	dead := []string{sdktest.BlackHole(t), sdktest.BlackHole(t)}
 	backup := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }))
 	t.Cleanup(backup.Close)
 

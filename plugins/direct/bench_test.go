@@ -107,7 +107,7 @@ func BenchmarkThroughput(b *testing.B) {
 // timeout. vs_timeout is the round's time over the probe timeout.
 func BenchmarkBlackHoles(b *testing.B) {
 	const targets = 1500
-	addr := blackHole(b)
+	addr := sdktest.BlackHole(b)
 	src := sdktest.Launch(b, sdktest.Build(b, "./cmd/vigil-source-direct"))
 	sdktest.Configure(b, src, sdk.Config{})
 	ballot := sdk.Ballot{}

@@ -3,7 +3,7 @@ package direct_test
 import (
 	"context"
 	"fmt"
-	"net"
+	"github.com/vigilcdn/vigil/sdk/sdktest"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -14,43 +14,11 @@ import (
 	"github.com/vigilcdn/vigil/sdk"
 )
 
-// blackHole accepts connections and never answers (a data centre dropping
-// packets after the handshake); it keeps them open until the test ends.
-func blackHole(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return "http://" + ln.Addr().String()
-}
-
 // TestBlackHolesAllGetVerdicts: a ballot of black-holed origins gets a
 // verdict for every target in one round, in about one probe timeout.
 func TestBlackHolesAllGetVerdicts(t *testing.T) {
 	const targets = 300
-	addr := blackHole(t)
+	addr := sdktest.BlackHole(t)
 	ballot := sdk.Ballot{}
 	for i := range targets {
 		tg := target(fmt.Sprint("o", i), addr)

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"maps"
 	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -25,38 +24,6 @@ import (
 	"github.com/vigilcdn/vigil/sdk"
 	"github.com/vigilcdn/vigil/sdk/sdktest"
 )
-
-// blackHole accepts connections and never answers (a data centre dropping
-// packets after the handshake); it keeps them open until the test ends.
-func blackHole(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return "http://" + ln.Addr().String()
-}
 
 func healthTarget(origin, address string, timeout time.Duration) sdk.Target {
 	return sdk.Target{Site: "www", Origin: origin, Address: address, Host: "www.example.com", Path: "/health", Timeout: timeout}
@@ -72,7 +39,7 @@ func TestBlackHolesThroughNode(t *testing.T) {
 	startAgent(t, gw.Addr().String(), "edge-1")
 	awaitOnline(t, gw, 1)
 	src := sdktest.InProcess(t, gw)
-	addr := blackHole(t)
+	addr := sdktest.BlackHole(t)
 	ballot := sdk.Ballot{Round: 1}
 	for i := range targets {
 		ballot.Targets = append(ballot.Targets, healthTarget(fmt.Sprint("o", i), addr, 500*time.Millisecond))
@@ -103,7 +70,7 @@ func TestInterruptedProbeIsNotADown(t *testing.T) {
 	gw := startGateway(t, nil)
 	startAgent(t, gw.Addr().String(), "edge-1")
 	awaitOnline(t, gw, 1)
-	ballot := sdk.Ballot{Round: 1, Targets: []sdk.Target{healthTarget("a1", blackHole(t), 5*time.Second)}}
+	ballot := sdk.Ballot{Round: 1, Targets: []sdk.Target{healthTarget("a1", sdktest.BlackHole(t), 5*time.Second)}}
 	votes := vote(t, gw, ballot, time.Second)
 	if len(votes) != 1 {
 		t.Fatalf("votes %+v, want one", votes)

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
+
+	"github.com/vigilcdn/vigil/sdk/sdktest"
 )
 
 const siteHost = "site.example"
@@ -874,37 +876,13 @@ func TestBodyContainsAcrossReads(t *testing.T) {
 // while they wait (a black-holed origin, a hung DNS lookup's stand-in)
 // return an error, never a down, however close the deadlines fall.
 func TestCallerDeadlineIsNeverADown(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	var conns []net.Conn
-	var mu sync.Mutex
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
+	address := sdktest.BlackHole(t)
 	var wg sync.WaitGroup
 	for i := range 200 {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(5+i%20)*time.Millisecond)
 			defer cancel()
-			res, err := Do(ctx, Request{Address: "http://" + ln.Addr().String(), Timeout: time.Second})
+			res, err := Do(ctx, Request{Address: address, Timeout: time.Second})
 			if err == nil {
 				t.Errorf("the caller's deadline gave a vote: %+v", res)
 			}
