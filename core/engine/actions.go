@@ -74,6 +74,9 @@ func (e *Engine) act(ctx context.Context, site, actor string, do func(f *fleet.F
 	e.touch(i)
 	if !e.flushLocked(ctx) {
 		undo()
+		if !e.active() { // the role was lost meanwhile: the instance in charge acts now
+			return nil, fmt.Errorf("site %s: %w", site, ErrNotActive)
+		}
 		return nil, &ActionError{Code: "not_saved", Err: fmt.Errorf("site %s: the change was not saved, so it was not made: %w", site, errStoreFailed),
 			Hint: storeHint(e.lastCommitErr)}
 	}
@@ -99,7 +102,10 @@ func (e *Engine) saveSite(i int) (undo func()) {
 		*s.State = state
 		copy(s.Levels, levels)
 		e.info[i] = info
-		e.pending, e.meta.LastEvent = e.pending[:pending], lastEvent
+		if len(e.pending) >= pending {
+			e.pending = e.pending[:pending]
+		}
+		e.meta.LastEvent = lastEvent
 		if !wasDirty {
 			e.dirty.remove(i)
 		}

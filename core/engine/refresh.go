@@ -73,7 +73,9 @@ func (e *Engine) RefreshSites(ctx context.Context, pick func(site string) bool) 
 			}
 		}
 		e.pending, e.meta.LastEvent = pending, lastEvent
-		e.afterCommit(e.preparePublication())
+		// The publication changes with the reloaded sites: its new version
+		// is committed before it is published, like any other.
+		e.flushLocked(ctx)
 		return nil
 	}
 	e.pending = e.pending[:0]
