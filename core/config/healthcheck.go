@@ -246,7 +246,7 @@ func (l *loader) maxBody(attr *hcl.Attribute, hc *HealthCheck) {
 	}
 	if !ok || n < 1 || n > MaxBodyLimit {
 		l.add(attr.Expr.Range(), "Invalid max_body",
-			fmt.Sprintf("max_body is the most bytes of a body a probe reads: a whole number of bytes or a size such as \"256KiB\" or \"1MiB\", from 1 byte to 1GiB."))
+			"max_body is the most bytes of a body a probe reads: a whole number of bytes or a size such as \"256KiB\" or \"1MiB\", from 1 byte to 1GiB.")
 		return
 	}
 	hc.MaxBody = n

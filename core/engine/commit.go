@@ -29,8 +29,6 @@ type pubState struct {
 // digestPrefix marks the digest format in the stored meta.
 const digestPrefix = "x1:"
 
-func (p *pubState) digestString() string { return digestPrefix + hex.EncodeToString(p.digest[:]) }
-
 // pubEntry is site s as published: its current level and that level's
 // enabled origins.
 func pubEntry(s *fleet.Site) publication.Site {

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -504,5 +503,3 @@ func (e *Engine) clearProbeMarks() { e.marks.clear() }
 
 // errStoreFailed wraps a failed commit.
 var errStoreFailed = errors.New("the state store refused the write")
-
-func commitError(err error) error { return fmt.Errorf("%w: %v", errStoreFailed, err) }

@@ -9,10 +9,8 @@ import (
 // plugin may know more reasons.
 func (s *Source) keepValid(ballot sdk.Ballot, votes []sdk.Vote) []sdk.Vote {
 	problems := sdk.CheckVotes(ballot, votes)
-	kept := votes[:0:0]
-	if len(problems) == 0 {
-		kept = votes
-	} else {
+	kept := votes
+	if len(problems) > 0 {
 		kept = make([]sdk.Vote, 0, len(votes)-len(problems))
 		next := 0
 		for i, v := range votes {
@@ -31,11 +29,4 @@ func (s *Source) keepValid(ballot sdk.Ballot, votes []sdk.Vote) []sdk.Vote {
 		}
 	}
 	return kept
-}
-
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
 }

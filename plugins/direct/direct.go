@@ -261,10 +261,10 @@ func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error
 	if n := cut.Load(); n > 0 || invalid.Load() > 0 {
 		s.log.Warn("abstained on some targets", "round", ballot.Round, "targets", len(ballot.Targets),
 			"out_of_time", n, "invalid", invalid.Load(), "in_flight_max", p.workers, "in_flight_needed", needed,
-			"spread", p.spread.Round(time.Millisecond))
+			"spread", p.spread.Round(time.Millisecond).String())
 	} else if round == 1 || round%100 == 0 {
 		s.log.Debug("round", "round", ballot.Round, "targets", len(ballot.Targets), "in_flight_max", p.workers,
-			"spread", p.spread.Round(time.Millisecond), "took", s.now().Sub(start).Round(time.Millisecond))
+			"spread", p.spread.Round(time.Millisecond).String(), "took", s.now().Sub(start).Round(time.Millisecond).String())
 	}
 	return results, nil
 }

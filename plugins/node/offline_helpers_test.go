@@ -62,9 +62,7 @@ type logBuffer struct {
 func (b *logBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, l := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
-		b.lines = append(b.lines, l)
-	}
+	b.lines = append(b.lines, strings.Split(strings.TrimRight(string(p), "\n"), "\n")...)
 	return len(p), nil
 }
 
