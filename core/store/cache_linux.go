@@ -5,7 +5,6 @@ package store
 import (
 	"os"
 	"syscall"
-	"unsafe"
 )
 
 // dropPages tells the kernel that the pages of the state file this
@@ -29,6 +28,7 @@ func (s *Bolt) dropPages() {
 	if size == 0 {
 		return
 	}
-	mapped := unsafe.Slice((*byte)(unsafe.Pointer(info.Data)), size)
-	_ = syscall.Madvise(mapped, syscall.MADV_DONTNEED)
+	// bbolt gives the mapping's address as a uintptr; the raw call takes
+	// it as one, so no pointer is made from an integer.
+	_, _, _ = syscall.Syscall(syscall.SYS_MADVISE, info.Data, uintptr(size), syscall.MADV_DONTNEED)
 }
