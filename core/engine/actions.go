@@ -175,7 +175,12 @@ func (e *Engine) Reload(ctx context.Context, cfg *config.Config) hcl.Diagnostics
 		return oldLast[i]
 	}
 	closing := e.sources
+	// A site the memory holds but a failed commit did not write stays owed:
+	// its record, rebuilt from memory, matches memory, so nothing else
+	// would mark it.
+	owed := e.owed(func(name string) bool { return cfg.Site(name) != nil })
 	e.install(cfg, recordOf, carry)
+	e.reowe(owed)
 	for _, s := range old.Sites {
 		if cfg.Site(s.Spec.Name) == nil {
 			e.deleted = append(e.deleted, s.Spec.Name)
@@ -183,7 +188,7 @@ func (e *Engine) Reload(ctx context.Context, cfg *config.Config) hcl.Diagnostics
 	}
 	e.sources, e.sourceKeys = sources, keys
 	e.setSourceStats()
-	e.flushLocked(ctx)
+	e.settleLocked(ctx)
 	e.mu.Unlock()
 	closeSources(closing, sources)
 	e.log.Debug("new sources and sites installed", "sources", len(cfg.Sources), "sites", len(cfg.Sites))

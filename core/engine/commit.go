@@ -162,14 +162,9 @@ func (e *Engine) preparePublication() pubChange {
 // reports whether the state is saved. Called with e.mu held.
 func (e *Engine) flushLocked(ctx context.Context) bool {
 	if !e.active() {
-		// A standby mirrors the store: whoever is active wrote it all.
-		e.pending = e.pending[:0]
-		e.dirty.clear()
-		e.marks.clear()
-		e.deleted = e.deleted[:0]
-		pc := e.preparePublication()
-		pc.version, pc.publish = e.meta.Publication, pc.publish || e.hub.Current().Version != e.meta.Publication
-		e.afterCommit(pc)
+		// The role was lost: nothing is written, and so nothing leaves,
+		// not even to the views. What is pending stays pending; the
+		// refresh from the store that follows a lost role replaces it.
 		return false
 	}
 	pc := e.preparePublication()
@@ -229,6 +224,44 @@ func (e *Engine) flushLocked(ctx context.Context) bool {
 		}
 	}
 	return true
+}
+
+// settleLocked ends a change of the engine's sites: the instance in charge
+// commits it (flushLocked); a standby, which writes nothing, drops what it
+// would have written and shows the stored state (mirrorLocked). It reports
+// whether the state is saved. Called with e.mu held.
+func (e *Engine) settleLocked(ctx context.Context) bool {
+	if e.active() {
+		return e.flushLocked(ctx)
+	}
+	e.pending = e.pending[:0]
+	e.dirty.clear()
+	e.marks.clear()
+	e.deleted = e.deleted[:0]
+	e.mirrorLocked()
+	return false
+}
+
+// mirrorLocked shows what a standby holds, which it loaded from the store:
+// the views, and the publication under the stored version. It publishes
+// only content the store's digest names: an instance whose configuration
+// differs from the one that wrote the state would otherwise publish other
+// content under the same version. Called with e.mu held.
+func (e *Engine) mirrorLocked() {
+	pc := e.preparePublication()
+	digest := digestPrefix + hex.EncodeToString(pc.digest[:])
+	same := e.meta.PublicationDigest == "" || e.meta.PublicationDigest == digest
+	pc.version = e.meta.Publication
+	pc.publish = same && (pc.publish || e.hub.Current().Version != e.meta.Publication)
+	switch {
+	case !same && !e.mirrorDiffers:
+		e.log.Warn("this standby's publication differs from the stored one, so it publishes nothing until they agree: its configuration is probably not the active instance's; give every instance the same sites",
+			"version", e.meta.Publication)
+		e.mirrorDiffers = true
+	case same:
+		e.mirrorDiffers = false
+	}
+	e.afterCommit(pc)
 }
 
 // afterCommit takes the prepared publication in, publishes it when it is

@@ -95,8 +95,13 @@ var ErrNotActive = errors.New("this instance does not act on the state now")
 // never held across a call to a plugin: a round takes its plan under mu,
 // releases it while the sources vote, and takes it again to apply. An
 // action or a reload that lands while a round's sources vote takes effect
-// before that round's decisions (a reload makes the round discard its
-// votes and the next one start at once).
+// before that round's decisions (a reload, or a refresh that touches the
+// round's own sites, makes the round discard its votes and the next one
+// start at once).
+//
+// A standby (Options.Active false) writes nothing: it shows what it loaded
+// from the store (settleLocked, mirrorLocked), and a change that finds the
+// role gone at its commit is not shown at all.
 //
 // Reads never take mu: they use the Views, an immutable copy swapped in
 // after each commit, and the publication hub.
@@ -135,6 +140,8 @@ type Engine struct {
 	lastChanged   bool          // e.last moved since the views were built
 	retryNow      bool
 	lastCommitErr error
+	mirrorDiffers bool        // a standby's publication differs from the stored one (warned once)
+	inFlight      *fleet.Plan // the plan of the round whose sources are voting, if any
 	pub           pubState
 	posBuf        []int32
 	intern        interner
@@ -186,6 +193,43 @@ func (s *indexSet) clear() {
 		s.in[i] = false
 	}
 	s.list = s.list[:0]
+}
+
+// owedWrites names the sites whose record or probe mark a failed commit
+// left unwritten. Rebuilding the fleet renumbers the sites and starts their
+// sets afresh, so the names carry what is still owed across it.
+type owedWrites struct{ records, marks []string }
+
+// owed returns the owed writes of the sites keep accepts. Called with e.mu
+// held, before install.
+func (e *Engine) owed(keep func(name string) bool) owedWrites {
+	var o owedWrites
+	for _, i := range e.dirty.list {
+		if name := e.fleet.Sites[i].Spec.Name; keep(name) {
+			o.records = append(o.records, name)
+		}
+	}
+	for _, i := range e.marks.list {
+		if name := e.fleet.Sites[i].Spec.Name; keep(name) {
+			o.marks = append(o.marks, name)
+		}
+	}
+	return o
+}
+
+// reowe marks o's sites owed again in the new fleet. Called with e.mu held,
+// after install.
+func (e *Engine) reowe(o owedWrites) {
+	for _, name := range o.records {
+		if i := e.fleet.SiteIndex(name); i >= 0 {
+			e.dirty.add(i)
+		}
+	}
+	for _, name := range o.marks {
+		if i := e.fleet.SiteIndex(name); i >= 0 {
+			e.marks.add(i)
+		}
+	}
 }
 
 // New builds an engine for cfg: it loads the stored state, reconciles it
@@ -243,7 +287,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Engine, hcl.Di
 			e.deleted = append(e.deleted, name)
 		}
 	}
-	e.flushLocked(ctx)
+	e.settleLocked(ctx)
 	return e, diags
 }
 

@@ -3,6 +3,8 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -116,5 +118,35 @@ site "api" {
 	}
 	if _, err := e.Switch(ctx, "api", 1, "test"); !errors.Is(err, engine.ErrNotActive) {
 		t.Fatalf("an action on a site owned elsewhere returned %v, want ErrNotActive", err)
+	}
+}
+
+// TestStandbyWithOtherSitesPublishesNothing: a standby whose configuration
+// differs from the active instance's would compute other content than the
+// stored publication; it must not publish that under the stored version,
+// which nodes already hold with the leader's content.
+func TestStandbyWithOtherSitesPublishesNothing(t *testing.T) {
+	ctx := context.Background()
+	leader, st := enginetest.Start(t, enginetest.Config(t, twoLevels), enginetest.Sources{}, "")
+	for range 3 {
+		leader.RunRound(ctx)
+	}
+	want := leader.Hub().Current()
+	moved := strings.Replace(twoLevels, "127.0.0.1:18001", "127.0.0.1:18009", 1)
+	standby, diags := engine.New(ctx, enginetest.Config(t, moved), engine.Options{Store: st, NewSource: enginetest.Sources{}.Factory(),
+		Active: func() bool { return false }})
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	t.Cleanup(standby.Close)
+	if err := standby.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := standby.Hub().Current()
+	if got.Version == want.Version && !reflect.DeepEqual(got.Sites, want.Sites) {
+		t.Fatalf("version %d names two contents: the leader's %+v and the standby's %+v", got.Version, want.Sites, got.Sites)
+	}
+	if standby.Views().Site("www") == nil {
+		t.Fatal("the standby shows no views")
 	}
 }

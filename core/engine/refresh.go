@@ -3,7 +3,9 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 
+	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/store"
 )
 
@@ -18,8 +20,11 @@ func (e *Engine) Refresh(ctx context.Context) error { return e.RefreshSites(ctx,
 // RefreshSites reloads the sites pick accepts from the store (all when
 // pick is nil) and keeps the others as they are in memory: a sharded
 // instance refreshes the sites it does not own, and a site whose
-// ownership moves to it before it probes it. A round in progress is
-// discarded.
+// ownership moves to it before it probes it. A full refresh discards a
+// round in progress. A partial one leaves it alone unless the round
+// planned one of the picked sites (a site handed over meanwhile): sites
+// whose stored state differs from memory are reloaded in place, and one
+// that finds nothing new only reads.
 func (e *Engine) RefreshSites(ctx context.Context, pick func(site string) bool) error {
 	st, err := e.store.Load(ctx)
 	if err != nil {
@@ -56,36 +61,100 @@ func (e *Engine) RefreshSites(ctx context.Context, pick func(site string) bool) 
 	if pick != nil {
 		// A partial refresh writes nothing of the reloaded sites: they are
 		// as stored. What this instance still owes the store (a failed
-		// commit's sites and events) stays owed.
+		// commit's sites, marks and events) stays owed.
+		differ, inPlace := e.storedDiffers(st, pick)
+		if len(differ) == 0 && inPlace {
+			return nil // nothing to reload: a round in progress goes on
+		}
+		if inPlace {
+			// None of them is in the round in progress: they are reloaded
+			// where they are, and the round goes on.
+			now := nanos(e.opts.Now())
+			for _, i := range differ {
+				e.restoreInPlace(i, st.Sites[e.fleet.Sites[i].Spec.Name], now)
+			}
+			e.settlePartial(ctx)
+			return nil
+		}
 		pending := append([]store.Event(nil), e.pending...)
 		lastEvent := e.meta.LastEvent
-		var owed []string
-		for _, i := range e.dirty.list {
-			if name := old.Sites[i].Spec.Name; !pick(name) {
-				owed = append(owed, name)
-			}
-		}
+		owed := e.owed(func(name string) bool { return !pick(name) })
 		e.install(e.cfg, recordOf, carry)
 		e.dirty.clear()
-		for _, name := range owed {
-			if i := e.fleet.SiteIndex(name); i >= 0 {
-				e.dirty.add(i)
-			}
-		}
+		e.marks.clear()
+		e.reowe(owed)
 		e.pending, e.meta.LastEvent = pending, lastEvent
-		// The publication changes with the reloaded sites: its new version
-		// is committed before it is published, like any other.
-		e.flushLocked(ctx)
+		e.settlePartial(ctx)
 		return nil
 	}
 	e.pending = e.pending[:0]
 	e.install(e.cfg, recordOf, carry)
-	if !e.active() {
-		// A standby keeps no pending writes: the active instance made
-		// them already.
-		e.pending = e.pending[:0]
-		e.dirty.clear()
-	}
-	e.flushLocked(ctx)
+	e.settleLocked(ctx)
 	return nil
+}
+
+// settlePartial lets out a partial refresh. When the publication changes
+// with the reloaded sites, its new version is committed before it is
+// published, like any other. A commit only for that: one that wrote nothing
+// new would wake the other instances' refreshes, and theirs this one's.
+// Called with e.mu held.
+func (e *Engine) settlePartial(ctx context.Context) {
+	pc := e.preparePublication()
+	if pc.publish && e.active() {
+		e.flushLocked(ctx)
+		return
+	}
+	pc.version, pc.publish = e.meta.Publication, false
+	e.afterCommit(pc)
+}
+
+// storedDiffers returns the sites pick accepts for which the store holds
+// a state other than the one in memory: only those make a partial refresh
+// more than a reading. The last round's votes and probe times are not
+// state, and differ without counting. inPlace is set when each of them
+// has a record and none of the sites pick accepts is in the round in
+// progress, so that the refresh can leave that round alone. A round that
+// planned a site pick accepts (one whose ownership moved away meanwhile)
+// must be discarded, so that it never writes the site after its new owner
+// took it. Called with e.mu held.
+func (e *Engine) storedDiffers(st *store.State, pick func(site string) bool) (differ []int, inPlace bool) {
+	inPlace = true
+	for i, s := range e.fleet.Sites {
+		if !pick(s.Spec.Name) {
+			continue
+		}
+		if p := e.inFlight; p != nil {
+			if _, planned := slices.BinarySearch(p.Picked, i); planned {
+				inPlace = false
+			}
+		}
+		r, ok := st.Sites[s.Spec.Name]
+		if ok && sameState(s, &e.info[i], &r) {
+			continue
+		}
+		differ = append(differ, i)
+		if !ok {
+			inPlace = false
+		}
+	}
+	return differ, inPlace
+}
+
+// restoreInPlace reloads site i from its stored record r, in the fleet as
+// it is: a site another instance owns, which the round in progress does not
+// probe. What this instance would write of it is what it just read, so it
+// is not marked for writing. Called with e.mu held.
+func (e *Engine) restoreInPlace(i int, r store.Site, now int64) {
+	s := e.fleet.Sites[i]
+	enabled := make([]bool, len(s.Config.Origins))
+	for j, o := range s.Config.Origins {
+		enabled[j] = o.Enabled
+	}
+	*s.State = *decide.NewSiteState(s.Spec, enabled)
+	e.info[i] = newSiteInfo(s)
+	x := &e.info[i]
+	restore(s, x, r, enabled, now) // its events are the owner's to journal
+	x.stateSum = stateSum(s, x)
+	e.last[i] = lastRef{}
+	e.changed.add(i)
 }

@@ -258,12 +258,14 @@ func (e *Engine) RunRound(ctx context.Context) RoundResult {
 	start := e.opts.Now()
 	pos := e.planPositions(f, plan)
 	asker := newAsker(f, sources, e.log, plan.Seq, func(t vote.Target) int32 { return pos[t.Site] + t.Origin }, &e.intern)
+	e.inFlight = plan
 	e.mu.Unlock()
 
 	plan.Walk(ctx, asker)
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.inFlight = nil
 	res := RoundResult{Round: plan.Seq}
 	if e.gen != gen {
 		e.log.Info("round discarded: the configuration or the state changed while its sources voted; the next round starts now", "round", plan.Seq)

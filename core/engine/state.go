@@ -131,6 +131,35 @@ func record(s *fleet.Site, x *siteInfo) store.Site {
 	return r
 }
 
+// sameState reports whether r holds the state site s has in memory (x its
+// info): what record would write of the decisions, without the display
+// fields (reasons, times, probe marks) that ride along with them.
+func sameState(s *fleet.Site, x *siteInfo, r *store.Site) bool {
+	if r.Level != s.State.Level || r.ManualHold != s.State.ManualHold || r.Alerted != s.State.Alerted ||
+		len(r.Origins) != len(s.Spec.Origins) || (r.Baseline == nil) != (s.State.Baseline == nil) {
+		return false
+	}
+	if s.State.Baseline != nil {
+		if len(r.Baseline) != len(s.Spec.Levels) {
+			return false
+		}
+		for i, l := range s.Spec.Levels {
+			if r.Baseline[l] != s.State.Baseline[i].String() {
+				return false
+			}
+		}
+	}
+	for i, o := range s.Spec.Origins {
+		ro, ok := r.Origins[o.Name]
+		st := s.State.Origins[i]
+		if !ok || ro.State != st.State.String() || ro.Failures != st.Failures || ro.Successes != st.Successes ||
+			ro.DisabledBy != disabledByNames[x.origins[i].disabledBy] {
+			return false
+		}
+	}
+	return true
+}
+
 // restore applies a stored record to a freshly built site, following the
 // configuration where the two disagree: new origins start unknown, removed
 // ones are dropped, an origin the configuration disables is disabled, one

@@ -236,8 +236,8 @@ func (p *Plan) Walk(ctx context.Context, src vote.Source) {
 
 // Apply ends the round: it takes the plan's outcomes into the sites and
 // applies the verdicts. An origin disabled since Plan gets no verdict, and
-// a site that is no longer eligible (its health check paused meanwhile)
-// sits the round out. Reports come in site-name order; they and their
+// a site that is no longer eligible (its health check paused meanwhile, or
+// Owns no longer accepting it) sits the round out. Reports come in site-name order; they and their
 // events are valid until the next Apply.
 func (f *Fleet) Apply(p *Plan) []Report {
 	f.Seq = p.Seq
@@ -246,7 +246,7 @@ func (f *Fleet) Apply(p *Plan) []Report {
 	f.spans = f.spans[:0]
 	for j, i := range p.Picked {
 		s := f.Sites[i]
-		if !s.Eligible() {
+		if !s.Eligible() || (f.Owns != nil && !f.Owns(s.Spec.Name)) {
 			continue
 		}
 		outs := p.Jobs[j].Outcomes

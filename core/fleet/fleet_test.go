@@ -149,3 +149,28 @@ func BenchmarkRound(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(sites*3), "ns/origin")
 }
+
+// TestApplySkipsSitesNoLongerOwned: a site whose ownership moved away
+// while the round's sources voted sits the round out: its new owner decides
+// it from then on.
+func TestApplySkipsSitesNoLongerOwned(t *testing.T) {
+	f := fleet.New(chainConfig(t, 3))
+	owned := map[string]bool{"s000000": true, "s000001": true, "s000002": true}
+	f.Owns = func(site string) bool { return owned[site] }
+	p := f.Plan()
+	if len(p.Picked) != 3 {
+		t.Fatalf("%d sites planned, want 3", len(p.Picked))
+	}
+	p.Walk(context.Background(), mixedSource{})
+	owned["s000001"] = false // handed over meanwhile
+	var got []string
+	for _, r := range f.Apply(p) {
+		got = append(got, r.Site.Spec.Name)
+	}
+	if strings.Join(got, ",") != "s000000,s000002" {
+		t.Fatalf("applied %v, want the two sites still owned", got)
+	}
+	if s := f.Site("s000001"); s.LastProbed != 0 || s.State.Origins[0].Successes != 0 {
+		t.Fatalf("the handed-over site was applied: last probed %d, %+v", s.LastProbed, s.State.Origins[0])
+	}
+}

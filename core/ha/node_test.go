@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -65,6 +66,12 @@ type member struct {
 
 func startMember(t *testing.T, srv *etcdtest.Server, id, mode, cfgText string) *member {
 	t.Helper()
+	return startMemberWith(t, srv, id, mode, cfgText, enginetest.Sources{}.Factory())
+}
+
+// startMemberWith is startMember with the engine's sources made by newSource.
+func startMemberWith(t *testing.T, srv *etcdtest.Server, id, mode, cfgText string, newSource func(*config.Source, string, hclog.Logger) engine.VoteSource) *member {
+	t.Helper()
 	cli := srv.Client(t)
 	var handler http.Handler = http.NotFoundHandler()
 	var hmu sync.Mutex
@@ -81,7 +88,7 @@ func startMember(t *testing.T, srv *etcdtest.Server, id, mode, cfgText string) *
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	eng, diags := engine.New(ctx, enginetest.Config(t, cfgText), engine.Options{
-		Store: st, NewSource: enginetest.Sources{}.Factory(),
+		Store: st, NewSource: newSource,
 		Active: node.Active, Owns: node.Owns(), OnCommitError: node.OnCommitError,
 	})
 	if diags.HasErrors() {
