@@ -88,13 +88,19 @@ site "www" {
 
 func start(t *testing.T) (*fixture, string) {
 	t.Helper()
-	dir := t.TempDir()
-	f := &fixture{dir: dir, tokenFile: filepath.Join(dir, "token"), logs: &syncBuffer{}}
+	return startWith(t, &fixture{dir: t.TempDir()}, "")
+}
+
+// startWith starts an agent in f.dir with extra configuration blocks.
+func startWith(t *testing.T, f *fixture, extra string) (*fixture, string) {
+	t.Helper()
+	f.tokenFile, f.logs = filepath.Join(f.dir, "token"), &syncBuffer{}
+	dir := f.dir
 	if err := os.WriteFile(f.tokenFile, []byte("first-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	listen := freeAddr(t)
-	a, err := agent.Start(f.config(t, listen, ""), agent.Options{
+	a, err := agent.Start(f.config(t, listen, extra), agent.Options{
 		Logger:    hclog.New(&hclog.LoggerOptions{Output: f.logs, Level: hclog.Debug}),
 		NewSource: enginetest.Sources{}.Factory(), ListenFile: filepath.Join(dir, "listen"),
 	})

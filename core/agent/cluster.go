@@ -141,19 +141,30 @@ func (c *cluster) wrap(h http.Handler) http.Handler {
 	return c.node.Handler(h)
 }
 
-func (c *cluster) reload(cfg *config.Config) {
+// setConfig keeps cfg for the terms this instance leads next.
+func (c *cluster) setConfig(cfg *config.Config) {
 	if c == nil {
 		return
+	}
+	c.mu.Lock()
+	c.cfg = cfg
+	c.mu.Unlock()
+}
+
+// reload keeps cfg and applies its notifiers to the running dispatcher,
+// if this instance leads.
+func (c *cluster) reload(cfg *config.Config) error {
+	if c == nil {
+		return nil
 	}
 	c.mu.Lock()
 	c.cfg = cfg
 	d := c.dispatcher
 	c.mu.Unlock()
 	if d != nil {
-		if err := d.Reconfigure(cfg.Notifiers); err != nil {
-			c.log.Error("notifiers not reloaded; the old ones stay", "error", err)
-		}
+		return d.Reconfigure(cfg.Notifiers)
 	}
+	return nil // they start from cfg when this instance next leads
 }
 
 // close waits for the node to give up its roles (after the agent's

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sync"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vigilcdn/vigil/core/config"
@@ -65,18 +66,35 @@ func (p *parts) start(ctx context.Context, eng *engine.Engine) error {
 }
 
 func (p *parts) startDNS(ctx context.Context, eng *engine.Engine, c *config.DNSPublisher) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	if c == nil {
 		return nil
 	}
-	srv, err := dns.New(c, eng.Hub(), p.a.log.Named("dns"))
+	srv, err := openDNS(ctx, eng, c, p.a.log.Named("dns"))
 	if err != nil {
-		return fmt.Errorf("DNS publisher: %w", err)
+		return err
+	}
+	p.installDNS(srv, c)
+	return nil
+}
+
+// openDNS starts a DNS publisher for c, without installing it.
+func openDNS(ctx context.Context, eng *engine.Engine, c *config.DNSPublisher, log hclog.Logger) (*dns.Server, error) {
+	srv, err := dns.New(c, eng.Hub(), log)
+	if err != nil {
+		return nil, fmt.Errorf("DNS publisher: %w", err)
 	}
 	if err := srv.Start(ctx); err != nil {
-		return fmt.Errorf("DNS publisher on %s: %w (change publish \"dns\" { listen })", c.Listen, err)
+		return nil, fmt.Errorf("DNS publisher on %s: %w (change publish \"dns\" { listen })", c.Listen, err)
 	}
+	return srv, nil
+}
+
+// installDNS makes srv the DNS publisher: the one it replaces closes, and
+// the metrics follow the new one.
+func (p *parts) installDNS(srv *dns.Server, c *config.DNSPublisher) {
+	p.stopDNS()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	col := srv.Collector()
 	if err := p.a.reg.Register(col); err != nil {
 		p.a.log.Warn("DNS metrics not registered", "error", err)
@@ -85,7 +103,44 @@ func (p *parts) startDNS(ctx context.Context, eng *engine.Engine, c *config.DNSP
 	}
 	p.dns, p.dnsCfg = srv, c
 	p.a.log.Info("DNS publisher started", "listen", srv.Addr(), "zone", c.Zone)
-	return nil
+}
+
+// reloadDNS replaces the DNS publisher with one for c (none when c is
+// nil). DNS keeps being served when the new one cannot start: on a new
+// address the new server binds before the old one closes; on the same
+// address the old one must let go first, and comes back when the new one
+// fails.
+func (p *parts) reloadDNS(ctx context.Context, eng *engine.Engine, c *config.DNSPublisher) error {
+	p.mu.Lock()
+	oldCfg := p.dnsCfg
+	p.mu.Unlock()
+	if c == nil {
+		p.stopDNS()
+		return nil
+	}
+	if oldCfg == nil || oldCfg.Listen != c.Listen {
+		srv, err := openDNS(ctx, eng, c, p.a.log.Named("dns"))
+		if err != nil {
+			if oldCfg != nil {
+				return fmt.Errorf("%w; the old publisher on %s goes on serving", err, oldCfg.Listen)
+			}
+			return err
+		}
+		p.installDNS(srv, c)
+		return nil
+	}
+	p.stopDNS()
+	srv, err := openDNS(ctx, eng, c, p.a.log.Named("dns"))
+	if err == nil {
+		p.installDNS(srv, c)
+		return nil
+	}
+	back, berr := openDNS(ctx, eng, oldCfg, p.a.log.Named("dns"))
+	if berr != nil {
+		return fmt.Errorf("%w; the old publisher could not come back either, so no DNS is served until a reload succeeds: %v", err, berr)
+	}
+	p.installDNS(back, oldCfg)
+	return fmt.Errorf("%w; the old publisher serves again", err)
 }
 
 func (p *parts) stopDNS() {
@@ -111,20 +166,20 @@ func (p *parts) reload(ctx context.Context, eng *engine.Engine, cfg *config.Conf
 	oldCfg := p.cfg
 	p.mu.Unlock()
 	if !reflect.DeepEqual(notifiersOf(oldCfg), notifiersOf(cfg)) {
+		var err error
 		if d != nil {
-			if err := d.Reconfigure(cfg.Notifiers); err != nil {
-				failed = append(failed, fmt.Errorf("notifiers not reloaded, the old ones stay: %w", err))
-			} else {
-				applied = append(applied, "notifiers")
-			}
+			err = d.Reconfigure(cfg.Notifiers)
+		} else {
+			err = p.a.cluster.reload(cfg) // the cluster runs them while it leads
+		}
+		if err != nil {
+			failed = append(failed, fmt.Errorf("notifiers not reloaded, the old ones stay: %w", err))
 		} else {
 			applied = append(applied, "notifiers")
 		}
-		p.a.cluster.reload(cfg)
 	}
 	if !sameDNS(old, cfg.DNS) {
-		p.stopDNS()
-		if err := p.startDNS(ctx, eng, cfg.DNS); err != nil {
+		if err := p.reloadDNS(ctx, eng, cfg.DNS); err != nil {
 			failed = append(failed, fmt.Errorf("DNS publisher not restarted: %w", err))
 		} else {
 			applied = append(applied, "publish \"dns\"")

@@ -40,12 +40,7 @@ func (a *Agent) Reload(cfg *config.Config) (ReloadResult, error) {
 	defer a.mu.Unlock()
 	old := a.cfg
 	var res ReloadResult
-	if cfg.Control.DataDir != old.Control.DataDir {
-		res.NeedRestart = append(res.NeedRestart, fmt.Sprintf("control { data_dir } (%q stays in force until a restart)", old.Control.DataDir))
-	}
-	if !sameStore(old.Control.Store, cfg.Control.Store) {
-		res.NeedRestart = append(res.NeedRestart, "control { store } (the state store stays as it is until a restart)")
-	}
+	res.NeedRestart = needRestart(old, cfg)
 	token, err := readToken(cfg.Control.API)
 	if err != nil {
 		a.metrics.reloaded(false)
@@ -80,13 +75,40 @@ func (a *Agent) Reload(cfg *config.Config) (ReloadResult, error) {
 	applied, failed := a.parts.reload(a.ctx, a.engine, cfg)
 	res.Applied = append(res.Applied, applied...)
 	res.Failed = append(res.Failed, failed...)
-	a.cluster.reload(cfg)
+	a.cluster.setConfig(cfg)
 	a.cfg = cfg
 	cfg.ForgetText()
 	a.metrics.reloaded(len(res.Failed) == 0)
 	a.metrics.needRestart(len(res.NeedRestart) > 0)
 	a.logReload(res)
 	return res, nil
+}
+
+// needRestart names the settings that changed from old to cfg but take
+// effect only at a restart, with what stays in force meanwhile.
+func needRestart(old, cfg *config.Config) []string {
+	var out []string
+	if cfg.Control.DataDir != old.Control.DataDir {
+		out = append(out, fmt.Sprintf("control { data_dir } (%q stays in force until a restart)", old.Control.DataDir))
+	}
+	if !sameStore(old.Control.Store, cfg.Control.Store) {
+		out = append(out, "control { store } (the state store stays as it is until a restart)")
+	}
+	if ec := old.Control.Store; ec != nil && cfg.Control.API.Listen != old.Control.API.Listen {
+		// The address other instances send operators to, and the
+		// instance's ID, are made from api.listen at start when unset.
+		var made []string
+		if ec.Advertise == "" {
+			made = append(made, "advertise")
+		}
+		if ec.ID == "" {
+			made = append(made, "id")
+		}
+		if len(made) > 0 {
+			out = append(out, fmt.Sprintf("store \"etcd\" { %s }, made from the old api { listen } at start (set them in the store block so that the listener can move without a restart)", strings.Join(made, ", ")))
+		}
+	}
+	return out
 }
 
 func tokenOf(a *Agent) string { return a.token }
