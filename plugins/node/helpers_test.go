@@ -22,7 +22,7 @@ const testToken = "s3cret-test-token"
 // Configure starts it (withClock, withLog, ...).
 func startGateway(t *testing.T, extra map[string]any, opts ...func(*Source)) *Source {
 	t.Helper()
-	src := New(hclog.New(&hclog.LoggerOptions{Name: "gateway", Level: hclog.Warn, Output: testOutput{t}}))
+	src := New(hclog.New(&hclog.LoggerOptions{Name: "gateway", Level: hclog.Warn, Output: newTestOutput(t)}))
 	for _, o := range opts {
 		o(src)
 	}
@@ -95,7 +95,7 @@ func startAgent(t *testing.T, gateway, id string, opts ...agentOpt) *testAgent {
 	ta := &testAgent{id: id, done: make(chan struct{}), events: make(chan agent.Event, 64)}
 	cfg := agent.Config{
 		Gateway: gateway, ID: id, Token: testToken, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
-		Log: hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.Warn, Output: testOutput{t}}),
+		Log: hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.Warn, Output: newTestOutput(t)}),
 		OnEvent: func(e agent.Event) {
 			select {
 			case ta.events <- e:
@@ -158,13 +158,31 @@ func vote(t *testing.T, src sdk.VoteSource, ballot sdk.Ballot, deadline time.Dur
 	return votes
 }
 
-type testOutput struct{ t *testing.T }
+// testOutput sends log lines to the test's log until the test ends; a
+// server goroutine still winding down after that writes nowhere (t.Log
+// after the end is a race).
+type testOutput struct {
+	t    *testing.T
+	over *bool // guarded by logMu
+}
 
 var logMu sync.Mutex
+
+func newTestOutput(t *testing.T) testOutput {
+	o := testOutput{t: t, over: new(bool)}
+	t.Cleanup(func() {
+		logMu.Lock()
+		defer logMu.Unlock()
+		*o.over = true
+	})
+	return o
+}
 
 func (o testOutput) Write(p []byte) (int, error) {
 	logMu.Lock()
 	defer logMu.Unlock()
-	o.t.Log(string(p))
+	if !*o.over {
+		o.t.Log(string(p))
+	}
 	return len(p), nil
 }

@@ -48,7 +48,7 @@ func withMaxOffline(n int) func(*Source) { return func(s *Source) { s.reg.maxOff
 // test's log.
 func withLog(t *testing.T, buf *logBuffer) func(*Source) {
 	return func(s *Source) {
-		l := hclog.New(&hclog.LoggerOptions{Name: "gateway", Level: hclog.Info, Output: multiOutput{buf, testOutput{t}}})
+		l := hclog.New(&hclog.LoggerOptions{Name: "gateway", Level: hclog.Info, Output: multiOutput{buf, newTestOutput(t)}})
 		s.log, s.reg.log = l, l
 	}
 }
