@@ -109,7 +109,7 @@ func (e *Engine) preparePublication() pubChange {
 	n := len(e.fleet.Sites)
 	pc := pubChange{digest: e.pub.digest, version: e.meta.Publication}
 	differs := false
-	if e.allChanged || len(e.pub.entries) != n {
+	if e.allChanged || e.pubBehind || len(e.pub.entries) != n {
 		var d [16]byte
 		pc.idx = make([]int, n)
 		pc.entries = make([]publication.Site, n)
@@ -285,6 +285,7 @@ func (e *Engine) afterCommit(pc pubChange) {
 	}
 	e.pub.digest = pc.digest
 	e.pub.started = true
+	e.pubBehind = false // pc was worked out whole while it was set
 	e.meta.Publication = pc.version
 	if pc.publish {
 		e.hub.Publish(&publication.Snapshot{Version: pc.version, Sites: e.pub.entries})

@@ -142,6 +142,7 @@ type Engine struct {
 	lastCommitErr error
 	mirrorDiffers bool        // a standby's publication differs from the stored one (warned once)
 	inFlight      *fleet.Plan // the plan of the round whose sources are voting, if any
+	pubBehind     bool        // sites changed that the publication does not show yet (an inactive refresh)
 	pub           pubState
 	posBuf        []int32
 	intern        interner

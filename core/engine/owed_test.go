@@ -13,6 +13,7 @@ import (
 	"github.com/vigilcdn/vigil/core/engine/enginetest"
 	"github.com/vigilcdn/vigil/core/store"
 	"github.com/vigilcdn/vigil/sdk"
+	"github.com/vigilcdn/vigil/sdk/publication"
 )
 
 // countingStore fails its commits on demand and counts those it makes.
@@ -272,5 +273,66 @@ func TestHandoverDiscardsTheRound(t *testing.T) {
 	}
 	if got := st.commits.Load() - commits; got != 0 {
 		t.Fatalf("%d commits after the handover, want none", got)
+	}
+}
+
+// TestInactiveRefreshIsPublishedLater: a shard between terms (not active)
+// reloads another's change: it shows it in the views but publishes nothing,
+// since it commits nothing; its first commit once active publishes it.
+func TestInactiveRefreshIsPublishedLater(t *testing.T) {
+	ctx := context.Background()
+	cfg := enginetest.Config(t, twoLevels+`
+site "api" {
+  hostname = "api.example.com"
+  origin "a1" { address = "http://127.0.0.1:18001" }
+  origin "a2" { address = "http://127.0.0.1:18002" }
+}
+`)
+	st, _ := openCounting(t, t.TempDir())
+	var active atomic.Bool
+	active.Store(true)
+	e, d := engine.New(ctx, cfg, engine.Options{Store: st, NewSource: enginetest.Sources{}.Factory(),
+		Active: active.Load, Owns: func(site string) bool { return site == "www" }})
+	if d.HasErrors() {
+		t.Fatal(d.Error())
+	}
+	t.Cleanup(e.Close)
+	for range 3 { // www settles healthy: later rounds change nothing
+		e.RunRound(ctx)
+	}
+	version := e.Hub().Current().Version
+
+	state, err := st.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := state.Sites["api"]
+	o := r.Origins["a1"]
+	o.State, o.Failures = "unhealthy", 3
+	r.Origins["a1"] = o
+	if err := st.Commit(ctx, store.Batch{Meta: state.Meta, Sites: []store.Site{r}}); err != nil {
+		t.Fatal(err)
+	}
+	active.Store(false)
+	if err := e.RefreshSites(ctx, func(site string) bool { return site == "api" }); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.Views().Site("api").Origins["a1"].State; got != "unhealthy" {
+		t.Fatalf("views show api/a1 %s after the refresh, want unhealthy", got)
+	}
+	if got := e.Hub().Current().Version; got != version {
+		t.Fatalf("an inactive instance published v%d (was v%d)", got, version)
+	}
+	active.Store(true)
+	e.RunRound(ctx)
+	cur := e.Hub().Current()
+	var api *publication.Site
+	for i := range cur.Sites {
+		if cur.Sites[i].Name == "api" {
+			api = &cur.Sites[i]
+		}
+	}
+	if cur.Version == version || api == nil || len(api.Origins) == 0 || api.Origins[0].State != "unhealthy" {
+		t.Fatalf("after the next commit: v%d (was v%d), api %+v; want the reloaded state published", cur.Version, version, api)
 	}
 }

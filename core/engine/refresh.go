@@ -99,12 +99,19 @@ func (e *Engine) RefreshSites(ctx context.Context, pick func(site string) bool) 
 // new would wake the other instances' refreshes, and theirs this one's.
 // Called with e.mu held.
 func (e *Engine) settlePartial(ctx context.Context) {
+	if !e.active() {
+		// Nothing is committed now, so nothing is published: the views
+		// show what was loaded, and the publication is worked out whole
+		// at the next commit, which publishes what it left behind.
+		e.pubBehind = true
+		e.refreshViews()
+		return
+	}
 	pc := e.preparePublication()
-	if pc.publish && e.active() {
+	if pc.publish {
 		e.flushLocked(ctx)
 		return
 	}
-	pc.version, pc.publish = e.meta.Publication, false
 	e.afterCommit(pc)
 }
 
@@ -146,6 +153,9 @@ func (e *Engine) storedDiffers(st *store.State, pick func(site string) bool) (di
 // is not marked for writing. Called with e.mu held.
 func (e *Engine) restoreInPlace(i int, r store.Site, now int64) {
 	s := e.fleet.Sites[i]
+	if e.meta.ProbedAll > r.LastProbed {
+		r.LastProbed, r.LastProbedAt = e.meta.ProbedAll, e.meta.ProbedAllAt
+	}
 	enabled := make([]bool, len(s.Config.Origins))
 	for j, o := range s.Config.Origins {
 		enabled[j] = o.Enabled
@@ -156,5 +166,6 @@ func (e *Engine) restoreInPlace(i int, r store.Site, now int64) {
 	restore(s, x, r, enabled, now) // its events are the owner's to journal
 	x.stateSum = stateSum(s, x)
 	e.last[i] = lastRef{}
+	e.lastChanged = true
 	e.changed.add(i)
 }

@@ -695,6 +695,8 @@ func (n *Node) reloadUnowned(ctx context.Context, eng *engine.Engine) error {
 	return eng.RefreshSites(ctx, func(site string) bool {
 		n.mu.Lock()
 		defer n.mu.Unlock()
-		return !n.owned[site]
+		// A site being released counts as another's already: a round
+		// that planned it is discarded (the handover's barrier).
+		return !n.owned[site] || n.releasing[site]
 	})
 }

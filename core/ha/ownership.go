@@ -15,9 +15,11 @@ import (
 //  1. B sees the new member list and wants the site; A sees it too and
 //     no longer wants it.
 //  2. A stops probing it (Owns turns false) but may still write it, then
-//     reloads the sites it does not own: the engine discards a round that
-//     is still asking its sources and the reload waits for one that is
-//     committing, so no round that planned the site commits after this.
+//     reloads the sites it does not own, this one included: the engine
+//     discards a round that planned it and is still asking its sources,
+//     and the reload waits for one that is committing, so no round that
+//     planned the site commits it after this (Apply also skips a site
+//     Owns no longer accepts).
 //     A then deletes P/owners/SITE if it still has the revision A created.
 //  3. B creates P/owners/SITE with its lease only if the key does not
 //     exist (create revision 0), reloads the site from etcd, and only then
@@ -91,9 +93,10 @@ func (n *Node) reconcile(ctx context.Context, lease clientv3.LeaseID) {
 	}
 	n.mu.Unlock()
 	if len(release) > 0 {
-		// The barrier. The site stays owned, so a round already committing
+		// The barrier. The site stays held, so a round already committing
 		// writes it under its owner key, which A still holds; one still
-		// voting is discarded (the reload changes the engine's state).
+		// voting that planned it is discarded (the reload picks releasing
+		// sites).
 		n.refreshMu.Lock()
 		err := n.reloadUnowned(ctx, eng)
 		n.refreshMu.Unlock()

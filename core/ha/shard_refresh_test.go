@@ -46,14 +46,16 @@ func TestShardedRoundsAreNotDiscarded(t *testing.T) {
 	}
 	a := startMemberWith(t, srv, "cp-a", config.ModeSharded, cfg, slow)
 	b := startMember(t, srv, "cp-b", config.ModeSharded, cfg)
-	waitFor(t, "two shards, each acting on its share", 15*time.Second, func() bool {
+	waitFor(t, "two shards acting on shares that cover every site", 15*time.Second, func() bool {
+		owned := 0
 		for _, m := range []*member{a, b} {
 			info := m.node.Info()
 			if info.Role != RoleShard || !info.Acting || len(info.Members) != 2 || len(info.Owned) == 0 {
 				return false
 			}
+			owned += len(info.Owned)
 		}
-		return true
+		return owned == 8
 	})
 	ctx := etcdCtx(t)
 	probed := 0
