@@ -90,4 +90,16 @@ func TestReloadKeepsDNSServing(t *testing.T) {
 	if ttl, err := answerTTL(dnsAddr); err != nil || ttl != 45 {
 		t.Fatalf("DNS after the reload on its address: ttl %d, %v; want 45", ttl, err)
 	}
+
+	// Another spelling of the same port (as 0.0.0.0 would be, which a
+	// test does not bind) overlaps the old one: the old server lets go
+	// first.
+	_, port, _ := net.SplitHostPort(dnsAddr)
+	res, err = f.a.Reload(f.config(t, apiAddr, dnsBlock("localhost:"+port, 50)))
+	if err != nil || len(res.Failed) != 0 {
+		t.Fatalf("reload to localhost:%s: %v, failed %v", port, err, res.Failed)
+	}
+	if ttl, err := answerTTL(dnsAddr); err != nil || ttl != 50 {
+		t.Fatalf("DNS after respelling its address: ttl %d, %v; want 50", ttl, err)
+	}
 }

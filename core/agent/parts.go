@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"reflect"
 	"sync"
@@ -107,9 +108,9 @@ func (p *parts) installDNS(srv *dns.Server, c *config.DNSPublisher) {
 
 // reloadDNS replaces the DNS publisher with one for c (none when c is
 // nil). DNS keeps being served when the new one cannot start: on a new
-// address the new server binds before the old one closes; on the same
-// address the old one must let go first, and comes back when the new one
-// fails.
+// port the new server binds before the old one closes; on the same port
+// (whatever the host part: 127.0.0.1:53 and 0.0.0.0:53 overlap) the old one
+// must let go first, and comes back when the new one fails.
 func (p *parts) reloadDNS(ctx context.Context, eng *engine.Engine, c *config.DNSPublisher) error {
 	p.mu.Lock()
 	oldCfg := p.dnsCfg
@@ -118,7 +119,7 @@ func (p *parts) reloadDNS(ctx context.Context, eng *engine.Engine, c *config.DNS
 		p.stopDNS()
 		return nil
 	}
-	if oldCfg == nil || oldCfg.Listen != c.Listen {
+	if oldCfg == nil || !samePort(oldCfg.Listen, c.Listen) {
 		srv, err := openDNS(ctx, eng, c, p.a.log.Named("dns"))
 		if err != nil {
 			if oldCfg != nil {
@@ -141,6 +142,17 @@ func (p *parts) reloadDNS(ctx context.Context, eng *engine.Engine, c *config.DNS
 	}
 	p.installDNS(back, oldCfg)
 	return fmt.Errorf("%w; the old publisher serves again", err)
+}
+
+// samePort reports whether two listen addresses name one port, so that
+// one cannot be bound while the other is held.
+func samePort(a, b string) bool {
+	_, pa, errA := net.SplitHostPort(a)
+	_, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil {
+		return a == b
+	}
+	return pa == pb
 }
 
 func (p *parts) stopDNS() {
