@@ -92,13 +92,7 @@ func TestStandbyRefresh(t *testing.T) {
 
 func TestOwnsFiltersRounds(t *testing.T) {
 	ctx := context.Background()
-	cfg := enginetest.Config(t, twoLevels+`
-site "api" {
-  hostname = "api.example.com"
-  origin "a1" { address = "http://127.0.0.1:18001" }
-  origin "a2" { address = "http://127.0.0.1:18002" }
-}
-`)
+	cfg := enginetest.Config(t, twoSites)
 	st, err := store.Open(t.TempDir(), 0)
 	if err != nil {
 		t.Fatal(err)

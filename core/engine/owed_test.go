@@ -16,6 +16,31 @@ import (
 	"github.com/vigilcdn/vigil/sdk/publication"
 )
 
+// twoSites is twoLevels with a second site, api, for sites owned elsewhere.
+const twoSites = twoLevels + `
+site "api" {
+  hostname = "api.example.com"
+  origin "a1" { address = "http://127.0.0.1:18001" }
+  origin "a2" { address = "http://127.0.0.1:18002" }
+}
+`
+
+// othersWrite stores what another instance decided: site's origin
+// unhealthy after 3 failures. It returns the batch, for the test to commit
+// when it chooses.
+func othersWrite(t *testing.T, st store.Store, site, origin string) store.Batch {
+	t.Helper()
+	state, err := st.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := state.Sites[site]
+	o := r.Origins[origin]
+	o.State, o.Failures = "unhealthy", 3
+	r.Origins[origin] = o
+	return store.Batch{Meta: state.Meta, Sites: []store.Site{r}}
+}
+
 // countingStore fails its commits on demand and counts those it makes.
 type countingStore struct {
 	store.Store
@@ -199,13 +224,7 @@ func (g gatedSource) Vote(ctx context.Context, b sdk.Ballot) ([]sdk.Vote, error)
 // the round is applied, not discarded.
 func TestPartialRefreshLeavesTheRoundAlone(t *testing.T) {
 	ctx := context.Background()
-	cfg := enginetest.Config(t, twoLevels+`
-site "api" {
-  hostname = "api.example.com"
-  origin "a1" { address = "http://127.0.0.1:18001" }
-  origin "a2" { address = "http://127.0.0.1:18002" }
-}
-`)
+	cfg := enginetest.Config(t, twoSites)
 	st, _ := openCounting(t, t.TempDir())
 	gate := gatedSource{Source: enginetest.NewSource("direct"), entered: make(chan struct{}, 1), release: make(chan struct{})}
 	e, d := engine.New(ctx, cfg, engine.Options{Store: st, Owns: func(site string) bool { return site == "www" },
@@ -215,19 +234,12 @@ site "api" {
 	}
 	t.Cleanup(e.Close)
 
-	state, err := st.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := state.Sites["api"]
-	o := r.Origins["a1"]
-	o.State, o.Failures = "unhealthy", 3
-	r.Origins["a1"] = o
+	batch := othersWrite(t, st, "api", "a1")
 
 	done := make(chan engine.RoundResult)
 	go func() { done <- e.RunRound(ctx) }()
 	<-gate.entered
-	if err := st.Commit(ctx, store.Batch{Meta: state.Meta, Sites: []store.Site{r}}); err != nil {
+	if err := st.Commit(ctx, batch); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.RefreshSites(ctx, func(site string) bool { return site == "api" }); err != nil {
@@ -281,13 +293,7 @@ func TestHandoverDiscardsTheRound(t *testing.T) {
 // since it commits nothing; its first commit once active publishes it.
 func TestInactiveRefreshIsPublishedLater(t *testing.T) {
 	ctx := context.Background()
-	cfg := enginetest.Config(t, twoLevels+`
-site "api" {
-  hostname = "api.example.com"
-  origin "a1" { address = "http://127.0.0.1:18001" }
-  origin "a2" { address = "http://127.0.0.1:18002" }
-}
-`)
+	cfg := enginetest.Config(t, twoSites)
 	st, _ := openCounting(t, t.TempDir())
 	var active atomic.Bool
 	active.Store(true)
@@ -302,15 +308,8 @@ site "api" {
 	}
 	version := e.Hub().Current().Version
 
-	state, err := st.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := state.Sites["api"]
-	o := r.Origins["a1"]
-	o.State, o.Failures = "unhealthy", 3
-	r.Origins["a1"] = o
-	if err := st.Commit(ctx, store.Batch{Meta: state.Meta, Sites: []store.Site{r}}); err != nil {
+	batch := othersWrite(t, st, "api", "a1")
+	if err := st.Commit(ctx, batch); err != nil {
 		t.Fatal(err)
 	}
 	active.Store(false)
