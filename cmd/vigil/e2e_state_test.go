@@ -8,9 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/vigilcdn/vigil/sdk/sdktest"
 )
 
 // TestAgentRefusesDamagedState: a cut or emptied state file stops the real
@@ -102,7 +103,7 @@ site "www" {
 	t.Run("fresh-state starts empty and keeps the old file", func(t *testing.T) {
 		_ = os.WriteFile(db, good[:len(good)/2], 0o600)
 		cmd := exec.Command(filepath.Join(binDir, "vigil"), "agent", "-config", config, "-fresh-state")
-		out := &lockedBuffer{}
+		out := &sdktest.LogBuffer{}
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -117,22 +118,4 @@ site "www" {
 			t.Fatalf("the damaged file was not kept aside")
 		}
 	})
-}
-
-// lockedBuffer is a bytes.Buffer a process writes while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

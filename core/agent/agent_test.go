@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,25 +17,8 @@ import (
 	"github.com/vigilcdn/vigil/core/agent"
 	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/core/engine/enginetest"
+	"github.com/vigilcdn/vigil/sdk/sdktest"
 )
-
-// syncBuffer is a log sink the test reads while the agent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // freeAddr reserves a loopback address by listening on it, and gives it
 // back for the agent to take; the agent's own listen tells if it raced.
@@ -54,7 +35,7 @@ func freeAddr(t *testing.T) string {
 
 type fixture struct {
 	dir, tokenFile string
-	logs           *syncBuffer
+	logs           *sdktest.LogBuffer
 	a              *agent.Agent
 }
 
@@ -94,7 +75,7 @@ func start(t *testing.T) (*fixture, string) {
 // startWith starts an agent in f.dir with extra configuration blocks.
 func startWith(t *testing.T, f *fixture, extra string) (*fixture, string) {
 	t.Helper()
-	f.tokenFile, f.logs = filepath.Join(f.dir, "token"), &syncBuffer{}
+	f.tokenFile, f.logs = filepath.Join(f.dir, "token"), &sdktest.LogBuffer{}
 	dir := f.dir
 	if err := os.WriteFile(f.tokenFile, []byte("first-token\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/vigilcdn/vigil/core/agent"
 	"github.com/vigilcdn/vigil/core/engine/enginetest"
+	"github.com/vigilcdn/vigil/sdk/sdktest"
 )
 
 // smallDisk mounts a tmpfs of size bytes for the test, or skips (unless
@@ -59,7 +60,7 @@ func fill(t *testing.T, dir string) string {
 // there is room, the same switch is made and survives a restart.
 func TestFullDiskActionsAreRefusedAndChangeNothing(t *testing.T) {
 	disk := smallDisk(t, "2m")
-	f := &fixture{dir: disk, tokenFile: filepath.Join(t.TempDir(), "token"), logs: &syncBuffer{}}
+	f := &fixture{dir: disk, tokenFile: filepath.Join(t.TempDir(), "token"), logs: &sdktest.LogBuffer{}}
 	if err := os.WriteFile(f.tokenFile, []byte("first-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -87,7 +87,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 			if second.Seq != 1 || first.Seq != 1 {
 				t.Errorf("attempts carried seq %d and %d, want 1 twice", first.Seq, second.Seq)
 			}
-			lb.waitFor(t, "retrying", `"wait_from":"`+tt.from+`"`, `"attempt":1`)
+			lb.WaitFor(t, wait, "retrying", `"wait_from":"`+tt.from+`"`, `"attempt":1`)
 			eventually(t, "delivered", func() bool { return cursor(t, st, "h") == 1 })
 			if got := metric(t, d, "vigil_notify_retries_total", map[string]string{"notifier": "h"}); got != 1 {
 				t.Errorf("retries metric %v, want 1", got)
@@ -257,7 +257,7 @@ func TestDownWebhookDoesNotBlockOthers(t *testing.T) {
 	if got := metric(t, d, "vigil_notify_deliveries_total", map[string]string{"notifier": "rejects", "outcome": "rejected"}); got != 5 {
 		t.Errorf("rejected metric %v, want 5", got)
 	}
-	lb.waitFor(t, "webhook rejected the notice", `"notifier":"rejects"`, `"status":"400 Bad Request"`, `"response":"bad payload"`)
+	lb.WaitFor(t, wait, "webhook rejected the notice", `"notifier":"rejects"`, `"status":"400 Bad Request"`, `"response":"bad payload"`)
 	down.next(t)
 	down.next(t)
 	if got := cursor(t, st, "down"); got != 0 {
@@ -293,9 +293,9 @@ func TestURLSecretsAreRedacted(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(t, d)
-	lb.waitFor(t, "webhook rejected the notice", `"notifier":"echo"`, `"target":"`+echo.URL+`"`, "no such hook")
-	lb.waitFor(t, "retrying", `"notifier":"down"`, `"target":"`+closed.URL+`"`, "connection refused")
-	lb.waitFor(t, notify.TitleAllLevelsUnhealthy, `"@level":"error"`, `"site":"www.example.com"`)
+	lb.WaitFor(t, wait, "webhook rejected the notice", `"notifier":"echo"`, `"target":"`+echo.URL+`"`, "no such hook")
+	lb.WaitFor(t, wait, "retrying", `"notifier":"down"`, `"target":"`+closed.URL+`"`, "connection refused")
+	lb.WaitFor(t, wait, notify.TitleAllLevelsUnhealthy, `"@level":"error"`, `"site":"www.example.com"`)
 
 	_, err = notify.New(st, []*config.Notifier{hook("bad", "ftp://files.example.com/SECRETDOWN", "json")}, nil)
 	if err == nil {
@@ -346,8 +346,8 @@ func TestNewNotifierStartsAtTheEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(t, d)
-	lb.waitFor(t, "new notifier", `"notifier":"h"`, `"after_seq":2`)
-	lb.waitFor(t, "new notifier", `"notifier":"(log)"`)
+	lb.WaitFor(t, wait, "new notifier", `"notifier":"h"`, `"after_seq":2`)
+	lb.WaitFor(t, wait, "new notifier", `"notifier":"(log)"`)
 	if got := cursor(t, st, "h"); got != 2 {
 		t.Fatalf("a new notifier's starting place is not stored: cursor %d", got)
 	}
@@ -357,7 +357,7 @@ func TestNewNotifierStartsAtTheEnd(t *testing.T) {
 		t.Fatalf("a new notifier got seq %d first, want 3 (history is not replayed)", r.Seq)
 	}
 	// The log got it too (its own cursor started at the end as well).
-	lb.waitFor(t, notify.TitleAllLevelsUnhealthy, `"seq":3`)
+	lb.WaitFor(t, wait, notify.TitleAllLevelsUnhealthy, `"seq":3`)
 	if strings.Contains(lb.String(), `"seq":1`) {
 		t.Errorf("history was logged:\n%s", lb.String())
 	}
@@ -383,8 +383,8 @@ func TestFallingBehindTheJournalIsLogged(t *testing.T) {
 			t.Fatalf("got seq %d, want %d", r.Seq, want)
 		}
 	}
-	lb.waitFor(t, "notices lost", `"notifier":"h"`, `"lost_events":5`, `"first_lost_seq":1`, `"last_lost_seq":5`)
-	lb.waitFor(t, "notices lost", `"notifier":"(log)"`, `"lost_events":5`)
+	lb.WaitFor(t, wait, "notices lost", `"notifier":"h"`, `"lost_events":5`, `"first_lost_seq":1`, `"last_lost_seq":5`)
+	lb.WaitFor(t, wait, "notices lost", `"notifier":"(log)"`, `"lost_events":5`)
 	if got := metric(t, d, "vigil_notify_lost_events_total", map[string]string{"notifier": "h"}); got != 5 {
 		t.Errorf("lost metric %v, want 5", got)
 	}
@@ -456,7 +456,7 @@ func TestRunRefusesASecondRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(t, d)
-	lb.waitFor(t, "new notifier", `"notifier":"(log)"`)
+	lb.WaitFor(t, wait, "new notifier", `"notifier":"(log)"`)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if err := d.Run(ctx); err == nil || !strings.Contains(err.Error(), "already running") {

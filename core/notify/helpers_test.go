@@ -1,13 +1,11 @@
 package notify_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +17,7 @@ import (
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/notify"
 	"github.com/vigilcdn/vigil/core/store"
+	"github.com/vigilcdn/vigil/sdk/sdktest"
 )
 
 // wait bounds every await in these tests.
@@ -156,55 +155,9 @@ func run(t *testing.T, d *notify.Dispatcher) (stop func()) {
 	return stop
 }
 
-// logBuffer is a log destination that tests can wait on.
-type logBuffer struct {
-	mu      sync.Mutex
-	buf     bytes.Buffer
-	written chan struct{}
-}
-
-func newLog() (*logBuffer, hclog.Logger) {
-	lb := &logBuffer{written: make(chan struct{}, 1)}
+func newLog() (*sdktest.LogBuffer, hclog.Logger) {
+	lb := &sdktest.LogBuffer{}
 	return lb, hclog.New(&hclog.LoggerOptions{Output: lb, Level: hclog.Debug, JSONFormat: true})
-}
-
-func (lb *logBuffer) Write(p []byte) (int, error) {
-	lb.mu.Lock()
-	defer lb.mu.Unlock()
-	n, err := lb.buf.Write(p)
-	select {
-	case lb.written <- struct{}{}:
-	default:
-	}
-	return n, err
-}
-
-func (lb *logBuffer) String() string {
-	lb.mu.Lock()
-	defer lb.mu.Unlock()
-	return lb.buf.String()
-}
-
-// waitFor waits until the log holds every one of parts (on one line).
-func (lb *logBuffer) waitFor(t *testing.T, parts ...string) string {
-	t.Helper()
-	deadline := time.After(wait)
-	for {
-		for _, line := range strings.Split(lb.String(), "\n") {
-			all := true
-			for _, p := range parts {
-				all = all && strings.Contains(line, p)
-			}
-			if all {
-				return line
-			}
-		}
-		select {
-		case <-lb.written:
-		case <-deadline:
-			t.Fatalf("no log line with %q within %s; the log:\n%s", parts, wait, lb.String())
-		}
-	}
 }
 
 // metric reads one series of the dispatcher's collectors.

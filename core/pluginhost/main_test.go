@@ -1,20 +1,20 @@
 package pluginhost
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
+
+	"github.com/vigilcdn/vigil/sdk/sdktest"
 )
 
 // testPlugin is the path of the testsource plugin, built once by TestMain.
@@ -67,28 +67,10 @@ func parseConfig(t testing.TB, src string) hcl.Body {
 	return f.Body
 }
 
-// logBuffer collects a logger's output for assertions.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // newSource starts a testsource with the given config body and spec tweaks.
-func newSource(t *testing.T, config string, tweak func(*Spec)) (*Source, *logBuffer) {
+func newSource(t *testing.T, config string, tweak func(*Spec)) (*Source, *sdktest.LogBuffer) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &sdktest.LogBuffer{}
 	spec := Spec{
 		Name:    "test",
 		Plugin:  testPlugin,

@@ -1,7 +1,6 @@
 package dnspup_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -27,24 +26,6 @@ const (
 	testSecret = "ps-52d9bb17f6"
 )
 
-// syncBuffer collects log output from concurrent goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 type clock struct {
 	mu  sync.Mutex
 	now time.Time
@@ -66,7 +47,7 @@ type harness struct {
 	fake  *fakeapi.Server
 	url   string
 	src   *dnspup.Source
-	logs  *syncBuffer
+	logs  *sdktest.LogBuffer
 	clock *clock
 	env   map[string]string
 }
@@ -93,7 +74,7 @@ func newHarness(t *testing.T, handler func(*fakeapi.Server) http.Handler) *harne
 	t.Helper()
 	h := &harness{
 		fake:  fakeapi.New(fakeapi.Options{Key: testKey, Secret: testSecret, Probe: targetProbe}),
-		logs:  &syncBuffer{},
+		logs:  &sdktest.LogBuffer{},
 		clock: &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)},
 		env:   map[string]string{"DNSPUP_API_KEY": testKey, "DNSPUP_API_SECRET": testSecret},
 	}
