@@ -151,9 +151,6 @@ func (a *Agent) Addr() net.Addr {
 	return a.listener.Addr()
 }
 
-// Registry holds the agent's metrics.
-func (a *Agent) Registry() *prometheus.Registry { return a.reg }
-
 func listen(addr string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -96,37 +96,11 @@ func (r *records) complete(fr *fileReport) error {
 }
 
 // checkFile runs the full check of a bbolt file that no writer uses: the
-// structural check (with every record decoded when decode is set, else
-// the meta record only), then bbolt's own (tx.Check) on a read-only open.
-// lock says to take a shared lock first, so that a running agent gives
-// errLocked.
-func checkFile(path string, lock, decode bool, timeout time.Duration) (fr *fileReport, rc *records, err error) {
-	st, err := os.Stat(path)
+// structural check (precheck), then bbolt's own (tx.Check) on a read-only
+// open.
+func checkFile(path string, lock, decode bool, timeout time.Duration) (*fileReport, *records, error) {
+	fr, rc, err := precheck(path, lock, decode, timeout)
 	if err != nil {
-		return nil, nil, err
-	}
-	if st.IsDir() {
-		return nil, nil, damagef("it is a directory, not a file")
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	if lock {
-		if err := lockFile(f, false, timeout); err != nil {
-			return nil, nil, err
-		}
-		defer unlockFile(f)
-	}
-	if st, err = f.Stat(); err != nil {
-		return nil, nil, err
-	}
-	rc = &records{full: decode}
-	if fr, err = verifyReader(f, st.Size(), rc.visit); err != nil {
-		return nil, nil, err
-	}
-	if err := rc.complete(fr); err != nil {
 		return nil, nil, err
 	}
 	if err := boltCheckFile(path, timeout); err != nil {

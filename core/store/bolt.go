@@ -168,7 +168,7 @@ func OpenWith(dir string, opts OpenOptions) (*Bolt, error) {
 		rep.Fresh, rep.Problem = true, problem
 		return syncDir(dir)
 	}
-	st, err := os.Stat(path)
+	_, err := os.Stat(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		if ev := evidence(dir); ev != "" {
@@ -183,7 +183,7 @@ func OpenWith(dir string, opts OpenOptions) (*Bolt, error) {
 		return nil, accessError(path, err)
 	default:
 		t0 := time.Now()
-		fr, rc, err := precheck(path, st, timeout)
+		fr, rc, err := precheck(path, true, false, timeout)
 		rep.Check = time.Since(t0)
 		switch {
 		case err == nil:
@@ -232,25 +232,31 @@ func OpenWith(dir string, opts OpenOptions) (*Bolt, error) {
 // Report says what opening found and did.
 func (s *Bolt) Report() OpenReport { return s.report }
 
-// precheck checks the file at path with plain reads, under a shared lock
-// so that a running agent is reported as such and not as damage.
-func precheck(path string, st os.FileInfo, timeout time.Duration) (*fileReport, *records, error) {
-	if st.IsDir() {
-		return nil, nil, damagef("it is a directory, not a file")
-	}
+// precheck checks the file at path with plain reads, never through a
+// memory map: its structure, and its records (every one decoded when decode
+// is set, else the meta record only). lock says to take a shared lock
+// first, so that a running agent is reported as such (errLocked) and not as
+// damage.
+func precheck(path string, lock, decode bool, timeout time.Duration) (*fileReport, *records, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Close()
-	if err := lockFile(f, false, timeout); err != nil {
+	if lock {
+		if err := lockFile(f, false, timeout); err != nil {
+			return nil, nil, err
+		}
+		defer unlockFile(f)
+	}
+	st, err := f.Stat()
+	if err != nil {
 		return nil, nil, err
 	}
-	defer unlockFile(f)
-	if st, err = f.Stat(); err != nil {
-		return nil, nil, err
+	if st.IsDir() {
+		return nil, nil, damagef("it is a directory, not a file")
 	}
-	rc := &records{}
+	rc := &records{full: decode}
 	fr, err := verifyReader(f, st.Size(), rc.visit)
 	if err != nil {
 		return nil, nil, err
