@@ -197,7 +197,6 @@ func (e *Engine) flushLocked(ctx context.Context) bool {
 		h.AfterCommit()
 	}
 	e.meta = meta
-	e.eventLog.logAll(e.pending)
 	for _, ev := range e.pending {
 		e.metrics.events.WithLabelValues(ev.Event.Kind.String()).Inc()
 		if ev.Event.Kind == decide.KindLevelSwitched {

@@ -146,7 +146,6 @@ type Engine struct {
 	pub           pubState
 	posBuf        []int32
 	intern        interner
-	eventLog      eventLogger
 	verdictCounts map[verdictKey]int
 
 	statsMu     sync.Mutex
@@ -251,7 +250,6 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Engine, hcl.Di
 	}
 	e := &Engine{log: opts.Logger, opts: opts, store: opts.Store, hub: publish.NewHub(), journalChanged: make(chan struct{}),
 		verdictCounts: map[verdictKey]int{}}
-	e.eventLog.log = e.log
 	e.metrics = newMetrics(opts.Registerer, e)
 
 	// The plugins start while the state loads: both take a while at scale.
@@ -488,45 +486,6 @@ func (e *Engine) addEvent(site string, round uint64, actor string, ev decide.Eve
 	e.pending = append(e.pending, store.Event{
 		Seq: e.meta.LastEvent, Time: e.opts.Now().UTC(), Site: site, Round: round, Actor: actor, Event: ev,
 	})
-}
-
-// eventLogger logs events as they are committed: one line each up to a
-// bound per commit, then one line that counts the rest, so that a
-// fleet-wide incident does not bury the log.
-type eventLogger struct {
-	log hclog.Logger
-}
-
-// eventLogLimit is how many events one commit logs one by one.
-const eventLogLimit = 50
-
-func (l *eventLogger) logAll(events []store.Event) {
-	for i, e := range events {
-		if i == eventLogLimit {
-			l.log.Warn("more events in this commit than are logged one by one; GET /v1/events or vigil events has them all",
-				"logged", eventLogLimit, "not_logged", len(events)-eventLogLimit)
-			return
-		}
-		logEvent(l.log, e)
-	}
-}
-
-func logEvent(log hclog.Logger, e store.Event) {
-	ev := e.Event
-	log = log.With("site", e.Site, "event", ev.Kind.String())
-	if e.Actor != "" {
-		log = log.With("actor", e.Actor)
-	}
-	switch ev.Kind {
-	case decide.KindOriginState:
-		log.Info("origin state changed", "origin", ev.Origin, "from", ev.From.String(), "to", ev.To.String())
-	case decide.KindLevelSwitched:
-		log.Warn("level switched", "from", ev.FromLevel, "to", ev.ToLevel, "reason", ev.Reason.String())
-	case decide.KindFailbackAvailable:
-		log.Warn("origin recovered (manual failback available)", "level", ev.Level)
-	case decide.KindAllLevelsUnhealthy:
-		log.Error("all origin levels unhealthy", "level", ev.Level)
-	}
 }
 
 // touch marks site i for writing when its durable state changed since it

@@ -2,6 +2,7 @@ package notify_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -461,5 +462,37 @@ func TestRunRefusesASecondRun(t *testing.T) {
 	defer cancel()
 	if err := d.Run(ctx); err == nil || !strings.Contains(err.Error(), "already running") {
 		t.Fatalf("a second Run: %v", err)
+	}
+}
+
+// TestTheLogIsBoundedPerPass: a burst of events (a fleet-wide failover) is
+// logged one by one up to LogLineLimit, and the rest is counted in one
+// line rather than burying the log; each event logged is logged once.
+func TestTheLogIsBoundedPerPass(t *testing.T) {
+	t.Parallel()
+	st := openStore(t, t.TempDir(), 1000)
+	t.Cleanup(func() { st.Close() })
+	startAt(t, st, 0, notify.LogName)
+	const burst = notify.LogLineLimit + 30
+	evs := make([]store.Event, burst)
+	for i := range evs {
+		evs[i] = switched(1, 2, decide.ReasonFailover)
+	}
+	commit(t, st, evs...)
+	lb, logger := newLog()
+	d, err := notify.New(st, nil, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, d)
+	lb.WaitFor(t, wait, "more events at once than are logged one by one", fmt.Sprintf(`"logged":%d`, notify.LogLineLimit), `"not_logged":30`)
+	out := lb.String()
+	if n := strings.Count(out, `"@message":"Origin level switched automatically"`); n != notify.LogLineLimit {
+		t.Errorf("%d switch lines logged, want %d", n, notify.LogLineLimit)
+	}
+	for seq := 1; seq <= notify.LogLineLimit; seq++ {
+		if n := strings.Count(out, fmt.Sprintf(`"seq":%d,`, seq)); n != 1 {
+			t.Errorf("event %d logged %d times, want once", seq, n)
+		}
 	}
 }

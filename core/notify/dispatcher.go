@@ -355,8 +355,21 @@ func (d *Dispatcher) run(ctx context.Context, w *worker) {
 	}
 }
 
+// LogLineLimit is how many events the log writes one by one in one pass
+// over the journal; the rest of the pass is counted in one line, so that a
+// fleet-wide incident does not bury the log (GET /v1/events and vigil
+// events have every one).
+const LogLineLimit = 50
+
 // drain handles every journal event after the worker's cursor, in order.
 func (d *Dispatcher) drain(ctx context.Context, w *worker) error {
+	logged, unlogged := 0, 0
+	defer func() {
+		if unlogged > 0 {
+			d.log.Warn("more events at once than are logged one by one; vigil events (GET /v1/events) has them all",
+				"logged", logged, "not_logged", unlogged)
+		}
+	}()
 	for ctx.Err() == nil {
 		after := w.cursor.Load()
 		evs, err := d.store.Events(ctx, after, "", batchSize)
@@ -375,7 +388,12 @@ func (d *Dispatcher) drain(ctx context.Context, w *worker) error {
 		}
 		for _, e := range evs {
 			if w.hook == nil {
-				d.logNotice(e)
+				if logged < LogLineLimit {
+					d.logNotice(e)
+					logged++
+				} else {
+					unlogged++
+				}
 				d.metrics.deliveries.WithLabelValues(w.name, "delivered").Inc()
 				w.cursor.Store(e.Seq)
 				w.dirty = true
