@@ -10,9 +10,13 @@ MAIN_PKGS = $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}'
 
 all: build
 
+# The commit goes into `vigil version` (GOFLAGS may hold -buildvcs=false,
+# and a tarball has no .git: then it says "unknown").
+COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ $(MAIN_PKGS)
+	$(GO) build -ldflags "-X main.commit=$(COMMIT)" -o $(BIN)/ $(MAIN_PKGS)
 
 # What the tests need from Debian, as command:package: protoc for proto-check,
 # chromium for the status page's browser test, etcd for the HA tests.

@@ -3,17 +3,39 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"strconv"
 
 	"github.com/vigilcdn/vigil/core/decide"
+	"github.com/vigilcdn/vigil/core/engine"
 )
 
 func init() {
-	register("switch", "switch a site to a level by hand (holds automatic failback unless it is the top level)", runSwitch)
-	register("origin", "disable or enable an origin: vigil origin disable|enable SITE ORIGIN", runOrigin)
+	register(command{
+		name: "switch", synopsis: "switch a site to a level by hand (holds automatic failback unless it is the top level)",
+		usage: "vigil switch SITE LEVEL [flags]",
+		help: `A switch to a level other than the top level holds the site there: failback
+is manual until a switch to the top level releases the hold. A switch to the
+current level changes nothing else: below the top level it sets the hold, on
+the top level it releases it.`,
+		run: runSwitch,
+	})
+	subcommandGroup("origin", "take an origin out of service, or put it back")
+	register(command{
+		name: "origin disable", synopsis: "take an origin out of votes, level health and the publication",
+		usage: "vigil origin disable [-force] SITE ORIGIN [flags]",
+		help: `The last enabled origin of the site's current level is refused: it would
+leave the site serving nothing, and the health checks would not move it. Move
+the site first (vigil switch SITE LEVEL), or give -force.`,
+		run: func(args []string, stdout, stderr io.Writer) int { return runOrigin("disable", args, stdout, stderr) },
+	})
+	register(command{
+		name: "origin enable", synopsis: "put a disabled origin back (unknown until its next rounds)",
+		usage: "vigil origin enable SITE ORIGIN [flags]",
+		run:   func(args []string, stdout, stderr io.Writer) int { return runOrigin("enable", args, stdout, stderr) },
+	})
 }
 
 type actionAnswer struct {
@@ -21,7 +43,9 @@ type actionAnswer struct {
 	Events []decide.Event `json:"events"`
 }
 
-func printAction(stdout io.Writer, raw json.RawMessage, asJSON bool, none string) {
+// printAction prints an action's events; none is printed when there are
+// none (the action changed nothing the journal records).
+func printAction(stdout io.Writer, raw json.RawMessage, asJSON bool, none func() string) {
 	if asJSON {
 		printJSON(stdout, raw)
 		return
@@ -29,7 +53,7 @@ func printAction(stdout io.Writer, raw json.RawMessage, asJSON bool, none string
 	var a actionAnswer
 	_ = json.Unmarshal(raw, &a)
 	if len(a.Events) == 0 {
-		fmt.Fprintln(stdout, none)
+		fmt.Fprintln(stdout, none())
 		return
 	}
 	for _, e := range a.Events {
@@ -38,49 +62,68 @@ func printAction(stdout io.Writer, raw json.RawMessage, asJSON bool, none string
 }
 
 func runSwitch(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("switch", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("switch")
 	addr, token, asJSON := clientFlags(fs)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return 2
+	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
 	}
 	if len(pos) != 2 {
 		fmt.Fprintln(stderr, "usage: vigil switch SITE LEVEL   (for example: vigil switch www 2)")
 		return 2
 	}
+	site := pos[0]
 	level, err := strconv.Atoi(pos[1])
 	if err != nil {
 		fmt.Fprintf(stderr, "vigil switch: LEVEL must be a number, got %q\n", pos[1])
 		return 2
 	}
+	c := newClient(*addr, *token)
 	var raw json.RawMessage
-	if err := newClient(*addr, *token).do(context.Background(), "POST", "/v1/sites/"+pos[0]+"/switch", map[string]int{"level": level}, &raw); err != nil {
+	if err := c.do(context.Background(), "POST", "/v1/sites/"+url.PathEscape(site)+"/switch", map[string]int{"level": level}, &raw); err != nil {
 		fmt.Fprintf(stderr, "vigil switch: %v\n", err)
 		return 1
 	}
-	printAction(stdout, raw, *asJSON, fmt.Sprintf("%s: already on level %d; it is now pinned there", pos[0], level))
+	printAction(stdout, raw, *asJSON, func() string {
+		// No switch: the site was on that level already. What changed is
+		// the hold, which the site's view tells.
+		var v engine.SiteView
+		if c.do(context.Background(), "GET", "/v1/sites/"+url.PathEscape(site), nil, &v) != nil {
+			return fmt.Sprintf("%s: already on level %d", site, level)
+		}
+		if v.ManualHold {
+			return fmt.Sprintf("%s: already on level %d; it is now held there: failback is manual until vigil switch %s %d", site, level, site, topLevel(&v))
+		}
+		return fmt.Sprintf("%s: already on level %d, the top level; no manual hold: failback is %s, as configured", site, level, v.Failback)
+	})
 	return 0
 }
 
-func runOrigin(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("origin", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func runOrigin(verb string, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("origin " + verb)
 	addr, token, asJSON := clientFlags(fs)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
+	force := new(bool)
+	if verb == "disable" {
+		force = fs.Bool("force", false, "disable it even when it is the last enabled origin of the site's current level")
+	}
+	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(pos) != 2 {
+		fmt.Fprintf(stderr, "usage: vigil origin %s SITE ORIGIN   (for example: vigil origin %s www a1)\n", verb, verb)
 		return 2
 	}
-	if len(pos) != 3 || (pos[0] != "disable" && pos[0] != "enable") {
-		fmt.Fprintln(stderr, "usage: vigil origin disable|enable SITE ORIGIN")
-		return 2
+	site, origin := pos[0], pos[1]
+	path := "/v1/sites/" + url.PathEscape(site) + "/origins/" + url.PathEscape(origin) + "/" + verb
+	if *force {
+		path += "?force=true"
 	}
-	verb, site, origin := pos[0], pos[1], pos[2]
 	var raw json.RawMessage
-	if err := newClient(*addr, *token).do(context.Background(), "POST", "/v1/sites/"+site+"/origins/"+origin+"/"+verb, struct{}{}, &raw); err != nil {
+	if err := newClient(*addr, *token).do(context.Background(), "POST", path, struct{}{}, &raw); err != nil {
 		fmt.Fprintf(stderr, "vigil origin %s: %v\n", verb, err)
 		return 1
 	}
-	printAction(stdout, raw, *asJSON, fmt.Sprintf("%s/%s: already %sd", site, origin, verb))
+	printAction(stdout, raw, *asJSON, func() string { return fmt.Sprintf("%s/%s: already %sd", site, origin, verb) })
 	return 0
 }

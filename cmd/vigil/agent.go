@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -24,19 +23,33 @@ import (
 const agentGCPercent = 50
 
 func init() {
-	register("agent", "run the control plane: rounds, API, publication, notifications", runAgent)
+	register(command{
+		name: "agent", synopsis: "run the control plane: rounds, API, publication, notifications",
+		usage: "vigil agent -config PATH [flags]",
+		help: `PATH is a file, or a folder whose *.hcl files form one configuration.
+Relative paths inside it (data_dir, plugin_dir, token_file, ...) are taken
+from the folder the agent runs in. SIGHUP reloads the configuration (an
+invalid one is refused and the old one stays); SIGINT and SIGTERM stop the
+agent cleanly.`,
+		run: runAgent,
+	})
 }
 
 func runAgent(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("agent")
 	path := fs.String("config", "", "configuration file or folder of *.hcl files (required)")
-	level := fs.String("log-level", "info", "log level: trace, debug, info, warn, error")
+	level := newChoice("info", "trace", "debug", "info", "warn", "error")
+	fs.Var(level, "log-level", "log `LEVEL`: trace, debug, info, warn or error")
 	jsonLog := fs.Bool("log-json", false, "log as JSON lines")
 	fresh := fs.Bool("fresh-state", false, "start with an empty state even though data_dir held one (the old file is moved aside, never deleted)")
 	listenFile := fs.String("listen-file", "", "write the API's URL to this file once it listens (for scripts and tests)")
 	debugListen := fs.String("debug-listen", "", "serve Go's profiler (/debug/pprof/) on this address, such as 127.0.0.1:6060; keep it on loopback")
-	if err := fs.Parse(args); err != nil {
+	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(stderr, "vigil agent: unexpected argument %q: give the configuration with -config %s\n", pos[0], pos[0])
 		return 2
 	}
 	if *path == "" {
@@ -51,9 +64,12 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		debug.SetGCPercent(agentGCPercent)
 	}
 	log := hclog.New(&hclog.LoggerOptions{
-		Name: "vigil", Level: hclog.LevelFromString(*level), Output: stderr, JSONFormat: *jsonLog,
+		Name: "vigil", Level: hclog.LevelFromString(level.String()), Output: stderr, JSONFormat: *jsonLog,
 		Color: hclog.AutoColor, TimeFormat: "2006-01-02T15:04:05.000Z0700",
 	})
+	if *jsonLog {
+		log = durationsAsText(log)
+	}
 	cfg, diags := config.LoadCached(*path)
 	if len(diags) > 0 {
 		_ = config.WriteDiagnostics(stderr, cfg.Files, diags)

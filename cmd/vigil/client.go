@@ -128,24 +128,3 @@ func printJSON(w io.Writer, raw []byte) {
 	buf.WriteByte('\n')
 	w.Write(buf.Bytes())
 }
-
-// parseArgs parses flags wherever they appear among the positional
-// arguments (`vigil status www -json` as well as `vigil status -json www`)
-// and returns the positional ones. A lone "--" ends the flags.
-func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if len(args) > 0 && len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-}

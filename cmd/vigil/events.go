@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -16,17 +15,25 @@ import (
 )
 
 func init() {
-	register("events", "print the event journal; -follow waits for new events", runEvents)
+	register(command{
+		name: "events", synopsis: "print the event journal; -follow waits for new events",
+		usage: "vigil events [-site SITE] [-after SEQ] [-follow] [-json]",
+		run:   runEvents,
+	})
 }
 
 func runEvents(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("events", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("events")
 	addr, token, asJSON := clientFlags(fs)
 	follow := fs.Bool("follow", false, "keep waiting for new events")
 	site := fs.String("site", "", "only this site's events")
 	after := fs.Uint64("after", 0, "only events after this sequence number")
-	if err := fs.Parse(args); err != nil {
+	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(stderr, "vigil events: unexpected argument %q: one site's events are -site %s\n", pos[0], pos[0])
 		return 2
 	}
 	c := newClient(*addr, *token)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,19 +16,25 @@ import (
 )
 
 func init() {
-	register("fmt", "rewrite configuration files in the canonical HCL style (-check: only report)", runFmt)
+	register(command{
+		name: "fmt", synopsis: "rewrite configuration files in the canonical HCL style (-check: only report)",
+		usage: "vigil fmt [-check] [FILE|FOLDER ...]",
+		help: `Formats the *.hcl files given, or those of the folders given (the current
+folder by default), in place. A file with a syntax error is left alone and
+reported with file:line:col. With -check, exit 3 when a file needs formatting.`,
+		run: runFmt,
+	})
 }
 
 // runFmt formats .hcl files in place, like terraform fmt: the files or
 // folders given (the current folder by default). A file with a syntax error
 // is left alone and reported with file:line:col.
 func runFmt(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("fmt", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("fmt")
 	check := fs.Bool("check", false, "change nothing; list the files that need formatting and exit 3 if any")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return 2
+	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
 	}
 	if len(pos) == 0 {
 		pos = []string{"."}
@@ -49,7 +54,7 @@ func runFmt(args []string, stdout, stderr io.Writer) int {
 		files = append(files, matches...)
 	}
 	sort.Strings(files)
-	code := 0
+	code = 0
 	for _, f := range files {
 		src, err := os.ReadFile(f)
 		if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -16,7 +15,14 @@ import (
 )
 
 func init() {
-	register("probe", "run one real round for a site through the chain, changing nothing: why is my origin failing?", runProbe)
+	register(command{
+		name: "probe", synopsis: "run one real round for a site through the chain, changing nothing: why is my origin failing?",
+		usage: "vigil probe [-config PATH] SITE [-json]",
+		help: `Without -config it asks the running agent, whose plugins (and attached
+nodes) vote; the agent needs its API token for this, although nothing is
+saved. With -config it launches the chain's plugins here instead.`,
+		run: runProbe,
+	})
 }
 
 // probeViaAgent asks the running agent for a dry-run round through its own
@@ -30,14 +36,13 @@ func probeViaAgent(c *client, site string) (*engine.ProbeResult, error) {
 }
 
 func runProbe(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("probe")
 	path := fs.String("config", "", "configuration file or folder: launch the chain's plugins here (without it, ask the running agent)")
 	addr, token, asJSON := clientFlags(fs)
 	verbose := fs.Bool("v", false, "show the plugins' logs")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return 2
+	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
 	}
 	site := ""
 	if len(pos) == 1 {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,15 +11,26 @@ import (
 )
 
 func init() {
-	register("simulate", "replay a timeline of votes and actions through the real decision engine", runSimulate)
+	register(command{
+		name: "simulate", synopsis: "replay a timeline of votes and actions through the real decision engine",
+		usage: "vigil simulate -config PATH -timeline FILE",
+		help: `Reads the timeline (JSON lines: votes per round, operator actions) and
+prints every event the engine emits, round by round. Nothing is saved and no
+origin is probed. The formats are in docs/simulate.md.`,
+		run: runSimulate,
+	})
 }
 
 func runSimulate(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("simulate")
 	path := fs.String("config", "", "configuration file or folder of *.hcl files (required)")
 	timeline := fs.String("timeline", "", "timeline file, JSON lines (required; - for standard input)")
-	if err := fs.Parse(args); err != nil {
+	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(stderr, "vigil simulate: unexpected argument %q: give the files with -config and -timeline\n", pos[0])
 		return 2
 	}
 	if *path == "" || *timeline == "" {

@@ -12,42 +12,29 @@ import (
 )
 
 func init() {
-	register("state", "check or restore the state file (vigil.db) in data_dir", runState)
-}
-
-const stateUsage = `usage: vigil state check   [-data-dir DIR | -config PATH]
-       vigil state restore [-data-dir DIR | -config PATH] [-from FILE]
-
-check    runs the full check of DIR/vigil.db (read-only; no agent may be running)
-         and prints a summary; exit 1 when it is damaged, with the way out.
-restore  puts the last-good copy (DIR/vigil.db.good, or FILE) in place after it
-         passes the check, keeping the current file as vigil.db.damaged-TIMESTAMP.
-
-Exit status: 0 ok, 1 damaged or refused, 2 usage or configuration error.
-See docs/state.md.`
-
-func runState(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, stateUsage)
-		return 2
-	}
-	switch args[0] {
-	case "check":
-		return runStateCheck(args[1:], stdout, stderr)
-	case "restore":
-		return runStateRestore(args[1:], stdout, stderr)
-	case "-h", "-help", "--help", "help":
-		fmt.Fprintln(stdout, stateUsage)
-		return 0
-	}
-	fmt.Fprintf(stderr, "vigil state: unknown subcommand %q\n%s\n", args[0], stateUsage)
-	return 2
+	subcommandGroup("state", "check or restore the state file (vigil.db) in data_dir")
+	register(command{
+		name: "state check", synopsis: "run the full check of the state file (read-only)",
+		usage: "vigil state check [-data-dir DIR | -config PATH]",
+		help: `Checks DIR/vigil.db (no agent may be running on it) and prints a summary.
+Exit status: 0 sound, 1 damaged (with the way out), 2 usage or configuration
+error. See docs/state.md.`,
+		run: runStateCheck,
+	})
+	register(command{
+		name: "state restore", synopsis: "put the last-good copy of the state file back",
+		usage: "vigil state restore [-data-dir DIR | -config PATH] [-from FILE]",
+		help: `Puts the last-good copy (DIR/vigil.db.good, or FILE) in place after it
+passes the full check, keeping the current file as vigil.db.damaged-TIMESTAMP.
+Exit status: 0 restored, 1 refused, 2 usage or configuration error.
+See docs/state.md.`,
+		run: runStateRestore,
+	})
 }
 
 // stateFlags declares the flags naming the data directory.
-func stateFlags(name string, stderr io.Writer) (fs *flag.FlagSet, dataDir, cfgPath *string) {
-	fs = flag.NewFlagSet("state "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+func stateFlags(name string) (fs *flag.FlagSet, dataDir, cfgPath *string) {
+	fs = newFlags("state " + name)
 	dataDir = fs.String("data-dir", "", "the agent's data directory (control { data_dir }; default \""+config.DefaultDataDir+"\")")
 	cfgPath = fs.String("config", "", "read data_dir from this configuration file or folder instead")
 	return fs, dataDir, cfgPath
@@ -55,9 +42,9 @@ func stateFlags(name string, stderr io.Writer) (fs *flag.FlagSet, dataDir, cfgPa
 
 // stateDataDir resolves the data directory from -data-dir or -config; a
 // non-zero code means the command stops with it.
-func stateDataDir(cmd string, fs *flag.FlagSet, dataDir, cfgPath string, stderr io.Writer) (string, int) {
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "vigil state %s: unexpected argument %q\n%s\n", cmd, fs.Arg(0), stateUsage)
+func stateDataDir(cmd string, pos []string, dataDir, cfgPath string, stderr io.Writer) (string, int) {
+	if len(pos) > 0 {
+		fmt.Fprintf(stderr, "vigil state %s: unexpected argument %q: the data directory is given with -data-dir DIR\n", cmd, pos[0])
 		return "", 2
 	}
 	switch {
@@ -83,11 +70,12 @@ func stateDataDir(cmd string, fs *flag.FlagSet, dataDir, cfgPath string, stderr 
 }
 
 func runStateCheck(args []string, stdout, stderr io.Writer) int {
-	fs, dataDir, cfgPath := stateFlags("check", stderr)
-	if err := fs.Parse(args); err != nil {
-		return 2
+	fs, dataDir, cfgPath := stateFlags("check")
+	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	dir, code := stateDataDir("check", fs, *dataDir, *cfgPath, stderr)
+	dir, code := stateDataDir("check", pos, *dataDir, *cfgPath, stderr)
 	if code != 0 {
 		return code
 	}
@@ -128,12 +116,13 @@ func printStateCheck(w io.Writer, rep *store.CheckReport, now time.Time) {
 }
 
 func runStateRestore(args []string, stdout, stderr io.Writer) int {
-	fs, dataDir, cfgPath := stateFlags("restore", stderr)
+	fs, dataDir, cfgPath := stateFlags("restore")
 	from := fs.String("from", "", "restore this file instead of the last-good copy")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
 	}
-	dir, code := stateDataDir("restore", fs, *dataDir, *cfgPath, stderr)
+	dir, code := stateDataDir("restore", pos, *dataDir, *cfgPath, stderr)
 	if code != 0 {
 		return code
 	}

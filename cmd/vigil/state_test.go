@@ -74,11 +74,11 @@ func TestStateCommands(t *testing.T) {
 		{"missing file", []string{"state", "check", "-data-dir", dir}, func() { os.Rename(path, path+".away") }, 1, nil, []string{path + " is missing although"}},
 		{"no state at all", []string{"state", "check", "-data-dir", t.TempDir()}, nil, 1, nil, []string{"no agent has kept state in this data_dir yet"}},
 		{"no copy to restore", []string{"state", "restore", "-data-dir", t.TempDir()}, nil, 1, nil, []string{"holds no last-good copy", "nothing was changed"}},
-		{"no subcommand", []string{"state"}, nil, 2, nil, []string{"usage: vigil state check"}},
+		{"no subcommand", []string{"state"}, nil, 2, nil, []string{"give a subcommand: check, restore"}},
 		{"unknown subcommand", []string{"state", "fix"}, nil, 2, nil, []string{`unknown subcommand "fix"`}},
 		{"both flags", []string{"state", "check", "-data-dir", dir, "-config", cfg}, nil, 2, nil, []string{"not both"}},
 		{"stray argument", []string{"state", "check", "extra"}, nil, 2, nil, []string{`unexpected argument "extra"`}},
-		{"bad flag", []string{"state", "restore", "-bogus"}, nil, 2, nil, []string{"flag provided but not defined"}},
+		{"bad flag", []string{"state", "restore", "-bogus"}, nil, 2, nil, []string{"unknown flag -bogus", "vigil state restore -h"}},
 		{"bad config", []string{"state", "check", "-config", filepath.Join(dir, "nope.hcl")}, nil, 2, nil, []string{"is not valid"}},
 	}
 	for _, s := range steps {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -18,7 +17,13 @@ import (
 )
 
 func init() {
-	register("status", "show the origin status card of every site, or of one", runStatus)
+	register(command{
+		name: "status", synopsis: "show the origin status card of every site, or of one",
+		usage: "vigil status [SITE] [-all | -problem | -status S,... | -prefix P] [-json]",
+		help: `A fleet of more than 20 sites prints its summary and the sites that need
+attention; -all prints every site.`,
+		run: runStatus,
+	})
 }
 
 // statusPage is one page of GET /v1/sites.
@@ -40,16 +45,15 @@ const statusPageSize = 500
 const smallFleet = 20
 
 func runStatus(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("status", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("status")
 	addr, token, asJSON := clientFlags(fs)
 	all := fs.Bool("all", false, "print every site (by default a fleet of more than 20 sites shows only those that need attention)")
 	problem := fs.Bool("problem", false, "print only the sites that need attention: down, failed over, degraded or paused")
 	status := fs.String("status", "", "print only the sites with these statuses, such as failed_over,down (ok, unknown, paused, degraded, failed_over, down)")
 	prefix := fs.String("prefix", "", "print only the sites whose name starts with this")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return 2
+	pos, code, ok := parseFlags(fs, args, stdout, stderr)
+	if !ok {
+		return code
 	}
 	if len(pos) > 1 {
 		fmt.Fprintln(stderr, "usage: vigil status [SITE] [-all | -problem | -status S,... | -prefix P] [-json]")
@@ -270,13 +274,50 @@ func ago(t *time.Time, now time.Time) string {
 	return t.Format(time.RFC3339)
 }
 
+// failbackWords is the configured failback and, apart from it, the
+// manual hold: "failback auto", or "failback auto, held on level 2 by a
+// manual switch (vigil switch www 1 releases it)".
+func failbackWords(s *engine.SiteView) string {
+	w := "failback " + s.Failback
+	if s.ManualHold {
+		top := topLevel(s)
+		w += fmt.Sprintf(", held on level %d by a manual switch (vigil switch %s %d releases it)", s.Level, s.Site, top)
+	}
+	return w
+}
+
+func topLevel(s *engine.SiteView) int {
+	top := 0
+	for l := range s.Levels {
+		if n, err := strconv.Atoi(l); err == nil && (top == 0 || n < top) {
+			top = n
+		}
+	}
+	return top
+}
+
+// counterWords is an origin's consecutive counter against its threshold:
+// "1/3 failed" (one more of three failed rounds and it is unhealthy), "1/2
+// good", or "-" before any verdict.
+func counterWords(o engine.OriginView, t engine.Thresholds) string {
+	switch {
+	case o.State == "disabled":
+		return "-"
+	case o.Failures > 0:
+		return fmt.Sprintf("%d/%d failed", o.Failures, t.Unhealthy)
+	case o.Successes > 0:
+		return fmt.Sprintf("%d/%d good", o.Successes, t.Healthy)
+	}
+	return "-"
+}
+
 // writeCard prints the origin status card of one site.
 func writeCard(w io.Writer, s *engine.SiteView, now time.Time) {
 	probing := "probed " + ago(s.LastProbe, now)
 	if s.Probing == "paused" {
 		probing = "health checks paused: " + s.PausedWhy
 	}
-	fmt.Fprintf(w, "%s (%s)  level %d  failback %s  %s  publication v%d\n", s.Site, s.Hostname, s.Level, s.Failback, probing, s.Publication)
+	fmt.Fprintf(w, "%s (%s)  level %d  %s  %s  publication v%d\n", s.Site, s.Hostname, s.Level, failbackWords(s), probing, s.Publication)
 	levels := make([]int, 0, len(s.Levels))
 	for l := range s.Levels {
 		n, _ := strconv.Atoi(l)
@@ -304,7 +345,7 @@ func writeCard(w io.Writer, s *engine.SiteView, now time.Time) {
 			if o.By != nil {
 				by = *o.By
 			}
-			fmt.Fprintf(tw, "    %s\t%s\t%s\tsince %s\tverdict %s\tby %s\t%s\n", n, o.Address, mark(o.State), ago(o.Since, now), o.Verdict, by, o.Reason)
+			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\tsince %s\tverdict %s\tby %s\t%s\n", n, o.Address, mark(o.State), counterWords(o, s.Thresholds), ago(o.Since, now), o.Verdict, by, o.Reason)
 			if len(o.Votes) > 0 {
 				var parts []string
 				for _, v := range o.Votes {

@@ -81,7 +81,7 @@ func New(opts Options) *Handler {
 	h.mux.HandleFunc("GET /v1/sites", h.read(h.sites))
 	h.mux.HandleFunc("GET /v1/sites/{site}", h.read(h.site))
 	h.mux.HandleFunc("POST /v1/sites/{site}/switch", h.write(h.switchLevel))
-	h.mux.HandleFunc("POST /v1/sites/{site}/probe", h.write(h.probe))
+	h.mux.HandleFunc("POST /v1/sites/{site}/probe", h.privileged("probes", "a probe changes nothing but needs the API token, as it runs a real round of the chain", h.probe))
 	h.mux.HandleFunc("POST /v1/sites/{site}/origins/{origin}/{action}", h.write(h.originAction))
 	h.mux.HandleFunc("GET /v1/events", h.read(h.events))
 	h.mux.HandleFunc("GET /v1/publication", h.read(h.publication))
@@ -131,34 +131,70 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// authorized checks the bearer token in constant time.
-func (h *handler) authorized(r *http.Request, a *access) bool {
+// tokenCheck is what a request's bearer token is worth.
+type tokenCheck uint8
+
+const (
+	tokenGood    tokenCheck = iota
+	tokenMissing            // no Authorization: Bearer header
+	tokenRefused            // a token that is not this agent's
+)
+
+// checkToken compares the bearer token in constant time.
+func (h *handler) checkToken(r *http.Request, a *access) tokenCheck {
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && a.token != "" && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(a.token)) == 1
+	got = strings.TrimSpace(got)
+	switch {
+	case !ok || got == "":
+		return tokenMissing
+	case a.token == "" || subtle.ConstantTimeCompare([]byte(got), []byte(a.token)) != 1:
+		return tokenRefused
+	}
+	return tokenGood
+}
+
+// refuseToken answers a request without a good token; need says what
+// needed one, such as "changes need the API token".
+func refuseToken(w http.ResponseWriter, c tokenCheck, need string) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="vigil"`)
+	if c == tokenMissing {
+		writeError(w, http.StatusUnauthorized, "token_missing",
+			need+", and the request carried none: send Authorization: Bearer TOKEN (vigil -token or VIGIL_TOKEN)")
+		return
+	}
+	writeError(w, http.StatusUnauthorized, "token_refused",
+		"the API token sent is not this agent's, so it was refused", "check -token or VIGIL_TOKEN against the agent's control { api { token_env | token_file } }")
 }
 
 func (h *handler) read(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if a := h.access.Load(); a.readsNeedToken && !h.authorized(r, a) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="vigil"`)
-			writeError(w, http.StatusUnauthorized, "unauthorized", "reads need the API token: send Authorization: Bearer TOKEN (vigil -token or VIGIL_TOKEN)")
-			return
+		if a := h.access.Load(); a.readsNeedToken {
+			if c := h.checkToken(r, a); c != tokenGood {
+				refuseToken(w, c, "reads need the API token")
+				return
+			}
 		}
 		next(w, r)
 	}
 }
 
 func (h *handler) write(next http.HandlerFunc) http.HandlerFunc {
+	return h.privileged("changes", "changes need the API token", next)
+}
+
+// privileged serves next only with the API token: what names the
+// requests in an agent without a token ("changes"), need says why they
+// need it.
+func (h *handler) privileged(what, need string, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		a := h.access.Load()
 		if a.token == "" {
 			writeError(w, http.StatusForbidden, "mutations_disabled",
-				"this agent has no API token, so it refuses every change; set control { api { token_env = \"VIGIL_TOKEN\" } } (or token_file) and restart")
+				"this agent has no API token, so it refuses "+what+"; set control { api { token_env = \"VIGIL_TOKEN\" } } (or token_file) and restart")
 			return
 		}
-		if !h.authorized(r, a) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="vigil"`)
-			writeError(w, http.StatusUnauthorized, "unauthorized", "changes need the API token: send Authorization: Bearer TOKEN (vigil -token or VIGIL_TOKEN)")
+		if c := h.checkToken(r, a); c != tokenGood {
+			refuseToken(w, c, need)
 			return
 		}
 		next(w, r)
@@ -380,6 +416,8 @@ func (h *handler) actionError(w http.ResponseWriter, err error) {
 		switch ae.Code {
 		case "unknown_level":
 			status = http.StatusBadRequest
+		case "last_enabled_origin":
+			status = http.StatusConflict
 		case "not_saved":
 			status = http.StatusServiceUnavailable
 			w.Header().Set("Retry-After", "5")
@@ -427,7 +465,12 @@ func (h *handler) originAction(w http.ResponseWriter, r *http.Request) {
 	var err error
 	switch action {
 	case "disable":
-		events, err = h.Engine.Disable(r.Context(), site, origin, actor(r))
+		force, ferr := forceParam(r)
+		if ferr != nil {
+			writeError(w, http.StatusBadRequest, "bad_request", ferr.Error())
+			return
+		}
+		events, err = h.Engine.DisableGuarded(r.Context(), site, origin, actor(r), force)
 	case "enable":
 		events, err = h.Engine.Enable(r.Context(), site, origin, actor(r))
 	default:
@@ -439,6 +482,32 @@ func (h *handler) originAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, actionResult{Site: site, Events: events})
+}
+
+// forceParam reads ?force=true, or {"force": true} in the body, of an
+// origin action.
+func forceParam(r *http.Request) (bool, error) {
+	force := false
+	if s := r.URL.Query().Get("force"); s != "" {
+		v, err := strconv.ParseBool(s)
+		if err != nil {
+			return false, fmt.Errorf("force=%q: give true or false", s)
+		}
+		force = v
+	}
+	var body struct {
+		Force *bool `json:"force"`
+	}
+	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	switch err := dec.Decode(&body); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return false, fmt.Errorf("the body must be empty, {}, or {\"force\": true}: %v", err)
+	case body.Force != nil:
+		force = force || *body.Force
+	}
+	return force, nil
 }
 
 func (h *handler) waitParam(r *http.Request, def time.Duration) (time.Duration, error) {

@@ -19,8 +19,8 @@ import (
 // saved (nothing was changed then).
 type ActionError struct {
 	Err error
-	// Code is "unknown_site", "unknown_level", "unknown_origin" or
-	// "not_saved".
+	// Code is "unknown_site", "unknown_level", "unknown_origin",
+	// "last_enabled_origin" (DisableGuarded) or "not_saved".
 	Code string
 	Hint string
 }
@@ -45,6 +45,9 @@ func (e *Engine) act(ctx context.Context, site, actor string, do func(f *fleet.F
 	events, err := do(e.fleet)
 	if err != nil {
 		ae := &ActionError{Err: err, Code: "unknown_origin"}
+		if errors.As(err, &ae) {
+			return nil, ae
+		}
 		var ul *decide.UnknownLevelError
 		var us fleet.ErrUnknownSite
 		switch {
@@ -123,6 +126,68 @@ func (e *Engine) Switch(ctx context.Context, site string, level int, actor strin
 // Disable takes an origin out of votes, level health and the publication.
 func (e *Engine) Disable(ctx context.Context, site, origin, actor string) ([]decide.Event, error) {
 	return e.act(ctx, site, actor, func(f *fleet.Fleet) ([]decide.Event, error) { return f.Disable(site, origin) })
+}
+
+// DisableGuarded is Disable as the operator's surfaces (the API, the CLI,
+// the status page) do it: unless force is set, it refuses, with code
+// "last_enabled_origin", to disable the last enabled origin of the site's
+// current level, which would leave the site on a level with nothing to
+// serve and nothing to probe (the decision rules do not move a site off a
+// level for that). The check and the change happen under one lock.
+func (e *Engine) DisableGuarded(ctx context.Context, site, origin, actor string, force bool) ([]decide.Event, error) {
+	return e.act(ctx, site, actor, func(f *fleet.Fleet) ([]decide.Event, error) {
+		if !force {
+			if s := f.Site(site); s != nil {
+				if err := lastEnabledGuard(s.Spec, s.State, origin); err != nil {
+					return nil, err
+				}
+			}
+		}
+		return f.Disable(site, origin)
+	})
+}
+
+// lastEnabledGuard refuses to disable origin when it is the last enabled
+// origin of the current level; the hint names the way out.
+func lastEnabledGuard(spec *decide.SiteSpec, st *decide.SiteState, origin string) error {
+	oi := spec.OriginIndex(origin)
+	if oi < 0 || st.Origins[oi].State == decide.Disabled || spec.Origins[oi].Level != st.Level {
+		return nil // unknown (Disable says so), already disabled, or not on the current level
+	}
+	for i, o := range spec.Origins {
+		if i != oi && o.Level == st.Level && st.Origins[i].State != decide.Disabled {
+			return nil
+		}
+	}
+	// The way out is the nearest backup level with an enabled origin, else
+	// the nearest level above.
+	next := 0
+	for _, l := range spec.Levels {
+		if l == st.Level || !levelHasEnabled(spec, st, l) {
+			continue
+		}
+		if l > st.Level {
+			next = l
+			break
+		}
+		next = l // above the current level: the last one seen is the nearest
+	}
+	force := fmt.Sprintf("or force it with vigil origin disable -force %s %s (the API's ?force=true)", spec.Name, origin)
+	hint := "the site has no other level with an enabled origin: enable one first, " + force
+	if next != 0 {
+		hint = fmt.Sprintf("move the site first with vigil switch %s %d, %s", spec.Name, next, force)
+	}
+	return &ActionError{Code: "last_enabled_origin", Hint: hint, Err: fmt.Errorf(
+		"site %s: %s is the last enabled origin of level %d, the current level: disabling it would leave the site serving nothing, and the health checks would not move it", spec.Name, origin, st.Level)}
+}
+
+func levelHasEnabled(spec *decide.SiteSpec, st *decide.SiteState, level int) bool {
+	for i, o := range spec.Origins {
+		if o.Level == level && st.Origins[i].State != decide.Disabled {
+			return true
+		}
+	}
+	return false
 }
 
 // Enable puts a disabled origin back, unknown.

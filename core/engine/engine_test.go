@@ -123,7 +123,7 @@ func TestActionsAreJournaledWithActor(t *testing.T) {
 		t.Fatalf("journal %+v", evs)
 	}
 	v := e.Views().Site("www")
-	if v.Failback != "manual" || v.Origins["a1"].State != "disabled" || !strings.Contains(v.Origins["a1"].Reason, "bob") {
+	if v.Failback != "auto" || !v.ManualHold || v.EffectiveFailback != "manual" || v.Origins["a1"].State != "disabled" || !strings.Contains(v.Origins["a1"].Reason, "bob") {
 		t.Fatalf("view after actions: %+v", v)
 	}
 	pub := e.Hub().Current()
@@ -161,7 +161,7 @@ site "www" {
 		{"kept a1's state", v.Origins["a1"].State == "healthy"},
 		{"new origin unknown", v.Origins["a3"].State == "unknown"},
 		{"removed origin dropped", len(v.Origins) == 2},
-		{"hold cleared with the level", v.Failback == "auto"},
+		{"hold cleared with the level", !v.ManualHold && v.EffectiveFailback == "auto"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,13 +16,23 @@ import (
 // round line, plus the last probe time, each origin's last reason and votes,
 // and the publication version.
 type SiteView struct {
-	Round    uint64                `json:"round"`
-	Site     string                `json:"site"`
-	Hostname string                `json:"hostname"`
-	Level    int                   `json:"level"`
-	Failback string                `json:"failback"`
-	Levels   map[string]string     `json:"levels"`
-	Origins  map[string]OriginView `json:"origins"`
+	Round    uint64 `json:"round"`
+	Site     string `json:"site"`
+	Hostname string `json:"hostname"`
+	Level    int    `json:"level"`
+	// Failback is the configured failback, "auto" or "manual".
+	Failback string `json:"failback"`
+	// ManualHold is set by a manual switch to a level other than the top
+	// level, and cleared by a manual switch to the top level; while it is
+	// set failback is manual whatever the configuration says.
+	ManualHold bool `json:"manual_hold"`
+	// EffectiveFailback is what the next rounds do: Failback, or "manual"
+	// while ManualHold is set.
+	EffectiveFailback string `json:"effective_failback"`
+	// Thresholds are the consecutive counts that change an origin's state.
+	Thresholds Thresholds            `json:"thresholds"`
+	Levels     map[string]string     `json:"levels"`
+	Origins    map[string]OriginView `json:"origins"`
 	// Events are the events of the site's last probed round.
 	Events []decide.Event `json:"events"`
 	// LastProbe is when the site was last probed; null before the first.
@@ -35,14 +45,25 @@ type SiteView struct {
 	Publication uint64 `json:"publication"`
 }
 
+// Thresholds are a site's health thresholds: Unhealthy failed rounds in
+// a row make an origin unhealthy, Healthy good ones make it healthy.
+type Thresholds struct {
+	Unhealthy int32 `json:"unhealthy"`
+	Healthy   int32 `json:"healthy"`
+}
+
 // OriginView is one origin of a SiteView.
 type OriginView struct {
-	State   string   `json:"state"`
-	Verdict string   `json:"verdict"`
-	By      *string  `json:"by"`
-	Asked   []string `json:"asked"`
-	Level   int      `json:"level"`
-	Address string   `json:"address"`
+	State string `json:"state"`
+	// Failures and Successes are the consecutive down and up verdicts,
+	// compared with the site's Thresholds (one of them is always 0).
+	Failures  int32    `json:"failures"`
+	Successes int32    `json:"successes"`
+	Verdict   string   `json:"verdict"`
+	By        *string  `json:"by"`
+	Asked     []string `json:"asked"`
+	Level     int      `json:"level"`
+	Address   string   `json:"address"`
 	// Reason summarizes the last round's votes, such as
 	// "direct: connect_failed: connection refused"; before the first
 	// round since vigil started, why the state last changed.
@@ -97,7 +118,8 @@ type siteSnap struct {
 }
 
 type originSnap struct {
-	state decide.Health
+	state               decide.Health
+	failures, successes int32
 	originInfo
 }
 
@@ -109,7 +131,8 @@ func snapOf(s *fleet.Site, x *siteInfo) *siteSnap {
 		probedAt: x.probedAt, probedSq: s.LastProbed,
 	}
 	for i := range v.origins {
-		v.origins[i] = originSnap{state: s.State.Origins[i].State, originInfo: x.origins[i]}
+		o := &s.State.Origins[i]
+		v.origins[i] = originSnap{state: o.State, failures: o.Failures, successes: o.Successes, originInfo: x.origins[i]}
 	}
 	return v
 }
@@ -206,17 +229,20 @@ func (v *Views) At(i int) *SiteView {
 	s, snap, last := v.fleet.Sites[i], v.sites[i], v.last[i]
 	chain := v.fleet.Chain
 	out := &SiteView{
-		Round:       snap.probedSq,
-		Site:        s.Spec.Name,
-		Hostname:    s.Config.Hostname,
-		Level:       snap.level,
-		Failback:    decide.EffectiveFailback(s.Spec, &decide.SiteState{ManualHold: snap.hold}).String(),
-		Levels:      make(map[string]string, len(s.Spec.Levels)),
-		Origins:     make(map[string]OriginView, len(s.Spec.Origins)),
-		Events:      []decide.Event{},
-		Probing:     "active",
-		Status:      v.Status(i),
-		Publication: v.Publication,
+		Round:             snap.probedSq,
+		Site:              s.Spec.Name,
+		Hostname:          s.Config.Hostname,
+		Level:             snap.level,
+		Failback:          s.Spec.Failback.String(),
+		ManualHold:        snap.hold,
+		EffectiveFailback: decide.EffectiveFailback(s.Spec, &decide.SiteState{ManualHold: snap.hold}).String(),
+		Thresholds:        Thresholds{Unhealthy: s.Spec.UnhealthyThreshold, Healthy: s.Spec.HealthyThreshold},
+		Levels:            make(map[string]string, len(s.Spec.Levels)),
+		Origins:           make(map[string]OriginView, len(s.Spec.Origins)),
+		Events:            []decide.Event{},
+		Probing:           "active",
+		Status:            v.Status(i),
+		Publication:       v.Publication,
 	}
 	probedAt := snap.probedAt
 	var rs *roundSite
@@ -247,7 +273,7 @@ func (v *Views) At(i int) *SiteView {
 	for oi, o := range s.Spec.Origins {
 		os := snap.origins[oi]
 		ov := OriginView{
-			State: os.state.String(), Verdict: "none", Asked: []string{}, Votes: []VoteView{},
+			State: os.state.String(), Failures: os.failures, Successes: os.successes, Verdict: "none", Asked: []string{}, Votes: []VoteView{},
 			Level: o.Level, Address: s.Config.Origins[oi].Address, Reason: os.cause,
 		}
 		if os.since != 0 {

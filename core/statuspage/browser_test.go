@@ -2,6 +2,7 @@ package statuspage_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -347,7 +348,7 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("focus in the open dialog is on #%s, want #confirm-cancel", id)
 		}
 		step(t, ctx, "have the wrong token refused", click(`#confirm-ok`), visible(`#confirm-error`))
-		if got := text(t, ctx, `#confirm-error`); !strings.Contains(got, "changes need the API token") {
+		if got := text(t, ctx, `#confirm-error`); !strings.Contains(got, "the API token sent is not this agent's") {
 			t.Errorf("error shown = %q; want the API's message", got)
 		}
 		if l := eng.Views().Site("www").Level; l != 1 {
@@ -376,8 +377,18 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("after the switch focus is on %q; want the site's heading (the button is gone)", id)
 		}
 		v := eng.Views().Site("www")
-		if v.Level != 2 || v.Failback != "manual" {
-			t.Errorf("after the switch the engine has level %d, failback %s; want 2, manual", v.Level, v.Failback)
+		if v.Level != 2 || !v.ManualHold || v.Failback != "auto" {
+			t.Errorf("after the switch the engine has level %d, hold %v, failback %s; want 2, held, auto", v.Level, v.ManualHold, v.Failback)
+		}
+		if s := text(t, ctx, card+` dd.failback`); s != "auto (configured)" {
+			t.Errorf("failback shown as %q, want the configured auto", s)
+		}
+		if s := text(t, ctx, card+` dd.hold`); !strings.Contains(s, "held on level 2") || !strings.Contains(s, "switches to level 1") {
+			t.Errorf("manual hold shown as %q", s)
+		}
+		b1 := v.Origins["b1"]
+		if want := fmt.Sprintf("%d/%d good", b1.Successes, v.Thresholds.Healthy); b1.Successes == 0 || text(t, ctx, card+` tr[data-origin="b1"] td.counter`) != want {
+			t.Errorf("b1's counter shown as %q, want %q", text(t, ctx, card+` tr[data-origin="b1"] td.counter`), want)
 		}
 		if href := eval[string](t, ctx, `location.href`); strings.Contains(href, testToken) {
 			t.Errorf("the token is in the URL: %s", href)
@@ -402,7 +413,21 @@ func TestBrowser(t *testing.T) {
 		if extra := text(t, ctx, `#confirm-extra`); !strings.Contains(extra, "Level 2 will have no enabled origin") {
 			t.Errorf("the consequence for the level is not spelled out: %q", extra)
 		}
-		step(t, ctx, "confirm",
+		step(t, ctx, "confirm, and have the maintenance guard refuse it",
+			click(`#confirm-ok`),
+			visible(`#confirm-error`),
+			visible(`#confirm-ok[data-forced="true"]`),
+		)
+		if got := text(t, ctx, `#confirm-error`); !strings.Contains(got, "last enabled origin of level 2") || !strings.Contains(got, "vigil switch www 1") {
+			t.Errorf("the guard's refusal shown as %q; want the reason and the way out", got)
+		}
+		if s := eng.Views().Site("www").Origins["b1"].State; s == "disabled" {
+			t.Fatalf("the refused disable went through")
+		}
+		if got := text(t, ctx, `#confirm-ok`); got != "Disable anyway" {
+			t.Errorf("after the refusal the button says %q, want Disable anyway", got)
+		}
+		step(t, ctx, "force it",
 			click(`#confirm-ok`),
 			visible(card+` tr[data-origin="b1"][data-state="disabled"]`),
 		)

@@ -252,8 +252,9 @@
       ? ['active', site.last_probe ? [' · last probe ', since(site.last_probe, ' ago')] : ' · not probed yet']
       : ['paused: ', site.paused_why || 'no reason given'];
     sec.append(h('dl', { class: 'facts' },
-      h('div', null, h('dt', null, 'Failback'), h('dd', null, site.failback === 'manual' && cur !== top
-        ? `manual (held on level ${cur} until someone switches back to level ${top})` : site.failback)),
+      h('div', null, h('dt', null, 'Failback'), h('dd', { class: 'failback' }, `${site.failback} (configured)`)),
+      h('div', null, h('dt', null, 'Manual hold'), h('dd', { class: 'hold', data: { hold: String(!!site.manual_hold) } }, site.manual_hold
+        ? `held on level ${cur} by a manual switch: failback is manual until someone switches to level ${top}` : 'none')),
       h('div', null, h('dt', null, 'Health checks'), h('dd', { data: { probing: site.probing } }, probing)),
       h('div', null, h('dt', null, 'Round'), h('dd', null, site.round ? String(site.round) : '—'))));
 
@@ -271,7 +272,7 @@
     sec.append(h('h3', null, 'Levels'), lvList);
 
     // Origins.
-    const cols = ['Origin', 'Level', 'State', 'Last verdict', 'Settled by', 'Reason', 'Changed'];
+    const cols = ['Origin', 'Level', 'State', 'Counter', 'Last verdict', 'Settled by', 'Reason', 'Changed'];
     if (canAct) cols.push('Action');
     const thead = h('thead', null, h('tr', null, cols.map((c) => h('th', { scope: 'col' }, c))));
     const tbody = h('tbody');
@@ -281,6 +282,7 @@
         h('th', { scope: 'row' }, h('span', { class: 'oname' }, o.name), h('span', { class: 'addr' }, o.address)),
         h('td', { 'data-label': 'Level' }, String(o.level)),
         h('td', { 'data-label': 'State', class: 'state' }, badge(o.state)),
+        h('td', { 'data-label': 'Counter', class: 'counter', title: counterTitle(o, site) }, counter(o, site)),
         h('td', { 'data-label': 'Last verdict', class: 'verdict-cell' }, o.state === 'disabled' ? h('span', { class: 'muted' }, '—') : verdict(o.verdict)),
         h('td', { 'data-label': 'Settled by', class: 'by' }, by),
         h('td', { 'data-label': 'Reason', class: 'reason' }, o.reason || h('span', { class: 'muted' }, '—')),
@@ -598,6 +600,21 @@
     }
   }
 
+  // counter is an origin's consecutive count against its threshold, as
+  // "1/3 failed": how close its state is to changing.
+  function counter(o, site) {
+    const t = site.thresholds || {};
+    if (o.state === 'disabled') return '—';
+    if (o.failures > 0) return `${o.failures}/${t.unhealthy} failed`;
+    if (o.successes > 0) return `${o.successes}/${t.healthy} good`;
+    return '—';
+  }
+
+  function counterTitle(o, site) {
+    const t = site.thresholds || {};
+    return `${t.unhealthy} failed rounds in a row make an origin unhealthy; ${t.healthy} good ones make it healthy`;
+  }
+
   // ---- dialogs --------------------------------------------------------------
   let returnKey = null;
   let pending = null;
@@ -615,7 +632,10 @@
     returnKey = null;
   }
 
-  function showConfirm(title, text, extra, okLabel, run, site) {
+  // showConfirm asks before an action. force, when given, is the action
+  // forced past the agent's maintenance guard: offered only after the
+  // agent refused the plain one with last_enabled_origin.
+  function showConfirm(title, text, extra, okLabel, run, site, force) {
     $('confirm-title').textContent = title;
     $('confirm-text').textContent = text;
     $('confirm-extra').textContent = extra || '';
@@ -623,7 +643,8 @@
     $('confirm-error').hidden = true;
     $('confirm-ok').textContent = okLabel;
     $('confirm-ok').disabled = false;
-    pending = { run, site };
+    delete $('confirm-ok').dataset.forced;
+    pending = { run, site, force };
     openDialog($('confirm'), document.activeElement);
     $('confirm-cancel').focus();
   }
@@ -668,9 +689,10 @@
       text = `Enable origin ${origin} of ${name}? It starts as unknown and is probed again from the site's next round.`;
     }
     const verb = action === 'disable' ? 'Disable' : 'Enable';
+    const path = `v1/sites/${encodeURIComponent(name)}/origins/${encodeURIComponent(origin)}/${action}`;
     showConfirm(`${verb} ${origin}`, text, extra, `${verb} ${origin}`,
-      () => api('POST', `v1/sites/${encodeURIComponent(name)}/origins/${encodeURIComponent(origin)}/${action}`, {})
-        .then(() => announce(`${verb}d ${origin} of ${name}.`)), name);
+      () => api('POST', path, {}).then(() => announce(`${verb}d ${origin} of ${name}.`)), name,
+      action === 'disable' ? () => api('POST', path, { force: true }).then(() => announce(`Disabled ${origin} of ${name} (forced).`)) : null);
   }
 
   document.addEventListener('click', (e) => {
@@ -701,6 +723,13 @@
       box.hidden = false;
       ok.disabled = false;
       if (err.status === 401 || err.status === 403) box.append(' ', h('button', { type: 'button', class: 'linkish', onclick: () => { $('confirm').close(); openToken(); } }, 'Change the token'));
+      if (err.code === 'last_enabled_origin' && pending && pending.force) {
+        // The guard refused: the OK button now forces it, and says so.
+        pending.run = pending.force;
+        pending.force = null;
+        ok.textContent = 'Disable anyway';
+        ok.dataset.forced = 'true';
+      }
     } finally {
       ok.removeAttribute('aria-busy');
     }
