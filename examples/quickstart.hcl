@@ -6,6 +6,11 @@
 #     gateway on 127.0.0.1:8471; edge-1 also proxies visitors on :8080
 #   - a fake dnspup Customer API on 127.0.0.1:8475 (bin/vigil-fake-dnspup)
 #     whose checkpoints probe the origins from this machine
+# A port taken? `VIGIL_DEMO_API_PORT=9470 make demo` (and the other
+# VIGIL_DEMO_* variables at the top of examples/demo.sh) runs the demo on a
+# copy of this file with the addresses moved, data/demo/quickstart.hcl. The
+# demo finds the addresses and paths below by setting and value (listen =
+# "127.0.0.1:8470", ...): change one here, and change demo.sh too.
 #
 # The chain is the one vigil documents: the operator's nodes first (two must
 # agree), then dnspup checkpoints whose votes are added to the node votes,
