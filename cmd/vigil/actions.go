@@ -26,9 +26,10 @@ the top level it releases it.`,
 	register(command{
 		name: "origin disable", synopsis: "take an origin out of votes, level health and the publication",
 		usage: "vigil origin disable [-force] SITE ORIGIN [flags]",
-		help: `The last enabled origin of the site's current level is refused: it would
-leave the site serving nothing, and the health checks would not move it. Move
-the site first (vigil switch SITE LEVEL), or give -force.`,
+		help: `The last enabled origin of the site's current level is refused: the site
+would serve nothing until a round fails it over (or, with fewer than two
+enabled origins left, until someone moves it, as its health checks pause).
+Move the site first (vigil switch SITE LEVEL), or give -force.`,
 		run: func(args []string, stdout, stderr io.Writer) int { return runOrigin("disable", args, stdout, stderr) },
 	})
 	register(command{

@@ -177,8 +177,12 @@ func lastEnabledGuard(spec *decide.SiteSpec, st *decide.SiteState, origin string
 	if next != 0 {
 		hint = fmt.Sprintf("move the site first with vigil switch %s %d, %s", spec.Name, next, force)
 	}
+	why := "the site would serve nothing until a round fails it over"
+	if st.EnabledOrigins()-1 < 2 {
+		why = "the site would serve nothing, and with fewer than two enabled origins its health checks pause, so nothing would move it"
+	}
 	return &ActionError{Code: "last_enabled_origin", Hint: hint, Err: fmt.Errorf(
-		"site %s: %s is the last enabled origin of level %d, the current level: disabling it would leave the site serving nothing, and the health checks would not move it", spec.Name, origin, st.Level)}
+		"site %s: %s is the last enabled origin of level %d, the current level: disabling it is refused, as %s", spec.Name, origin, st.Level, why)}
 }
 
 func levelHasEnabled(spec *decide.SiteSpec, st *decide.SiteState, level int) bool {
