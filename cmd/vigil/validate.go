@@ -1,10 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/hcl/v2"
 
 	"github.com/vigilcdn/vigil/core/config"
+	corepreflight "github.com/vigilcdn/vigil/core/preflight"
 )
 
 func init() {
@@ -67,4 +73,13 @@ func validateOne(path string, offline bool, stdout, stderr io.Writer) bool {
 	}
 	fmt.Fprintf(stdout, "%s: configuration is valid: %d source(s), %d site(s) (%s)\n", path, len(cfg.Sources), len(cfg.Sites), how)
 	return true
+}
+
+// preflight runs the agent's own start checks on a loaded configuration
+// (core/preflight): plugins launched and configured unless offline.
+func preflight(cfg *config.Config, offline bool, stderr io.Writer) hcl.Diagnostics {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	log := hclog.New(&hclog.LoggerOptions{Name: "vigil", Level: hclog.Warn, Output: stderr})
+	return corepreflight.Check(ctx, cfg, corepreflight.Options{Offline: offline, Logger: log})
 }

@@ -12,8 +12,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/vigilcdn/vigil/sdk"
@@ -111,6 +113,32 @@ type process struct {
 	client *plugin.Client
 	cmd    *exec.Cmd
 	src    sdk.VoteSource
+	log    *exitLogger
+}
+
+// exitLogger is the logger go-plugin gets for one process. go-plugin logs
+// the process's exit as an ERROR whenever its status is not 0, which it is
+// not when vigil itself ends the process (a refused configuration, a hung
+// call, the host closing): once vigil has decided to stop the process, that
+// line is logged at Info, saying so. A process that dies by itself is still
+// an ERROR.
+type exitLogger struct {
+	hclog.Logger
+	onPurpose atomic.Bool
+}
+
+func (l *exitLogger) Error(msg string, args ...any) {
+	if msg == "plugin process exited" && l.onPurpose.Load() {
+		l.Logger.Info("plugin process exited (stopped by vigil)", args...)
+		return
+	}
+	l.Logger.Error(msg, args...)
+}
+
+// kill ends a process that launch gave up on.
+func (l *exitLogger) kill(client *plugin.Client) {
+	l.onPurpose.Store(true)
+	client.Kill()
 }
 
 // launch starts the plugin binary and dispenses its VoteSource.
@@ -130,6 +158,7 @@ func (s *Source) launch() (*process, error) {
 	if len(missing) > 0 {
 		s.log.Warn("environment variables named in env are not set in vigil's environment", "names", missing)
 	}
+	exitLog := &exitLogger{Logger: s.log}
 	cmd := exec.Command(path)
 	cmd.Env = env
 	setDeathSignal(cmd)
@@ -142,12 +171,12 @@ func (s *Source) launch() (*process, error) {
 		AutoMTLS:         true,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		StartTimeout:     s.startTimeout(),
-		Logger:           s.log,
+		Logger:           exitLog,
 		Stderr:           io.Discard,
 	})
 	rpc, err := client.Client()
 	if err != nil {
-		client.Kill()
+		exitLog.kill(client)
 		if errors.Is(err, plugin.ErrChecksumsDoNotMatch) {
 			return nil, fmt.Errorf("plugin %q changed after its checksum was verified: refusing to start it", path)
 		}
@@ -158,15 +187,15 @@ func (s *Source) launch() (*process, error) {
 	}
 	raw, err := rpc.Dispense(sdk.PluginName)
 	if err != nil {
-		client.Kill()
+		exitLog.kill(client)
 		return nil, fmt.Errorf("plugin %q: %w", path, err)
 	}
 	src, ok := raw.(sdk.VoteSource)
 	if !ok {
-		client.Kill()
+		exitLog.kill(client)
 		return nil, fmt.Errorf("plugin %q does not serve a vote source", path)
 	}
-	return &process{client: client, cmd: cmd, src: src}, nil
+	return &process{client: client, cmd: cmd, src: src, log: exitLog}, nil
 }
 
 func (s *Source) startTimeout() time.Duration {
@@ -180,12 +209,14 @@ func (s *Source) startTimeout() time.Duration {
 // kills it only if it does not within two seconds. Its exit is then not an
 // error worth logging.
 func (p *process) stop() {
+	p.log.onPurpose.Store(true)
 	p.client.Kill()
 }
 
 // kill ends the process at once (no graceful shutdown: it is broken or the
 // host is closing) and waits for go-plugin's cleanup.
 func (p *process) kill() {
+	p.log.onPurpose.Store(true)
 	if p.cmd.Process != nil {
 		_ = p.cmd.Process.Kill()
 	}

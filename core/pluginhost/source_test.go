@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/vigilcdn/vigil/sdk"
+	"github.com/vigilcdn/vigil/sdk/sdktest"
 )
 
 func ballot(site string, n int) sdk.Ballot {
@@ -99,6 +101,26 @@ func TestConfigDiagnostics(t *testing.T) {
 	}
 }
 
+// TestStopOnPurposeIsNotAnError: a plugin that vigil stops itself (here
+// after its Configure refused the config) is not logged as an ERROR, though
+// go-plugin sees a non-zero exit.
+func TestStopOnPurposeIsNotAnError(t *testing.T) {
+	logs := &sdktest.LogBuffer{}
+	src := New(Spec{Name: "test", Plugin: testPlugin, Config: parseConfig(t, "voter = \"v\"\ncount = 11"),
+		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, Output: logs})})
+	t.Cleanup(src.Close)
+	if diags := src.Start(context.Background()); !diags.HasErrors() {
+		t.Fatal("Start succeeded, want the plugin's refusal")
+	}
+	logs.WaitFor(t, 10*time.Second, "plugin process exited")
+	src.Close()
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "[ERROR]") {
+			t.Errorf("stopping a plugin on purpose logged an error: %s", line)
+		}
+	}
+}
+
 func TestStartFailures(t *testing.T) {
 	sum := sha256.New()
 	b, err := os.ReadFile(testPlugin)
@@ -175,7 +197,7 @@ func TestEnvironmentOnlyNamedVariables(t *testing.T) {
 
 func TestCrashMidCall(t *testing.T) {
 	ready := filepath.Join(t.TempDir(), "ready")
-	src, _ := newSource(t, fmt.Sprintf("voter = \"v\"\nready_file = %q", ready), nil)
+	src, logs := newSource(t, fmt.Sprintf("voter = \"v\"\nready_file = %q", ready), nil)
 	firstPID := src.PID()
 	errc := make(chan error, 1)
 	go func() {
@@ -203,6 +225,8 @@ func TestCrashMidCall(t *testing.T) {
 	if st.Crashes != 1 || st.Failures != 1 {
 		t.Errorf("stats after crash = %+v", st)
 	}
+	// A process that dies by itself is an error in the log.
+	logs.WaitFor(t, 10*time.Second, "[ERROR]", "plugin process exited", "signal: killed")
 	// The next use restarts the plugin and votes normally.
 	votes, err := src.Vote(context.Background(), ballot("www", 2))
 	if err != nil || len(votes) != 2 {
