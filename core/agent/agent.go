@@ -165,7 +165,13 @@ func listen(addr string) (net.Listener, error) {
 func (a *Agent) serve(ln net.Listener) {
 	var handler http.Handler = a.api
 	handler = a.cluster.wrap(handler)
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	// Shutting the server down ends its long polls at once (they answer as
+	// at the end of their wait), rather than waiting up to a poll's length.
+	drain := make(chan struct{})
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return api.WithDrain(context.Background(), drain) }}
+	var drainOnce sync.Once
+	srv.RegisterOnShutdown(func() { drainOnce.Do(func() { close(drain) }) })
 	oldSrv := a.server
 	a.server, a.listener = srv, ln
 	a.done.Add(1)

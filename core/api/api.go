@@ -484,6 +484,34 @@ func (h *handler) originAction(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, actionResult{Site: site, Events: events})
 }
 
+type drainKey struct{}
+
+// WithDrain returns ctx carrying drain, for an http.Server's BaseContext:
+// the long polls of the requests it serves (GET /v1/events and GET
+// /v1/publication with a wait) answer at once, as when their wait ends,
+// once drain is closed. A server closes it as it shuts down
+// (RegisterOnShutdown), so that Shutdown does not wait out the polls of
+// the nodes that follow the publication.
+func WithDrain(ctx context.Context, drain <-chan struct{}) context.Context {
+	return context.WithValue(ctx, drainKey{}, drain)
+}
+
+// pollContext is the context of a long poll of wait: done at the end of
+// the wait, of the request, or when the server drains.
+func pollContext(r *http.Request, wait time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	if drain, ok := r.Context().Value(drainKey{}).(<-chan struct{}); ok {
+		go func() {
+			select {
+			case <-drain:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return ctx, cancel
+}
+
 // forceParam reads ?force=true, or {"force": true} in the body, of an
 // origin action.
 func forceParam(r *http.Request) (bool, error) {
@@ -576,7 +604,7 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "unknown_site", fmt.Sprintf("no site %s", site), "GET /v1/sites lists the sites")
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	ctx, cancel := pollContext(r, wait)
 	defer cancel()
 	for {
 		changed := h.Engine.JournalChanged()
@@ -626,7 +654,7 @@ func (h *handler) publication(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, cur)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	ctx, cancel := pollContext(r, wait)
 	defer cancel()
 	snap, ok := h.Engine.Hub().Wait(ctx, after)
 	if !ok {

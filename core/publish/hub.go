@@ -3,6 +3,7 @@ package publish
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/vigilcdn/vigil/sdk/publication"
 )
@@ -12,7 +13,12 @@ type Hub struct {
 	mu      sync.Mutex
 	snap    *publication.Snapshot
 	changed chan struct{} // closed and replaced on every publish
+	waiting atomic.Int64
 }
+
+// Waiting is how many callers of Wait are waiting for a newer snapshot
+// now: the followers (nodes, publishers) holding a long poll.
+func (h *Hub) Waiting() int { return int(h.waiting.Load()) }
 
 // NewHub returns a hub holding an empty snapshot at version 0.
 func NewHub() *Hub {
@@ -43,6 +49,8 @@ func (h *Hub) Current() *publication.Snapshot {
 // Wait returns the first snapshot with a version greater than after, or
 // the current one and false when ctx ends first.
 func (h *Hub) Wait(ctx context.Context, after uint64) (*publication.Snapshot, bool) {
+	h.waiting.Add(1)
+	defer h.waiting.Add(-1)
 	for {
 		h.mu.Lock()
 		snap, changed := h.snap, h.changed
