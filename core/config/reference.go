@@ -1,0 +1,364 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/vigilcdn/vigil/core/vote"
+)
+
+// This file describes, for operators, every block and attribute the loader
+// accepts. docs/config.md is generated from it (go test ./docs -run
+// TestConfigReference -update), and reference_test.go holds it to the
+// loader's schemas (Schemas), so that neither can gain or lose an entry
+// without the other, and to the loader's defaults.
+
+// RefBlock describes one kind of block of the configuration.
+type RefBlock struct {
+	// Path names the block kind: the block types from the top level down,
+	// joined by dots, with a kind label that selects the block's schema in
+	// quotes: "control", "control.api", `control.store "etcd"`,
+	// "site.origin", `notify "webhook"`. Names an operator chooses (a
+	// site's name) are not part of it. Schemas is keyed by the same paths.
+	Path string
+	// Parent is the Path of the enclosing block, "" at the top level of a
+	// file.
+	Parent string
+	// Type is the block type as written: "origin".
+	Type string
+	// Labels are the block's labels, in order.
+	Labels []RefLabel
+	// Repeat says how many blocks of this kind may appear, and where.
+	Repeat string
+	// Meaning says what the block is for.
+	Meaning string
+	// Attributes are the block's attributes, in the order the reference
+	// lists them.
+	Attributes []RefAttribute
+	// Plugin is set on a block whose attributes are a plugin's own
+	// (source.config): the loader keeps its body for the plugin's
+	// ConfigSchema and has no schema of its own for it.
+	Plugin bool
+}
+
+// RefLabel describes one label of a block.
+type RefLabel struct {
+	// Name is the label's name in the loader's schema ("name", "kind").
+	Name string
+	// Fixed is the only value the loader accepts for a kind label, such as
+	// "webhook"; empty for a name the operator chooses.
+	Fixed string
+	// Meaning says what the label is.
+	Meaning string
+	// Example is a value of a name label (Fixed is the value of a kind
+	// label).
+	Example string
+}
+
+// RefAttribute describes one attribute of a block.
+type RefAttribute struct {
+	Name string
+	// Type is the attribute's HCL type, as an operator writes it:
+	// "string", "whole number", "bool", "duration" (a string such as
+	// "30s"), "list of string", ...
+	Type string
+	// Required is set when the loader refuses the block without it.
+	Required bool
+	// Default is the value the loader uses when the attribute is left
+	// out, as an HCL literal (`"30s"`, `500`, `true`); empty when it is
+	// required or has no literal default.
+	Default string
+	// DefaultNote says in words what happens when the attribute is left
+	// out, or qualifies Default; set whenever an optional attribute has no
+	// Default.
+	DefaultNote string
+	// Meaning says what the attribute does, with the values the loader
+	// accepts.
+	Meaning string
+	// Example is an HCL expression the loader accepts, such as `"10s"`.
+	Example string
+	// Instead names the attribute of the same block this one is an
+	// alternative to: an example shows one of the two.
+	Instead string
+}
+
+// hclString is s as an HCL string literal.
+func hclString(s string) string { return strconv.Quote(s) }
+
+// hclDuration is d as an HCL duration literal, such as "30s".
+func hclDuration(d time.Duration) string { return hclString(d.String()) }
+
+// Reference returns every block kind of the configuration, each parent
+// before its children, in the order the reference presents them. Each
+// call returns a new slice.
+func Reference() []RefBlock {
+	return []RefBlock{
+		{
+			Path: "control", Type: "control",
+			Repeat:  "At most one, in any file.",
+			Meaning: "The agent's own settings: the round, where the state and the plugins are, the HTTP API and the store. Every attribute may be left out.",
+			Attributes: []RefAttribute{
+				{Name: "round_interval", Type: "duration", Default: hclDuration(DefaultRoundInterval),
+					Meaning: "How often a round starts. The chain's sources share it, less the engine's part (min(round_interval/10, 2s)): see the timeout of source and of health_check. Greater than 0.",
+					Example: `"30s"`},
+				{Name: "sites_per_round", Type: "whole number", Default: strconv.Itoa(DefaultSitesPerRound),
+					Meaning: "The most sites one round probes, those probed longest ago first. At least 1.",
+					Example: `500`},
+				{Name: "data_dir", Type: "string", Default: hclString(DefaultDataDir),
+					Meaning: "Folder of the embedded state file and its last-good copies, created when missing; relative to the agent's working directory. Unused with a store \"etcd\" block. A change needs a restart.",
+					Example: `"/var/lib/vigil"`},
+				{Name: "plugin_dir", Type: "string", Default: hclString(DefaultPluginDir),
+					Meaning: "Folder where a source's plugin given by bare name is looked up first, before PATH; relative to the agent's working directory.",
+					Example: `"/usr/lib/vigil"`},
+			},
+		},
+		{
+			Path: "control.api", Parent: "control", Type: "api",
+			Repeat:  "At most one, in control.",
+			Meaning: "The HTTP API: the CLI's commands, the status page, /metrics, and the publication that nodes and publishers follow.",
+			Attributes: []RefAttribute{
+				{Name: "listen", Type: "string", Default: hclString(DefaultAPIListen),
+					Meaning: "Address (host:port) the API listens on. Not empty.",
+					Example: `"127.0.0.1:8470"`},
+				{Name: "token_env", Type: "string", DefaultNote: "none: without token_env or token_file the agent has no token and refuses every change",
+					Meaning: "Name of the environment variable holding the bearer token that changes (switch, disable, enable, probe) need. Read at start and at reload; an unset or empty variable stops the agent from starting.",
+					Example: `"VIGIL_TOKEN"`},
+				{Name: "token_file", Type: "string", DefaultNote: "none",
+					Meaning: "File holding the bearer token (surrounding white space ignored), relative to the agent's working directory; used only when token_env is not set. An empty or unreadable file stops the agent from starting.",
+					Example: `"/etc/vigil/api-token"`, Instead: "token_env"},
+				{Name: "read_access", Type: "string", Default: hclString("open"),
+					Meaning: `"open": reads (sites, events, nodes, the publication, /metrics) need no token; "token": they need the token too, nodes following the publication included.`,
+					Example: `"token"`},
+			},
+		},
+		{
+			Path: `control.store "etcd"`, Parent: "control", Type: "store",
+			Labels:  []RefLabel{{Name: "kind", Fixed: "etcd", Meaning: `The store kind; "etcd" is the only one.`}},
+			Repeat:  "At most one, in control. Without it the state is kept in data_dir. A change needs a restart.",
+			Meaning: "Keeps the state in etcd, shared by several agents: one leader that probes and standbys that serve reads (active-standby), or every agent probing its share of the sites (sharded). See docs/ha.md.",
+			Attributes: []RefAttribute{
+				{Name: "endpoints", Type: "list of string", Required: true,
+					Meaning: "The etcd members' client addresses, as host:port or http(s)://host:port (no path or credentials); at least one.",
+					Example: `["10.0.0.1:2379", "10.0.0.2:2379", "10.0.0.3:2379"]`},
+				{Name: "prefix", Type: "string", Default: hclString(DefaultEtcdPrefix),
+					Meaning: "Key prefix of everything vigil keeps in etcd; the agents of one cluster share it. Starts with /, does not end with one, no spaces.",
+					Example: `"/vigil/prod"`},
+				{Name: "lease_ttl", Type: "duration", Default: hclDuration(DefaultEtcdLeaseTTL),
+					Meaning: "Lease of the leader key and of each instance's membership key: how long a silent instance keeps its role. Whole seconds, at least 2s.",
+					Example: `"10s"`},
+				{Name: "mode", Type: "string", Default: hclString(ModeActiveStandby),
+					Meaning: fmt.Sprintf("%q: one leader probes and the others stand by, serve reads and refuse changes; %q: every instance probes its rendezvous-hashed share of the sites.", ModeActiveStandby, ModeSharded),
+					Example: hclString(ModeSharded)},
+				{Name: "dial_timeout", Type: "duration", Default: hclDuration(DefaultEtcdDialTimeout),
+					Meaning: "How long connecting to etcd may take. Greater than 0.",
+					Example: `"5s"`},
+				{Name: "username_env", Type: "string", DefaultNote: "none: no authentication",
+					Meaning: "Name of the environment variable holding the etcd user name. Set both username_env and password_env, or neither; both variables must be set when the agent starts.",
+					Example: `"VIGIL_ETCD_USER"`},
+				{Name: "password_env", Type: "string", DefaultNote: "none: no authentication",
+					Meaning: "Name of the environment variable holding the etcd password; see username_env.",
+					Example: `"VIGIL_ETCD_PASSWORD"`},
+				{Name: "id", Type: "string", DefaultNote: `the host name, "-" and the API's port, such as "edge-a-8470"`,
+					Meaning: "This instance's name in the cluster: unique per instance. Not empty.",
+					Example: `"vigil-1"`},
+				{Name: "advertise", Type: "string", DefaultNote: `"http://" and control.api's listen`,
+					Meaning: "The http(s) URL of this instance's API that the other instances give (a standby refusing a change names the leader's).",
+					Example: `"http://10.0.0.5:8470"`},
+				{Name: "max_txn_ops", Type: "whole number", Default: strconv.Itoa(DefaultEtcdMaxTxnOps),
+					Meaning: "The etcd cluster's --max-txn-ops: a commit with more operations is split. At least 16.",
+					Example: `128`},
+			},
+		},
+		{
+			Path: "source", Type: "source",
+			Labels:  []RefLabel{{Name: "name", Meaning: "The source's name, unique: a site's sources list, votes, logs and metrics use it.", Example: "dnspup"}},
+			Repeat:  fmt.Sprintf("Any number, at most %d; their order across the files is the chain's order.", vote.MaxSources),
+			Meaning: "One vote source of the chain: an out-of-process plugin. Each round the unsettled origins are handed to the sources in order; an origin a source settles is not handed to a later one. A site with health checks needs at least one source.",
+			Attributes: []RefAttribute{
+				{Name: "plugin", Type: "string", Required: true,
+					Meaning: "The plugin binary: a bare name is looked up in plugin_dir, then in PATH; a path (with a /) is used as it is, relative to the agent's working directory. Not empty.",
+					Example: `"vigil-source-dnspup"`},
+				{Name: "min_votes", Type: "whole number", Default: "1",
+					Meaning: "The fewest votes this source's verdict needs (it also needs a strict majority of up or down); with fewer, the origin passes on to the next source. At least 1.",
+					Example: `2`},
+				{Name: "tally", Type: "string", Default: hclString(vote.TallyOwn.String()),
+					Meaning: `"own": judge on this source's votes alone; "carry": judge on every vote cast so far this round, earlier sources' included.`,
+					Example: hclString(vote.TallyCarry.String())},
+				{Name: "timeout", Type: "duration", DefaultNote: "its share of the round: what the sources with a timeout leave of round_interval's chain budget, shared equally (docs/probing.md)",
+					Meaning: "This source's deadline in a round. Deadlines that add up to more than round_interval are a warning. Greater than 0.",
+					Example: `"10s"`},
+				{Name: "checksum", Type: "string", DefaultNote: "none: any binary found is run",
+					Meaning: `"sha256:" and the 64 hexadecimal digits of the plugin binary's SHA-256 (as sha256sum prints it); any other binary is refused.`,
+					Example: `"sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"`},
+				{Name: "env", Type: "list of string", Default: "[]",
+					Meaning: "Names of the agent's environment variables passed to the plugin, which sees no others (a plugin setting ending in _env names one of these).",
+					Example: `["DNSPUP_API_KEY", "DNSPUP_API_SECRET"]`},
+			},
+		},
+		{
+			Path: "source.config", Parent: "source", Type: "config", Plugin: true,
+			Repeat:  "At most one, in source.",
+			Meaning: "The plugin's own settings, declared by its ConfigSchema and checked by the plugin when the agent (or vigil validate) starts it; its errors point at the attribute's file:line. Without it the plugin gets no settings. The shipped plugins' settings are listed below.",
+		},
+		{
+			Path: "site", Type: "site",
+			Labels:  []RefLabel{{Name: "name", Meaning: "The site's name, unique: the CLI, the API and the event journal use it.", Example: "www"}},
+			Repeat:  "Any number.",
+			Meaning: "One site: its hostname, its origins grouped in levels, how they are probed, and which sources judge them.",
+			Attributes: []RefAttribute{
+				{Name: "hostname", Type: "string", Required: true,
+					Meaning: "The site's DNS name: the Host header and TLS name of its probes, and the name published (publish \"dns\" answers it). A bare name, no scheme, port or path; lowercased.",
+					Example: `"www.example.com"`},
+				{Name: "failback", Type: "string", Default: hclString("auto"),
+					Meaning: `"auto": switch back to a healthy higher level by itself; "manual": only announce that one is healthy again.`,
+					Example: `"manual"`},
+				{Name: "sources", Type: "list of string", DefaultNote: "every source, in chain order",
+					Meaning: "The sources that judge this site's origins: declared source names, each once; they are asked in the chain's order, whatever the order here. Not empty.",
+					Example: `["node", "direct"]`},
+			},
+		},
+		{
+			Path: "site.health_check", Parent: "site", Type: "health_check",
+			Repeat:  "At most one, in site.",
+			Meaning: "How the site's origins are probed and judged. A probe is one GET of the origin's address plus path, with the hostname as Host, on a new connection, read to the end of the body; a status below 500 is up. The extra checks (expected_status, expected_body, max_latency) only turn an up into a down. See docs/probing.md.",
+			Attributes: []RefAttribute{
+				{Name: "enabled", Type: "bool", Default: "true",
+					Meaning: "false: the site is not probed and stays on its level (status paused); it then needs neither two enabled origins nor a source.",
+					Example: `true`},
+				{Name: "path", Type: "string", Default: hclString(DefaultHealthPath),
+					Meaning: "Path (and optional query) probed on every origin. Starts with /; no spaces, control characters or fragment (#).",
+					Example: `"/cdn-health"`},
+				{Name: "timeout", Type: "duration", Default: hclDuration(DefaultProbeTimeout), DefaultNote: "shortened to what fits each source's deadline",
+					Meaning: "Deadline of one probe: DNS, connect, TLS, headers and body. Set, it must fit the deadline of each of the site's sources (at most deadline - min(deadline/5, 1.5s)), or the load fails. Greater than 0.",
+					Example: `"2s"`},
+				{Name: "unhealthy_threshold", Type: "whole number", Default: strconv.Itoa(DefaultUnhealthyThreshold),
+					Meaning: "Down verdicts in a row that make an origin unhealthy (a round without a verdict does not count). At least 1.",
+					Example: `3`},
+				{Name: "healthy_threshold", Type: "whole number", Default: strconv.Itoa(DefaultHealthyThreshold),
+					Meaning: "Up verdicts in a row that make an origin healthy (a round without a verdict does not count). At least 1.",
+					Example: `2`},
+				{Name: "user_agent", Type: "string", Default: hclString(DefaultUserAgent),
+					Meaning: "User-Agent header of the probes. Not empty.",
+					Example: `"example-cdn-health/1.0"`},
+				{Name: "expected_status", Type: "list of whole number", DefaultNote: "none: any status below 500 is up",
+					Meaning: "The statuses that count as up: any other below 500 is down; a 5xx is always down. Codes from 100 to 599.",
+					Example: `[200, 204]`},
+				{Name: "expected_body", Type: "string", DefaultNote: "none",
+					Meaning: "Text the body must contain (within its first max_body bytes), or the probe is down. At most 64KiB, and no longer than max_body.",
+					Example: `"ok"`},
+				{Name: "max_latency", Type: "duration", DefaultNote: "none",
+					Meaning: "The longest the response headers may take, counted from the probe's start; a slower answer is down. Greater than 0.",
+					Example: `"800ms"`},
+				{Name: "ca_file", Type: "string", DefaultNote: "none: the system's roots",
+					Meaning: "File of PEM certificates trusted for this site's origins instead of the system's roots (a private CA); relative to the folder of the file that names it. Read and checked at load.",
+					Example: `"ca/private-ca.pem"`},
+				{Name: "tls_server_name", Type: "string", DefaultNote: "the hostname",
+					Meaning: "The name sent as SNI and verified in the origin's certificate, when it is not the hostname; the Host header stays the hostname.",
+					Example: `"origin.internal"`},
+				{Name: "insecure_skip_tls_verify", Type: "bool", Default: "false",
+					Meaning: "true accepts any certificate, so a man in the middle or a wrong origin looks healthy; every load warns. Prefer ca_file or tls_server_name.",
+					Example: `false`},
+				{Name: "headers", Type: "map of string", DefaultNote: "none",
+					Meaning: "Extra request headers of every probe. Host, User-Agent and the headers that frame a request (Content-Length, Transfer-Encoding, Connection, Upgrade, Te, Trailer, Keep-Alive, Proxy-Connection) are refused; values are never logged.",
+					Example: `{ "X-Health-Token" = "s3cret" }`},
+				{Name: "follow_redirects", Type: "bool", Default: "false",
+					Meaning: "true follows redirects (at most 10) that keep the origin's scheme, port and host (the hostname or the address's); a redirect elsewhere is down. false: a 3xx is up.",
+					Example: `true`},
+				{Name: "max_body", Type: "size", Default: hclString("1MiB"),
+					Meaning: `The most bytes of a body a probe reads: a whole number of bytes, or a string with a unit B, KB, KiB, MB, MiB, GB or GiB, such as "256KiB"; from 1 byte to 1GiB.`,
+					Example: `"256KiB"`},
+			},
+		},
+		{
+			Path: "site.origin", Parent: "site", Type: "origin",
+			Labels:  []RefLabel{{Name: "name", Meaning: "The origin's name, unique within the site.", Example: "b1"}},
+			Repeat:  "At least one per site, and two enabled ones while health checks are enabled.",
+			Meaning: "One origin of the site, in one of its levels. When every enabled origin of the current level is unhealthy, the site switches to the next healthy level.",
+			Attributes: []RefAttribute{
+				{Name: "address", Type: "string", Required: true,
+					Meaning: "The origin's absolute http or https URL: scheme, host (name or IP) and optional port; no path, query, fragment or credentials.",
+					Example: `"https://backup.example.net"`},
+				{Name: "level", Type: "whole number", Default: "1",
+					Meaning: "The origin's level: 1 is the primary, higher levels are the backups, tried in order. At least 1.",
+					Example: `2`},
+				{Name: "enabled", Type: "bool", Default: "true",
+					Meaning: "false disables the origin: it is left out of votes, level health and the publication, as vigil origin disable does.",
+					Example: `true`},
+			},
+		},
+		{
+			Path: `notify "webhook"`, Type: "notify",
+			Labels: []RefLabel{
+				{Name: "kind", Fixed: "webhook", Meaning: `The notifier kind; "webhook" is the only one (the log gets every notice without a block).`},
+				{Name: "name", Meaning: "The notifier's name, unique: a plain word, no spaces, slashes or parentheses. It keys the notifier's delivery cursor.", Example: "ops"},
+			},
+			Repeat:  "Any number.",
+			Meaning: "A webhook that gets one POST per notice of a site's level (a switch, a failback available, all levels unhealthy), at least once: transport errors, 408, 429 and 5xx are retried without limit, and a restart resumes where delivery stopped; any other answer drops that notice, with an error in the log. A new webhook starts with the next event, not the history.",
+			Attributes: []RefAttribute{
+				{Name: "url", Type: "string", Required: true,
+					Meaning: "The absolute http or https URL the notices are posted to. It may hold a token in its path or query: logs show only its scheme and host.",
+					Example: `"https://hooks.example.com/vigil"`},
+				{Name: "format", Type: "string", Default: hclString("json"),
+					Meaning: `"json": vigil's own body; "slack": a Slack incoming-webhook message; "alertmanager": alerts for Alertmanager, whose POST /api/v2/alerts is then the url.`,
+					Example: `"slack"`},
+				{Name: "timeout", Type: "duration", Default: hclDuration(10 * time.Second),
+					Meaning: "Deadline of one delivery attempt. Greater than 0.",
+					Example: `"10s"`},
+			},
+		},
+		{
+			Path: `publish "dns"`, Type: "publish",
+			Labels:  []RefLabel{{Name: "kind", Fixed: "dns", Meaning: `The publisher kind; "dns" is the only one (nodes follow the publication through the API without a block).`}},
+			Repeat:  "At most one.",
+			Meaning: "An authoritative DNS server inside the agent, for one zone: a site whose hostname is in the zone gets A and AAAA records for the origins of its current level that are not unhealthy (a CNAME when they are all host names).",
+			Attributes: []RefAttribute{
+				{Name: "listen", Type: "string", Required: true,
+					Meaning: "Address (host:port) the server listens on, UDP and TCP. Not empty.",
+					Example: `"127.0.0.1:5353"`},
+				{Name: "zone", Type: "string", Required: true,
+					Meaning: "The zone answered, fully qualified (ending in a dot); a question outside it is refused.",
+					Example: `"cdn.example.net."`},
+				{Name: "ttl", Type: "whole number", Default: "30",
+					Meaning: "TTL in seconds of every record, and the SOA's negative-caching TTL. A warning when it is longer than a site's failure detection (unhealthy_threshold x round_interval). From 0 to 2147483647.",
+					Example: `30`},
+				{Name: "ns", Type: "list of string", DefaultNote: "none: the apex has no NS records, and the SOA names the apex",
+					Meaning: "The zone's name servers (fully qualified, ending in a dot), answered as the apex's NS records.",
+					Example: `["ns1.cdn.example.net."]`},
+				{Name: "fail_closed", Type: "bool", Default: "false",
+					Meaning: "What a site whose current level has no origin left that is not unhealthy gets: false answers every enabled origin (fail open); true answers SERVFAIL.",
+					Example: `false`},
+			},
+		},
+	}
+}
+
+// Schemas returns the loader's schemas keyed by RefBlock.Path, with "" for
+// the top level of a file. A block whose attributes are a plugin's
+// (source.config) has none. The schemas are copies: changing them does not
+// change the loader.
+func Schemas() map[string]*hcl.BodySchema {
+	loader := map[string]*hcl.BodySchema{
+		"":                     rootSchema,
+		"control":              controlSchema,
+		"control.api":          apiSchema,
+		`control.store "etcd"`: etcdSchema,
+		"source":               sourceSchema,
+		"site":                 siteSchema,
+		"site.health_check":    healthCheckSchema,
+		"site.origin":          originSchema,
+		`notify "webhook"`:     webhookSchema,
+		`publish "dns"`:        dnsSchema,
+	}
+	out := make(map[string]*hcl.BodySchema, len(loader))
+	for path, s := range loader {
+		c := &hcl.BodySchema{Attributes: slices.Clone(s.Attributes), Blocks: slices.Clone(s.Blocks)}
+		for i := range c.Blocks {
+			c.Blocks[i].LabelNames = slices.Clone(c.Blocks[i].LabelNames)
+		}
+		out[path] = c
+	}
+	return out
+}
