@@ -1,7 +1,8 @@
-// Package docs holds the operator documentation. Its only code is this
-// test, which keeps the links of the repository's Markdown honest: every
+// Package docs holds the operator documentation. Its only code is tests:
+// this one keeps the links of the repository's Markdown honest (every
 // relative link must name a file or folder that a clone of the repository
-// has.
+// has), and config_reference_test.go keeps config.md in step with the
+// loader's schema.
 package docs
 
 import (
