@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/hashicorp/go-hclog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -230,24 +231,25 @@ func (n *Node) setErr(err error) {
 	n.etcdOK, n.lastErr = false, err.Error()
 }
 
-// terms starts a term, waits for its lease to be lost, and starts again.
+// terms starts a term, waits for its lease to be lost, and starts again
+// after a wait that doubles from 200ms up to lease_ttl (no jitter).
 func (n *Node) terms(ctx context.Context) {
-	backoff := 200 * time.Millisecond
+	b := &backoff.ExponentialBackOff{InitialInterval: 200 * time.Millisecond, Multiplier: 2, MaxInterval: n.ttl}
 	for ctx.Err() == nil {
 		err := n.term(ctx)
 		if ctx.Err() != nil {
 			return
 		}
+		next := b.NextBackOff()
 		if err != nil {
 			n.setErr(err)
-			n.log.Error("etcd: cannot hold a lease; this instance does not act until it can", "error", err, "retry_in", backoff)
+			n.log.Error("etcd: cannot hold a lease; this instance does not act until it can", "error", err, "retry_in", next)
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(next):
 		}
-		backoff = min(backoff*2, n.ttl)
 	}
 }
 

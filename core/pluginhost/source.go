@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
 	"google.golang.org/grpc/codes"
@@ -375,9 +376,10 @@ func (s *Source) restart(done chan struct{}) {
 	if err != nil {
 		s.stats.startFailures.Add(1)
 		s.failStreak++
-		s.retryAt = time.Now().Add(s.backoff())
+		wait := s.backoff()
+		s.retryAt = time.Now().Add(wait)
 		s.startErr = err
-		s.log.Error("restarting vote source failed", "error", err, "retry_in", s.backoff())
+		s.log.Error("restarting vote source failed", "error", err, "retry_in", wait)
 		return
 	}
 	if s.closed {
@@ -433,7 +435,9 @@ func (s *Source) dropLocked(proc *process) {
 }
 
 // backoff is the wait before the next restart after failStreak consecutive
-// failures: none after the first, then MinBackoff doubling to MaxBackoff.
+// failures: none after the first, then MinBackoff doubling to MaxBackoff,
+// as the library's exponential backoff steps them (replayed from the
+// streak, so that the wait is a function of it alone).
 func (s *Source) backoff() time.Duration {
 	if s.failStreak <= 1 {
 		return 0
@@ -445,9 +449,11 @@ func (s *Source) backoff() time.Duration {
 	if hi <= 0 {
 		hi = DefaultMaxBackoff
 	}
-	d := lo
+	// No jitter (RandomizationFactor 0): one host restarts its own plugin.
+	b := &backoff.ExponentialBackOff{InitialInterval: lo, Multiplier: 2, MaxInterval: hi}
+	d := b.NextBackOff()
 	for i := 2; i < s.failStreak && d < hi; i++ {
-		d *= 2
+		d = b.NextBackOff()
 	}
 	return min(d, hi)
 }

@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/hashicorp/go-cleanhttp"
 	"github.com/hashicorp/go-retryablehttp"
 )
@@ -128,7 +128,7 @@ func New(cfg Config) (*Client, error) {
 		RetryWaitMax: waitMax,
 		RetryMax:     retryMax,
 		CheckRetry:   c.checkRetry,
-		Backoff:      backoff,
+		Backoff:      retryWait,
 		ErrorHandler: retryablehttp.PassthroughErrorHandler,
 	}
 	return c, nil
@@ -330,19 +330,27 @@ func notSent(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-// backoff waits Retry-After plus jitter when given, else exponential
-// backoff with jitter between min and max.
-func backoff(lo, hi time.Duration, attempt int, resp *http.Response) time.Duration {
+// retryWait is go-retryablehttp's Backoff hook, the wait before the retry
+// that follows attempt (0 for the first): Retry-After plus jitter when the
+// answer gives one, else a step that doubles from lo up to hi, the wait
+// drawn between half and all of it ("equal jitter").
+func retryWait(lo, hi time.Duration, attempt int, resp *http.Response) time.Duration {
 	if resp != nil {
 		if ra, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
 			return WithJitter(ra)
 		}
 	}
-	d := lo << min(attempt, 16)
-	if d > hi || d <= 0 {
-		d = hi
+	// The library draws each wait within ±RandomizationFactor of its
+	// current interval: an interval of three quarters of the step with a
+	// factor of 1/3 spans exactly half to all of the step. The hook is
+	// called afresh for each attempt, so the steps before it are replayed
+	// (64 doublings reach any cap).
+	b := &backoff.ExponentialBackOff{InitialInterval: lo * 3 / 4, RandomizationFactor: 1.0 / 3, Multiplier: 2, MaxInterval: hi * 3 / 4}
+	d := b.NextBackOff()
+	for range min(attempt, 64) {
+		d = b.NextBackOff()
 	}
-	return d/2 + rand.N(d/2+1)
+	return d
 }
 
 func redactURL(raw string) string {

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -149,6 +150,9 @@ type Agent struct {
 	proxy   *proxy.Proxy
 	metrics *agentMetrics
 	current atomic.Pointer[publication.Snapshot]
+	// backOff gives each reconnect loop its wait policy (newBackOff within
+	// MinBackoff and MaxBackoff); tests replace it.
+	backOff func() backoff.BackOff
 
 	// inFlight holds a token per probe in flight, over every batch; its
 	// capacity is the most probes in flight (Concurrency within the
@@ -213,7 +217,8 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Registry = prometheus.NewRegistry()
 		cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	a := &Agent{cfg: cfg, log: cfg.Log, metrics: newAgentMetrics(), inFlight: make(chan struct{}, inFlight)}
+	a := &Agent{cfg: cfg, log: cfg.Log, metrics: newAgentMetrics(), inFlight: make(chan struct{}, inFlight),
+		backOff: func() backoff.BackOff { return newBackOff(cfg.MinBackoff, cfg.MaxBackoff) }}
 	if err := a.metrics.register(cfg.Registry); err != nil {
 		return nil, fmt.Errorf("agent metrics: %w", err)
 	}

@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"time"
 
 	"github.com/vigilcdn/vigil/sdk/publication"
@@ -12,10 +11,11 @@ import (
 // follow long-polls the control plane's publication and applies every new
 // snapshot: saved in the state directory first, then served. While the
 // control plane cannot be reached, the last snapshot stays in use and the
-// agent retries with backoff and jitter.
+// agent retries with backoff and jitter (newBackOff), from MinBackoff again
+// after each snapshot.
 func (a *Agent) follow(ctx context.Context) {
 	f := &publication.Follower{BaseURL: a.cfg.ControlPlane, Token: a.cfg.ControlPlaneToken, Wait: a.cfg.PollWait}
-	backoff := a.cfg.MinBackoff
+	b := a.backOff()
 	failing := false
 	for ctx.Err() == nil {
 		after := uint64(0)
@@ -40,20 +40,16 @@ func (a *Agent) follow(ctx context.Context) {
 			} else {
 				a.log.Debug("control plane still unreachable", "error", err)
 			}
-			wait := backoff/2 + rand.N(backoff/2+1)
-			select {
-			case <-ctx.Done():
+			if !sleepUntil(ctx, time.Now().Add(b.NextBackOff())) {
 				return
-			case <-time.After(wait):
 			}
-			backoff = min(backoff*2, a.cfg.MaxBackoff)
 			continue
 		}
 		if failing {
 			a.log.Info("control plane reachable again")
 			failing = false
 		}
-		backoff = a.cfg.MinBackoff
+		b.Reset()
 		a.apply(snap, true)
 	}
 }

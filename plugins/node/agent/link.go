@@ -78,35 +78,31 @@ func newLink(a *Agent) (*link, error) {
 }
 
 // run attaches to the gateway until ctx ends, reconnecting with
-// exponential backoff and jitter.
+// exponential backoff and jitter (newBackOff); a session the gateway
+// welcomed starts the backoff again from MinBackoff.
 func (l *link) run(ctx context.Context) {
 	defer l.conn.Close()
 	cfg := &l.a.cfg
-	backoff := cfg.MinBackoff
+	b := l.a.backOff()
 	for ctx.Err() == nil {
 		attached, err := l.session(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if attached {
-			backoff = cfg.MinBackoff
+			b.Reset()
 		}
+		wait := b.NextBackOff()
 		if refused(err) {
 			l.a.log.Error("the gateway refused this node", "gateway", cfg.Gateway, "error", err)
 			l.a.event(Event{Kind: EventRefused, Err: err})
 		} else {
-			l.a.log.Warn("not attached to the gateway; retrying", "gateway", cfg.Gateway, "error", err, "in", backoff.String())
+			l.a.log.Warn("not attached to the gateway; retrying", "gateway", cfg.Gateway, "error", err, "in", wait.Round(time.Millisecond).String())
 			l.a.event(Event{Kind: EventDetached, Err: err})
 		}
-		// Equal jitter: wait between half and all of the backoff, so that
-		// nodes cut off together do not come back in one burst.
-		wait := backoff/2 + rand.N(backoff/2+1)
-		select {
-		case <-ctx.Done():
+		if !sleepUntil(ctx, time.Now().Add(wait)) {
 			return
-		case <-time.After(wait):
 		}
-		backoff = min(backoff*2, cfg.MaxBackoff)
 	}
 }
 
