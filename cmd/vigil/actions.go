@@ -4,12 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/vigilcdn/vigil/api"
 	"io"
-	"net/url"
 	"strconv"
-
-	"github.com/vigilcdn/vigil/core/decide"
-	"github.com/vigilcdn/vigil/core/engine"
 )
 
 func init() {
@@ -39,20 +36,14 @@ Move the site first (vigil switch SITE LEVEL), or give -force.`,
 	})
 }
 
-type actionAnswer struct {
-	Site   string         `json:"site"`
-	Events []decide.Event `json:"events"`
-}
-
 // printAction prints an action's events; none is printed when there are
 // none (the action changed nothing the journal records).
-func printAction(stdout io.Writer, raw json.RawMessage, asJSON bool, none func() string) {
+func printAction(stdout io.Writer, a *api.ActionResult, asJSON bool, none func() string) {
 	if asJSON {
-		printJSON(stdout, raw)
+		b, _ := json.MarshalIndent(a, "", "  ")
+		fmt.Fprintln(stdout, string(b))
 		return
 	}
-	var a actionAnswer
-	_ = json.Unmarshal(raw, &a)
 	if len(a.Events) == 0 {
 		fmt.Fprintln(stdout, none())
 		return
@@ -80,20 +71,21 @@ func runSwitch(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	c := newClient(*addr, *token)
-	var raw json.RawMessage
-	if err := c.do(context.Background(), "POST", "/v1/sites/"+url.PathEscape(site)+"/switch", map[string]int{"level": level}, &raw); err != nil {
+	ctx := context.Background()
+	a, err := c.Switch(ctx, site, level)
+	if err != nil {
 		fmt.Fprintf(stderr, "vigil switch: %v\n", err)
 		return 1
 	}
-	printAction(stdout, raw, *asJSON, func() string {
+	printAction(stdout, a, *asJSON, func() string {
 		// No switch: the site was on that level already. What changed is
 		// the hold, which the site's view tells.
-		var v engine.SiteView
-		if c.do(context.Background(), "GET", "/v1/sites/"+url.PathEscape(site), nil, &v) != nil {
+		v, err := c.Site(ctx, site)
+		if err != nil {
 			return fmt.Sprintf("%s: already on level %d", site, level)
 		}
 		if v.ManualHold {
-			return fmt.Sprintf("%s: already on level %d; it is now held there: failback is manual until vigil switch %s %d", site, level, site, topLevel(&v))
+			return fmt.Sprintf("%s: already on level %d; it is now held there: failback is manual until vigil switch %s %d", site, level, site, v.TopLevel())
 		}
 		return fmt.Sprintf("%s: already on level %d, the top level; no manual hold: failback is %s, as configured", site, level, v.Failback)
 	})
@@ -116,15 +108,18 @@ func runOrigin(verb string, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	site, origin := pos[0], pos[1]
-	path := "/v1/sites/" + url.PathEscape(site) + "/origins/" + url.PathEscape(origin) + "/" + verb
-	if *force {
-		path += "?force=true"
+	c, ctx := newClient(*addr, *token), context.Background()
+	var a *api.ActionResult
+	var err error
+	if verb == "disable" {
+		a, err = c.Disable(ctx, site, origin, *force)
+	} else {
+		a, err = c.Enable(ctx, site, origin)
 	}
-	var raw json.RawMessage
-	if err := newClient(*addr, *token).do(context.Background(), "POST", path, struct{}{}, &raw); err != nil {
+	if err != nil {
 		fmt.Fprintf(stderr, "vigil origin %s: %v\n", verb, err)
 		return 1
 	}
-	printAction(stdout, raw, *asJSON, func() string { return fmt.Sprintf("%s/%s: already %sd", site, origin, verb) })
+	printAction(stdout, a, *asJSON, func() string { return fmt.Sprintf("%s/%s: already %sd", site, origin, verb) })
 	return 0
 }

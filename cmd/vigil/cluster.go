@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/vigilcdn/vigil/api"
 	"io"
 	"strings"
 
@@ -11,9 +12,9 @@ import (
 
 // writeClusterLine prints this instance's place in the cluster above the
 // status cards; nothing for an agent without a cluster (bbolt store).
-func writeClusterLine(ctx context.Context, c *client, w io.Writer) {
+func writeClusterLine(ctx context.Context, c *api.Client, w io.Writer) {
 	var info ha.Info
-	if err := c.do(ctx, "GET", "/v1/cluster", nil, &info); err != nil {
+	if err := c.Do(ctx, "GET", "/v1/cluster", nil, &info); err != nil {
 		return
 	}
 	fmt.Fprintf(w, "%s\n\n", clusterLine(info))

@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"os/signal"
-	"strconv"
 	"time"
 
-	"github.com/vigilcdn/vigil/core/api"
+	"github.com/vigilcdn/vigil/api"
 )
 
 func init() {
@@ -41,17 +39,12 @@ func runEvents(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	cursor := *after
 	for {
-		q := url.Values{"after": {strconv.FormatUint(cursor, 10)}, "limit": {"1000"}}
-		if *site != "" {
-			q.Set("site", *site)
-		}
+		q := api.EventsQuery{After: cursor, Site: *site, Limit: 1000}
 		if *follow {
-			q.Set("wait", "30s")
+			q.Wait = 30 * time.Second
 		}
-		var page struct {
-			Events []json.RawMessage `json:"events"`
-		}
-		if err := c.do(ctx, "GET", "/v1/events?"+q.Encode(), nil, &page); err != nil {
+		events, err := c.Events(ctx, q)
+		if err != nil {
 			if ctx.Err() != nil {
 				return 0
 			}
@@ -66,15 +59,15 @@ func runEvents(args []string, stdout, stderr io.Writer) int {
 			}
 			continue
 		}
-		for _, raw := range page.Events {
-			var e api.EventLine
-			if err := json.Unmarshal(raw, &e); err != nil {
-				fmt.Fprintf(stderr, "vigil events: %v\n", err)
-				return 1
-			}
+		for _, e := range events {
 			cursor = e.Seq
 			if *asJSON {
-				fmt.Fprintln(stdout, string(compact(raw)))
+				b, err := json.Marshal(e)
+				if err != nil {
+					fmt.Fprintf(stderr, "vigil events: %v\n", err)
+					return 1
+				}
+				fmt.Fprintln(stdout, string(b))
 				continue
 			}
 			who := ""
@@ -83,17 +76,8 @@ func runEvents(args []string, stdout, stderr io.Writer) int {
 			}
 			fmt.Fprintf(stdout, "%6d  %s  %-10s %s%s\n", e.Seq, e.Time.Local().Format("2006-01-02 15:04:05"), e.Site, e.Event, who)
 		}
-		if !*follow && len(page.Events) < 1000 {
+		if !*follow && len(events) < 1000 {
 			return 0
 		}
 	}
-}
-
-func compact(raw json.RawMessage) []byte {
-	var v any
-	if json.Unmarshal(raw, &v) != nil {
-		return raw
-	}
-	b, _ := json.Marshal(v)
-	return b
 }

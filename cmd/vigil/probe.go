@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/vigilcdn/vigil/api"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -25,16 +26,6 @@ saved. With -config it launches the chain's plugins here instead.`,
 	})
 }
 
-// probeViaAgent asks the running agent for a dry-run round through its own
-// plugins (so attached nodes vote too).
-func probeViaAgent(c *client, site string) (*engine.ProbeResult, error) {
-	var res engine.ProbeResult
-	if err := c.do(context.Background(), "POST", "/v1/sites/"+site+"/probe", struct{}{}, &res); err != nil {
-		return nil, err
-	}
-	return &res, nil
-}
-
 func runProbe(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("probe")
 	path := fs.String("config", "", "configuration file or folder: launch the chain's plugins here (without it, ask the running agent)")
@@ -53,7 +44,7 @@ func runProbe(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *path == "" {
-		res, err := probeViaAgent(newClient(*addr, *token), site)
+		res, err := newClient(*addr, *token).Probe(context.Background(), site)
 		if err != nil {
 			fmt.Fprintf(stderr, "vigil probe: %v\n", err)
 			return 1
@@ -113,7 +104,7 @@ func runProbe(args []string, stdout, stderr io.Writer) int {
 	return printProbe(stdout, res, cs.Sources, *asJSON)
 }
 
-func printProbe(stdout io.Writer, res *engine.ProbeResult, chain []string, asJSON bool) int {
+func printProbe(stdout io.Writer, res *api.ProbeResult, chain []string, asJSON bool) int {
 	if asJSON {
 		b, _ := json.MarshalIndent(res, "", "  ")
 		fmt.Fprintln(stdout, string(b))

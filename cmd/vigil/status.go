@@ -4,16 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/vigilcdn/vigil/api"
 	"io"
-	"maps"
 	"net/url"
 	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/vigilcdn/vigil/core/engine"
 )
 
 func init() {
@@ -24,16 +22,6 @@ func init() {
 attention; -all prints every site.`,
 		run: runStatus,
 	})
-}
-
-// statusPage is one page of GET /v1/sites.
-type statusPage struct {
-	Round       uint64             `json:"round"`
-	Publication uint64             `json:"publication"`
-	Total       int                `json:"total"`
-	Counts      map[string]int     `json:"counts"`
-	Sites       []*engine.SiteView `json:"sites"`
-	NextCursor  string             `json:"next_cursor"`
 }
 
 // statusPageSize is how many sites one request of vigil status asks for.
@@ -63,7 +51,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	ctx := context.Background()
 	if len(pos) == 1 {
 		var raw json.RawMessage
-		if err := c.do(ctx, "GET", "/v1/sites/"+url.PathEscape(pos[0]), nil, &raw); err != nil {
+		if err := c.Do(ctx, "GET", "/v1/sites/"+url.PathEscape(pos[0]), nil, &raw); err != nil {
 			fmt.Fprintf(stderr, "vigil status: %v\n", err)
 			return 1
 		}
@@ -71,7 +59,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 			printJSON(stdout, raw)
 			return 0
 		}
-		var v engine.SiteView
+		var v api.SiteView
 		if err := json.Unmarshal(raw, &v); err != nil {
 			fmt.Fprintf(stderr, "vigil status: %v\n", err)
 			return 1
@@ -81,18 +69,12 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		writeNodes(ctx, c, stdout)
 		return 0
 	}
-	q := url.Values{}
+	q := api.SitesQuery{Prefix: *prefix, Problem: *problem, Limit: statusPageSize}
 	if *status != "" {
-		q.Set("status", *status)
-	}
-	if *prefix != "" {
-		q.Set("prefix", *prefix)
-	}
-	if *problem {
-		q.Set("problem", "true")
+		q.Statuses = strings.Split(*status, ",")
 	}
 	// The first page says how big the fleet is.
-	first, err := fetchPage(ctx, c, q, "")
+	first, err := c.Sites(ctx, q)
 	if err != nil {
 		fmt.Fprintf(stderr, "vigil status: %v\n", err)
 		return 1
@@ -103,8 +85,8 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	summarize := !*all && !*asJSON && !*problem && *status == "" && *prefix == "" && fleet > smallFleet
 	if summarize {
-		q.Set("problem", "true")
-		if first, err = fetchPage(ctx, c, q, ""); err != nil {
+		q.Problem = true
+		if first, err = c.Sites(ctx, q); err != nil {
 			fmt.Fprintf(stderr, "vigil status: %v\n", err)
 			return 1
 		}
@@ -128,7 +110,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		if p.NextCursor == "" {
 			break
 		}
-		if p, err = fetchPage(ctx, c, q, p.NextCursor); err != nil {
+		if p, err = nextPage(ctx, c, q, p); err != nil {
 			fmt.Fprintf(stderr, "vigil status: %v\n", err)
 			return 1
 		}
@@ -143,22 +125,15 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func fetchPage(ctx context.Context, c *client, q url.Values, cursor string) (*statusPage, error) {
-	q = maps.Clone(q)
-	q.Set("limit", strconv.Itoa(statusPageSize))
-	if cursor != "" {
-		q.Set("cursor", cursor)
-	}
-	var p statusPage
-	if err := c.do(ctx, "GET", "/v1/sites?"+q.Encode(), nil, &p); err != nil {
-		return nil, err
-	}
-	return &p, nil
+// nextPage reads the page after p, with the same query.
+func nextPage(ctx context.Context, c *api.Client, q api.SitesQuery, p *api.SitesPage) (*api.SitesPage, error) {
+	q.Cursor = p.NextCursor
+	return c.Sites(ctx, q)
 }
 
 // statusJSON prints every matching site as one JSON object, the shape of
 // GET /v1/sites, a page at a time.
-func statusJSON(ctx context.Context, c *client, q url.Values, p *statusPage, stdout, stderr io.Writer) int {
+func statusJSON(ctx context.Context, c *api.Client, q api.SitesQuery, p *api.SitesPage, stdout, stderr io.Writer) int {
 	counts, _ := json.Marshal(p.Counts)
 	fmt.Fprintf(stdout, "{\n  \"round\": %d,\n  \"publication\": %d,\n  \"total\": %d,\n  \"counts\": %s,\n  \"sites\": [", p.Round, p.Publication, p.Total, counts)
 	n := 0
@@ -179,7 +154,7 @@ func statusJSON(ctx context.Context, c *client, q url.Values, p *statusPage, std
 			break
 		}
 		var err error
-		if p, err = fetchPage(ctx, c, q, p.NextCursor); err != nil {
+		if p, err = nextPage(ctx, c, q, p); err != nil {
 			fmt.Fprintf(stderr, "vigil status: %v\n", err)
 			return 1
 		}
@@ -193,7 +168,7 @@ func statusJSON(ctx context.Context, c *client, q url.Values, p *statusPage, std
 func fleetSummary(counts map[string]int) string {
 	total := 0
 	var parts []string
-	for _, st := range engine.Statuses {
+	for _, st := range api.Statuses {
 		if n := counts[st]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, strings.ReplaceAll(st, "_", " ")))
 		}
@@ -204,13 +179,9 @@ func fleetSummary(counts map[string]int) string {
 
 // writeNodes prints what the sources report about themselves (the node
 // gateway's nodes), when any does.
-func writeNodes(ctx context.Context, c *client, w io.Writer) {
-	var nodes struct {
-		Nodes   []engine.NodeView     `json:"nodes"`
-		Offline []engine.NodeView     `json:"offline"`
-		Sources []engine.SourceStatus `json:"sources"`
-	}
-	if err := c.do(ctx, "GET", "/v1/nodes", nil, &nodes); err != nil {
+func writeNodes(ctx context.Context, c *api.Client, w io.Writer) {
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
 		return // no source reports nodes, or an older agent
 	}
 	now := time.Now()
@@ -222,7 +193,7 @@ func writeNodes(ctx context.Context, c *client, w io.Writer) {
 		}
 		fmt.Fprintf(w, "source %s: %s\n", s.Source, s.Summary)
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-		for _, n := range append(append([]engine.NodeView{}, nodes.Nodes...), nodes.Offline...) {
+		for _, n := range append(append([]api.NodeView{}, nodes.Nodes...), nodes.Offline...) {
 			if n.Source != s.Source {
 				continue
 			}
@@ -277,7 +248,7 @@ func ago(t *time.Time, now time.Time) string {
 // failbackWords is the configured failback and, apart from it, the
 // manual hold: "failback auto", or "failback auto, held on level 2 by a
 // manual switch (vigil switch www 1 releases it)".
-func failbackWords(s *engine.SiteView) string {
+func failbackWords(s *api.SiteView) string {
 	w := "failback " + s.Failback
 	if s.ManualHold {
 		top := topLevel(s)
@@ -286,20 +257,12 @@ func failbackWords(s *engine.SiteView) string {
 	return w
 }
 
-func topLevel(s *engine.SiteView) int {
-	top := 0
-	for l := range s.Levels {
-		if n, err := strconv.Atoi(l); err == nil && (top == 0 || n < top) {
-			top = n
-		}
-	}
-	return top
-}
+func topLevel(s *api.SiteView) int { return s.TopLevel() }
 
 // counterWords is an origin's consecutive counter against its threshold:
 // "1/3 failed" (one more of three failed rounds and it is unhealthy), "1/2
 // good", or "-" before any verdict.
-func counterWords(o engine.OriginView, t engine.Thresholds) string {
+func counterWords(o api.OriginView, t api.Thresholds) string {
 	switch {
 	case o.State == "disabled":
 		return "-"
@@ -312,7 +275,7 @@ func counterWords(o engine.OriginView, t engine.Thresholds) string {
 }
 
 // writeCard prints the origin status card of one site.
-func writeCard(w io.Writer, s *engine.SiteView, now time.Time) {
+func writeCard(w io.Writer, s *api.SiteView, now time.Time) {
 	probing := "probed " + ago(s.LastProbe, now)
 	if s.Probing == "paused" {
 		probing = "health checks paused: " + s.PausedWhy

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	vapi "github.com/vigilcdn/vigil/api"
 	"io"
 	"net/http"
 	"slices"
@@ -86,6 +87,9 @@ func New(opts Options) *Handler {
 	h.mux.HandleFunc("GET /v1/events", h.read(h.events))
 	h.mux.HandleFunc("GET /v1/publication", h.read(h.publication))
 	h.mux.HandleFunc("GET /v1/nodes", h.read(h.nodes))
+	h.mux.HandleFunc("GET /v1/sources", h.read(func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, vapi.SourcesAnswer{Sources: h.Engine.Sources()})
+	}))
 	h.mux.HandleFunc("GET /metrics", h.read(h.metrics))
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -105,31 +109,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
-// APIError is the JSON error body.
-type APIError struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-		Hint    string `json:"hint,omitempty"`
-	} `json:"error"`
-}
-
+// writeError answers with the API's one error type (vapi.Error).
 func writeError(w http.ResponseWriter, status int, code, msg string, hint ...string) {
-	var e APIError
-	e.Error.Code, e.Error.Message = code, msg
+	e := &vapi.Error{Status: status, Code: code, Message: msg}
 	if len(hint) > 0 {
-		e.Error.Hint = hint[0]
+		e.Hint = hint[0]
 	}
-	writeJSON(w, status, e)
+	vapi.WriteError(w, e)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { vapi.WriteJSON(w, status, v) }
 
 // tokenCheck is what a request's bearer token is worth.
 type tokenCheck uint8
@@ -404,10 +393,7 @@ func actor(r *http.Request) string {
 	return a
 }
 
-type actionResult struct {
-	Site   string         `json:"site"`
-	Events []decide.Event `json:"events"`
-}
+type actionResult = vapi.ActionResult
 
 func (h *handler) actionError(w http.ResponseWriter, err error) {
 	var ae *engine.ActionError
@@ -571,14 +557,7 @@ func uintParam(r *http.Request, name string) (uint64, error) {
 }
 
 // EventLine is one event as the API shows it.
-type EventLine struct {
-	Seq   uint64       `json:"seq"`
-	Time  time.Time    `json:"time"`
-	Site  string       `json:"site"`
-	Round uint64       `json:"round,omitempty"`
-	Actor string       `json:"actor,omitempty"`
-	Event decide.Event `json:"event"`
-}
+type EventLine = vapi.EventLine
 
 func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 	after, err := uintParam(r, "after")
@@ -675,11 +654,7 @@ func (h *handler) nodes(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no_status", "no vote source reports nodes (configure a node source, vigil-source-node)")
 		return
 	}
-	out := struct {
-		Nodes   []engine.NodeView     `json:"nodes"`
-		Offline []engine.NodeView     `json:"offline"`
-		Sources []engine.SourceStatus `json:"sources"`
-	}{Nodes: []engine.NodeView{}, Offline: []engine.NodeView{}, Sources: statuses}
+	out := vapi.NodesAnswer{Nodes: []vapi.NodeView{}, Offline: []vapi.NodeView{}, Sources: statuses}
 	for _, s := range statuses {
 		for _, n := range s.Items {
 			if n.State == "online" {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/vigilcdn/vigil/api"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -14,24 +15,11 @@ import (
 
 // ProbeResult is one dry-run round for one site: every source's votes for
 // every enabled origin, the verdict and the settling source. Nothing is
-// decided or saved.
-type ProbeResult struct {
-	Site     string        `json:"site"`
-	Hostname string        `json:"hostname"`
-	Origins  []ProbeOrigin `json:"origins"`
-}
+// ProbeResult is one dry-run round for a site (package api).
+type ProbeResult = api.ProbeResult
 
 // ProbeOrigin is one origin of a ProbeResult.
-type ProbeOrigin struct {
-	Origin  string     `json:"origin"`
-	Address string     `json:"address"`
-	Level   int        `json:"level"`
-	Enabled bool       `json:"enabled"`
-	Verdict string     `json:"verdict"`
-	By      *string    `json:"by"`
-	Asked   []string   `json:"asked"`
-	Votes   []VoteView `json:"votes"`
-}
+type ProbeOrigin = api.ProbeOrigin
 
 // Probe runs the chain once over the named site with the given sources
 // (one per cfg.Sources entry, in order), changing no state: it is the

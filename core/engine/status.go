@@ -3,30 +3,18 @@ package engine
 import (
 	"context"
 	"errors"
+	"github.com/vigilcdn/vigil/api"
 	"sort"
-	"time"
 
 	"github.com/vigilcdn/vigil/sdk"
 )
 
 // SourceStatus is what one source reports about itself
-// (sdk.StatusReporter), such as the node gateway's nodes.
-type SourceStatus struct {
-	Source  string     `json:"source"`
-	Summary string     `json:"summary,omitempty"`
-	Error   string     `json:"error,omitempty"`
-	Items   []NodeView `json:"-"`
-}
+// (sdk.StatusReporter), such as the node gateway's nodes (package api).
+type SourceStatus = api.SourceStatus
 
 // NodeView is one item of a source's status, such as a node.
-type NodeView struct {
-	ID       string            `json:"id"`
-	Source   string            `json:"source"`
-	State    string            `json:"state"`
-	Labels   map[string]string `json:"labels"`
-	Detail   string            `json:"detail,omitempty"`
-	LastSeen *time.Time        `json:"last_seen"`
-}
+type NodeView = api.NodeView
 
 type statusReporter interface {
 	Status(ctx context.Context) (sdk.Status, error)
@@ -85,4 +73,45 @@ func (e *Engine) SourceStatuses(ctx context.Context) []SourceStatus {
 		}
 	}
 	return res
+}
+
+// pidder is implemented by sources that run a process.
+type pidder interface{ PID() int }
+
+// infoer is implemented by sources that know their plugin's name and
+// version.
+type infoer interface{ Info() sdk.Info }
+
+// Sources lists the chain's sources in order with their plugin processes
+// and counters (GET /v1/sources).
+func (e *Engine) Sources() []api.SourceInfo {
+	e.statsMu.Lock()
+	sources := e.liveSources
+	e.statsMu.Unlock()
+	e.mu.Lock()
+	cfg := e.cfg
+	e.mu.Unlock()
+	out := make([]api.SourceInfo, 0, len(sources))
+	for i, s := range sources {
+		si := api.SourceInfo{Name: s.Name()}
+		if cfg != nil && i < len(cfg.Sources) && cfg.Sources[i].Name == si.Name {
+			si.Plugin = cfg.Sources[i].Plugin
+		}
+		if p, ok := s.(pidder); ok {
+			si.PID = p.PID()
+		}
+		if in, ok := s.(infoer); ok {
+			info := in.Info()
+			if info.Name != "" {
+				si.Plugin = info.Name
+			}
+			si.Version = info.Version
+		}
+		if st, ok := s.(statser); ok {
+			x := st.Stats()
+			si.Starts, si.Restarts, si.Crashes, si.Failures = x.Starts, x.Restarts, x.Crashes, x.Failures
+		}
+		out = append(out, si)
+	}
+	return out
 }

@@ -1,10 +1,10 @@
 package engine
 
 import (
+	"github.com/vigilcdn/vigil/api"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/fleet"
@@ -12,98 +12,31 @@ import (
 	"github.com/vigilcdn/vigil/sdk"
 )
 
-// SiteView is a site as the API shows it: the shape of a `vigil simulate`
-// round line, plus the last probe time, each origin's last reason and votes,
-// and the publication version.
-type SiteView struct {
-	Round    uint64 `json:"round"`
-	Site     string `json:"site"`
-	Hostname string `json:"hostname"`
-	Level    int    `json:"level"`
-	// Failback is the configured failback, "auto" or "manual".
-	Failback string `json:"failback"`
-	// ManualHold is set by a manual switch to a level other than the top
-	// level, and cleared by a manual switch to the top level; while it is
-	// set failback is manual whatever the configuration says.
-	ManualHold bool `json:"manual_hold"`
-	// EffectiveFailback is what the next rounds do: Failback, or "manual"
-	// while ManualHold is set.
-	EffectiveFailback string `json:"effective_failback"`
-	// Thresholds are the consecutive counts that change an origin's state.
-	Thresholds Thresholds            `json:"thresholds"`
-	Levels     map[string]string     `json:"levels"`
-	Origins    map[string]OriginView `json:"origins"`
-	// Events are the events of the site's last probed round.
-	Events []decide.Event `json:"events"`
-	// LastProbe is when the site was last probed; null before the first.
-	LastProbe *time.Time `json:"last_probe"`
-	// Probing is "active", or "paused" with PausedWhy.
-	Probing   string `json:"probing"`
-	PausedWhy string `json:"paused_why,omitempty"`
-	// Status sums the site up in one word (see the Status* constants).
-	Status      string `json:"status"`
-	Publication uint64 `json:"publication"`
-}
+// The read side's types are the API's (package api), so that the wire
+// format has one definition.
+type (
+	// SiteView is one site as the API shows it.
+	SiteView = api.SiteView
+	// Thresholds are a site's health thresholds.
+	Thresholds = api.Thresholds
+	// OriginView is one origin of a SiteView.
+	OriginView = api.OriginView
+	// VoteView is one vote.
+	VoteView = api.VoteView
+)
 
-// Thresholds are a site's health thresholds: Unhealthy failed rounds in
-// a row make an origin unhealthy, Healthy good ones make it healthy.
-type Thresholds struct {
-	Unhealthy int32 `json:"unhealthy"`
-	Healthy   int32 `json:"healthy"`
-}
-
-// OriginView is one origin of a SiteView.
-type OriginView struct {
-	State string `json:"state"`
-	// Failures and Successes are the consecutive down and up verdicts,
-	// compared with the site's Thresholds (one of them is always 0).
-	Failures  int32    `json:"failures"`
-	Successes int32    `json:"successes"`
-	Verdict   string   `json:"verdict"`
-	By        *string  `json:"by"`
-	Asked     []string `json:"asked"`
-	Level     int      `json:"level"`
-	Address   string   `json:"address"`
-	// Reason summarizes the last round's votes, such as
-	// "direct: connect_failed: connection refused"; before the first
-	// round since vigil started, why the state last changed.
-	Reason string `json:"reason"`
-	// Since is when State last changed.
-	Since *time.Time `json:"since"`
-	// Votes are every vote cast for the origin in the site's last round.
-	Votes []VoteView `json:"votes"`
-}
-
-// VoteView is one vote.
-type VoteView struct {
-	Source    string  `json:"source"`
-	Voter     string  `json:"voter"`
-	Value     string  `json:"value"`
-	Reason    string  `json:"reason"`
-	Detail    string  `json:"detail,omitempty"`
-	LatencyMS float64 `json:"latency_ms"`
-}
-
-// A site's Status, from worst to best.
+// A site's Status, from worst to best (see package api).
 const (
-	// StatusDown: the current level is unhealthy (every level is, or the
-	// site could not move).
-	StatusDown = "down"
-	// StatusFailedOver: the site runs on a level below its top level.
-	StatusFailedOver = "failed_over"
-	// StatusDegraded: on its top level, with some enabled origin unhealthy.
-	StatusDegraded = "degraded"
-	// StatusPaused: health checks are paused (disabled, or fewer than two
-	// enabled origins); the site keeps its level.
-	StatusPaused = "paused"
-	// StatusUnknown: the current level is not judged yet.
-	StatusUnknown = "unknown"
-	// StatusOK: on the top level, healthy, no origin unhealthy.
-	StatusOK = "ok"
+	StatusDown       = api.StatusDown
+	StatusFailedOver = api.StatusFailedOver
+	StatusDegraded   = api.StatusDegraded
+	StatusPaused     = api.StatusPaused
+	StatusUnknown    = api.StatusUnknown
+	StatusOK         = api.StatusOK
 )
 
 // Statuses lists every Status value, for validating filters.
-var Statuses = []string{StatusDown, StatusFailedOver, StatusDegraded, StatusPaused, StatusUnknown, StatusOK}
+var Statuses = api.Statuses
 
 // siteSnap is the immutable read-side copy of one site's state. A new one
 // is made only when the site's state changes; rounds that change nothing

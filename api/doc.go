@@ -1,0 +1,16 @@
+// Package api is vigil's HTTP API as Go: the types of its requests and
+// answers, its one error type, and a typed client. The CLI, the agent's
+// server (core/api), the HA layer and the tests all use these types, so
+// that the wire format has one definition.
+//
+// It depends only on the decision core's event type (core/decide) and on
+// the publication snapshot (sdk/publication): a program that talks to an
+// agent can import it without pulling in the control plane.
+//
+//	c := api.NewClient("http://127.0.0.1:8470", os.Getenv("VIGIL_TOKEN"))
+//	site, err := c.Site(ctx, "www")
+//	var apiErr *api.Error
+//	if errors.As(err, &apiErr) && apiErr.Code == api.CodeUnknownSite { ... }
+//
+// docs/api.md describes every route.
+package api

@@ -1,0 +1,250 @@
+package api
+
+import (
+	"time"
+
+	"github.com/vigilcdn/vigil/core/decide"
+)
+
+// SiteView is one site as GET /v1/sites/{site} shows it.
+type SiteView struct {
+	// Round is the site's last probed round; 0 before the first.
+	Round    uint64 `json:"round"`
+	Site     string `json:"site"`
+	Hostname string `json:"hostname"`
+	// Level is the current level number.
+	Level int `json:"level"`
+	// Failback is the configured failback, "auto" or "manual".
+	Failback string `json:"failback"`
+	// ManualHold is set by a manual switch to a level other than the top
+	// level, and cleared by a manual switch to the top level; while it is
+	// set failback is manual whatever the configuration says.
+	ManualHold bool `json:"manual_hold"`
+	// EffectiveFailback is what the next rounds do: Failback, or "manual"
+	// while ManualHold is set.
+	EffectiveFailback string `json:"effective_failback"`
+	// Thresholds are the consecutive counts that change an origin's state.
+	Thresholds Thresholds `json:"thresholds"`
+	// Levels is each level's health by level number ("1": "healthy").
+	Levels  map[string]string     `json:"levels"`
+	Origins map[string]OriginView `json:"origins"`
+	// Events are the events of the site's last probed round.
+	Events []decide.Event `json:"events"`
+	// LastProbe is when the site was last probed; nil before the first.
+	LastProbe *time.Time `json:"last_probe"`
+	// Probing is "active", or "paused" with PausedWhy.
+	Probing   string `json:"probing"`
+	PausedWhy string `json:"paused_why,omitempty"`
+	// Status sums the site up in one word (see the Status* constants).
+	Status      string `json:"status"`
+	Publication uint64 `json:"publication"`
+}
+
+// TopLevel is the site's top level (the lowest level number); 0 when the
+// view lists no level.
+func (v *SiteView) TopLevel() int {
+	top := 0
+	for l := range v.Levels {
+		n := 0
+		for _, c := range l {
+			if c < '0' || c > '9' {
+				n = -1
+				break
+			}
+			n = n*10 + int(c-'0')
+		}
+		if n > 0 && (top == 0 || n < top) {
+			top = n
+		}
+	}
+	return top
+}
+
+// Thresholds are a site's health thresholds: Unhealthy failed rounds in
+// a row make an origin unhealthy, Healthy good ones make it healthy.
+type Thresholds struct {
+	Unhealthy int32 `json:"unhealthy"`
+	Healthy   int32 `json:"healthy"`
+}
+
+// OriginView is one origin of a SiteView.
+type OriginView struct {
+	// State is "unknown", "healthy", "unhealthy" or "disabled".
+	State string `json:"state"`
+	// Failures and Successes are the consecutive down and up verdicts,
+	// compared with the site's Thresholds (one of them is always 0).
+	Failures  int32 `json:"failures"`
+	Successes int32 `json:"successes"`
+	// Verdict is the last round's: "up", "down" or "none".
+	Verdict string `json:"verdict"`
+	// By is the source that settled the verdict; nil when none did.
+	By *string `json:"by"`
+	// Asked are the sources asked, in chain order.
+	Asked   []string `json:"asked"`
+	Level   int      `json:"level"`
+	Address string   `json:"address"`
+	// Reason summarizes the last round's votes, such as
+	// "direct: connect_failed: connection refused"; before the first
+	// round since vigil started, why the state last changed.
+	Reason string `json:"reason"`
+	// Since is when State last changed.
+	Since *time.Time `json:"since"`
+	// Votes are every vote cast for the origin in the site's last round.
+	Votes []VoteView `json:"votes"`
+}
+
+// VoteView is one vote.
+type VoteView struct {
+	Source    string  `json:"source"`
+	Voter     string  `json:"voter"`
+	Value     string  `json:"value"`
+	Reason    string  `json:"reason"`
+	Detail    string  `json:"detail,omitempty"`
+	LatencyMS float64 `json:"latency_ms"`
+}
+
+// A site's Status, from worst to best.
+const (
+	// StatusDown: the current level is unhealthy (every level is, or the
+	// site could not move).
+	StatusDown = "down"
+	// StatusFailedOver: the site runs on a level below its top level.
+	StatusFailedOver = "failed_over"
+	// StatusDegraded: on its top level, with some enabled origin unhealthy.
+	StatusDegraded = "degraded"
+	// StatusPaused: health checks are paused (disabled, or fewer than two
+	// enabled origins); the site keeps its level.
+	StatusPaused = "paused"
+	// StatusUnknown: the current level is not judged yet.
+	StatusUnknown = "unknown"
+	// StatusOK: on the top level, healthy, no origin unhealthy.
+	StatusOK = "ok"
+)
+
+// Statuses lists every Status value, worst first.
+var Statuses = []string{StatusDown, StatusFailedOver, StatusDegraded, StatusPaused, StatusUnknown, StatusOK}
+
+// SitesPage is one page of GET /v1/sites.
+type SitesPage struct {
+	Round       uint64 `json:"round"`
+	Publication uint64 `json:"publication"`
+	// Total counts the sites that match the filters; Counts the whole
+	// fleet by status.
+	Total  int            `json:"total"`
+	Counts map[string]int `json:"counts"`
+	Sites  []*SiteView    `json:"sites"`
+	// NextCursor, when not empty, is the cursor of the next page.
+	NextCursor string `json:"next_cursor"`
+}
+
+// SitesQuery selects the sites of GET /v1/sites; its zero value selects
+// every site.
+type SitesQuery struct {
+	// Statuses keeps the sites with one of these statuses.
+	Statuses []string
+	// Level keeps the sites on this level (0: any).
+	Level int
+	// Problem keeps the sites that need attention: down, failed over,
+	// degraded or paused.
+	Problem bool
+	// Prefix keeps the sites whose name starts with it.
+	Prefix string
+	// Limit is the page size (0: the server's default).
+	Limit int
+	// Cursor is a page's NextCursor, for the page after it.
+	Cursor string
+}
+
+// Event is one event of the decision core (origin_state, level_switched,
+// failback_available, all_levels_unhealthy).
+type Event = decide.Event
+
+// EventLine is one event of the journal as GET /v1/events shows it.
+type EventLine struct {
+	Seq   uint64    `json:"seq"`
+	Time  time.Time `json:"time"`
+	Site  string    `json:"site"`
+	Round uint64    `json:"round,omitempty"`
+	// Actor is who acted, for an operator's action (empty for a round's).
+	Actor string `json:"actor,omitempty"`
+	Event Event  `json:"event"`
+}
+
+// EventsPage is the answer of GET /v1/events.
+type EventsPage struct {
+	Events []EventLine `json:"events"`
+}
+
+// ActionResult is the answer of a switch or an origin action: the events
+// it made (none when it changed nothing the journal records).
+type ActionResult struct {
+	Site   string  `json:"site"`
+	Events []Event `json:"events"`
+}
+
+// ProbeResult is the answer of POST /v1/sites/{site}/probe (and of vigil
+// probe -config): one dry-run round for a site.
+type ProbeResult struct {
+	Site     string        `json:"site"`
+	Hostname string        `json:"hostname"`
+	Origins  []ProbeOrigin `json:"origins"`
+}
+
+// ProbeOrigin is one origin of a ProbeResult.
+type ProbeOrigin struct {
+	Origin  string     `json:"origin"`
+	Address string     `json:"address"`
+	Level   int        `json:"level"`
+	Enabled bool       `json:"enabled"`
+	Verdict string     `json:"verdict"`
+	By      *string    `json:"by"`
+	Asked   []string   `json:"asked"`
+	Votes   []VoteView `json:"votes"`
+}
+
+// SourceStatus is what one source reports about itself, such as the node
+// gateway's nodes (GET /v1/nodes).
+type SourceStatus struct {
+	Source  string     `json:"source"`
+	Summary string     `json:"summary,omitempty"`
+	Error   string     `json:"error,omitempty"`
+	Items   []NodeView `json:"-"`
+}
+
+// NodeView is one item of a source's status, such as a node.
+type NodeView struct {
+	ID       string            `json:"id"`
+	Source   string            `json:"source"`
+	State    string            `json:"state"`
+	Labels   map[string]string `json:"labels"`
+	Detail   string            `json:"detail,omitempty"`
+	LastSeen *time.Time        `json:"last_seen"`
+}
+
+// NodesAnswer is the answer of GET /v1/nodes: the online nodes, the
+// offline ones not forgotten yet, and each reporting source's summary.
+type NodesAnswer struct {
+	Nodes   []NodeView     `json:"nodes"`
+	Offline []NodeView     `json:"offline"`
+	Sources []SourceStatus `json:"sources"`
+}
+
+// SourceInfo is one vote source of the agent's chain, as GET /v1/sources
+// shows it: its plugin, its process and its counters since the agent
+// started.
+type SourceInfo struct {
+	Name    string `json:"name"`
+	Plugin  string `json:"plugin"`
+	Version string `json:"version,omitempty"`
+	// PID is the plugin's process id; 0 while it is not running.
+	PID      int    `json:"pid"`
+	Starts   uint64 `json:"starts"`
+	Restarts uint64 `json:"restarts"`
+	Crashes  uint64 `json:"crashes"`
+	Failures uint64 `json:"failures"`
+}
+
+// SourcesAnswer is the answer of GET /v1/sources, in chain order.
+type SourcesAnswer struct {
+	Sources []SourceInfo `json:"sources"`
+}
