@@ -8,10 +8,9 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"sync"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/vigilcdn/vigil/sdk"
 )
@@ -25,16 +24,16 @@ const (
 
 // Source is the TCP-connect vote source.
 type Source struct {
-	log         hclog.Logger
+	log         sdk.Logger
 	concurrency int
 	voter       string
 	port        int // 0: the port of the target's address
 }
 
-// New returns a Source with default settings.
-func New(log hclog.Logger) *Source {
+// New returns a Source with default settings; log may be nil.
+func New(log sdk.Logger) *Source {
 	if log == nil {
-		log = hclog.NewNullLogger()
+		log = nopLogger{}
 	}
 	return &Source{log: log, concurrency: DefaultConcurrency, voter: DefaultVoter}
 }
@@ -89,22 +88,21 @@ func (s *Source) Configure(_ context.Context, cfg sdk.Config) error {
 // the source abstains on it rather than calling it down.
 func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error) {
 	votes := make([]*sdk.Vote, len(ballot.Targets))
-	sem := make(chan struct{}, s.concurrency)
-	var wg sync.WaitGroup
+	// A plain Group (no WithContext): one target's failure cancels no other.
+	var g errgroup.Group
+	g.SetLimit(s.concurrency)
 	for i := range ballot.Targets {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-		}
 		if ctx.Err() != nil {
-			break
+			break // the round's deadline: the targets left abstain
 		}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			votes[i] = s.check(ctx, &ballot.Targets[i])
+		g.Go(func() error { // waits while s.concurrency checks are in flight
+			if ctx.Err() == nil {
+				votes[i] = s.check(ctx, &ballot.Targets[i])
+			}
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = g.Wait() // every func returns nil
 	out := make([]sdk.Vote, 0, len(votes))
 	for _, v := range votes {
 		if v != nil {
@@ -165,3 +163,12 @@ func (s *Source) dialAddress(address string) (string, error) {
 	}
 	return net.JoinHostPort(u.Hostname(), port), nil
 }
+
+// nopLogger discards everything.
+type nopLogger struct{}
+
+func (nopLogger) Trace(string, ...any) {}
+func (nopLogger) Debug(string, ...any) {}
+func (nopLogger) Info(string, ...any)  {}
+func (nopLogger) Warn(string, ...any)  {}
+func (nopLogger) Error(string, ...any) {}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/vigilcdn/vigil/sdk"
 	"github.com/vigilcdn/vigil/sdk/probe"
@@ -209,45 +210,42 @@ func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error
 		p.spread = 0 // nothing to spread over
 	}
 	results := make([]sdk.Vote, len(ballot.Targets))
-	var next atomic.Int64
 	var invalid, cut atomic.Int64
-	var wg sync.WaitGroup
-	for range p.workers {
-		wg.Go(func() {
-			for {
-				k := int(next.Add(1) - 1)
-				if k >= len(p.order) {
-					return
+	// At most p.workers targets wait for their start or are probed at once,
+	// started in p.order. A plain Group (no WithContext): a failed probe
+	// cancels no other, each target gets its own vote.
+	var g errgroup.Group
+	g.SetLimit(p.workers)
+	for k, i := range p.order {
+		g.Go(func() error {
+			t := &ballot.Targets[i]
+			if wait := start.Add(p.spread * time.Duration(k) / time.Duration(len(p.order))).Sub(s.now()); wait > 0 {
+				if !sleep(ctx, wait) {
+					results[i] = s.outOfTime(t, "the round's time ran out before its turn")
+					cut.Add(1)
+					return nil
 				}
-				i := p.order[k]
-				t := &ballot.Targets[i]
-				if wait := start.Add(p.spread * time.Duration(k) / time.Duration(len(p.order))).Sub(s.now()); wait > 0 {
-					if !sleep(ctx, wait) {
-						results[i] = s.outOfTime(t, "the round's time ran out before its turn")
-						cut.Add(1)
-						continue
-					}
-				}
-				// A probe that the round's end interrupts is no verdict (a
-				// timeout shortened by the deadline would be a false down):
-				// probe.Do then returns an error, and the vote is an Abstain.
-				res, err := probe.Do(ctx, request(t, roots))
-				if err != nil {
-					if ctx.Err() != nil {
-						results[i] = s.outOfTime(t, "the round's deadline came first")
-						cut.Add(1)
-					} else {
-						invalid.Add(1)
-						results[i] = sdk.Vote{Site: t.Site, Origin: t.Origin, Voter: s.voter, Value: sdk.Abstain, Reason: sdk.ReasonUnsupported, Detail: clip(err.Error())}
-						s.log.Warn("target not probed", "site", t.Site, "origin", t.Origin, "error", err)
-					}
-					continue
-				}
-				results[i] = s.vote(t, res)
 			}
+			// A probe that the round's end interrupts is no verdict (a
+			// timeout shortened by the deadline would be a false down):
+			// probe.Do then returns an error, and the vote is an Abstain.
+			res, err := probe.Do(ctx, request(t, roots))
+			if err != nil {
+				if ctx.Err() != nil {
+					results[i] = s.outOfTime(t, "the round's deadline came first")
+					cut.Add(1)
+				} else {
+					invalid.Add(1)
+					results[i] = sdk.Vote{Site: t.Site, Origin: t.Origin, Voter: s.voter, Value: sdk.Abstain, Reason: sdk.ReasonUnsupported, Detail: clip(err.Error())}
+					s.log.Warn("target not probed", "site", t.Site, "origin", t.Origin, "error", err)
+				}
+				return nil
+			}
+			results[i] = s.vote(t, res)
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = g.Wait() // every func returns nil
 	cutNow := map[targetKey]bool{}
 	for i := range results {
 		if results[i].Value == sdk.Abstain && results[i].Reason == sdk.ReasonOutOfTime {

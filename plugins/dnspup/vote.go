@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/vigilcdn/vigil/plugins/dnspup/api"
 	"github.com/vigilcdn/vigil/sdk"
 )
@@ -202,70 +204,84 @@ func (s *Source) send(ctx context.Context, giveUp time.Time, client *api.Client,
 	var (
 		mu     sync.Mutex // guards out and closed
 		closed bool       // send has returned
-		next   atomic.Int64
-		wg     sync.WaitGroup
 	)
-	for range min(cfg.Concurrency, len(batches)) {
-		wg.Go(func() {
-			for {
-				k := int(next.Add(1) - 1)
-				if k >= len(batches) || ctx.Err() != nil {
-					return
-				}
-				timeout, clipped := cfg.RequestTimeout, false
-				if hasSoft {
-					left := time.Until(soft)
-					if left < minRequestTime {
-						return // this batch and every later one: out of time
-					}
-					if left < timeout {
-						timeout, clipped = left, true
-					}
-				}
-				mu.Lock()
-				if closed {
-					mu.Unlock()
-					return
-				}
-				if why, label := s.blocked(); why != "" { // a sibling request hit a 401 or a rate limit
-					out[k] = outcome{label: label}
-					mu.Unlock()
-					continue
-				}
-				out[k].sent = true
-				mu.Unlock()
-
-				res, err := s.probe(ctx, client, cfg, checkpoints, batches[k], timeout)
-				var ae *api.Error
-				late := err != nil && !errors.As(err, &ae) &&
-					(ctx.Err() != nil || (clipped && !time.Now().Before(soft)))
-
-				mu.Lock()
-				if closed {
-					mu.Unlock()
-					return
-				}
-				o := &out[k]
-				o.answered = true
-				switch {
-				case err == nil:
-					o.res = res
-					s.requests.add("ok", 1)
-				case late: // for lack of time, not an API failure: never a Down, nor an error
-					o.late = true
-					s.requests.add(abstainOutOfTime, 1)
-				default:
-					o.err = err
-					o.label = s.handleError(err, cfg, round, len(batches[k]))
-				}
-				mu.Unlock()
+	// one sends the request of batch k, unless it is too late; it reports
+	// false when no later batch may be sent either.
+	one := func(k int) bool {
+		if ctx.Err() != nil {
+			return false
+		}
+		timeout, clipped := cfg.RequestTimeout, false
+		if hasSoft {
+			left := time.Until(soft)
+			if left < minRequestTime {
+				return false // this batch and every later one: out of time
 			}
-		})
+			if left < timeout {
+				timeout, clipped = left, true
+			}
+		}
+		mu.Lock()
+		if closed {
+			mu.Unlock()
+			return false
+		}
+		if why, label := s.blocked(); why != "" { // a sibling request hit a 401 or a rate limit
+			out[k] = outcome{label: label}
+			mu.Unlock()
+			return true
+		}
+		out[k].sent = true
+		mu.Unlock()
+
+		res, err := s.probe(ctx, client, cfg, checkpoints, batches[k], timeout)
+		var ae *api.Error
+		late := err != nil && !errors.As(err, &ae) &&
+			(ctx.Err() != nil || (clipped && !time.Now().Before(soft)))
+
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			return false
+		}
+		o := &out[k]
+		o.answered = true
+		switch {
+		case err == nil:
+			o.res = res
+			s.requests.add("ok", 1)
+		case late: // for lack of time, not an API failure: never a Down, nor an error
+			o.late = true
+			s.requests.add(abstainOutOfTime, 1)
+		default:
+			o.err = err
+			o.label = s.handleError(err, cfg, round, len(batches[k]))
+		}
+		return true
 	}
+	// At most concurrency requests in flight, started in order. A plain
+	// Group (no WithContext): a failed request cancels no other; the
+	// requests stop once one finds it too late. The batches are handed
+	// out from a goroutine so that send can stop waiting at giveUp even
+	// while every slot is held by a request that does not return.
 	done := make(chan struct{})
 	go func() {
-		wg.Wait()
-		close(done)
+		defer close(done)
+		var g errgroup.Group
+		g.SetLimit(max(1, cfg.Concurrency)) // 1 to 64 by parseSettings
+		var stopped atomic.Bool
+		for k := range batches {
+			if stopped.Load() {
+				break
+			}
+			g.Go(func() error {
+				if !stopped.Load() && !one(k) {
+					stopped.Store(true)
+				}
+				return nil
+			})
+		}
+		_ = g.Wait() // every func returns nil
 	}()
 	var stop <-chan time.Time
 	if !giveUp.IsZero() {

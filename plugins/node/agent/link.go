@@ -9,9 +9,9 @@ import (
 	"net/http"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -218,7 +218,7 @@ type batchPlan struct {
 	order   []int           // the jobs in the order they start
 	starts  []time.Duration // when order[k] starts, counted from the batch's start
 	spread  time.Duration   // the starts fall within this
-	workers int             // goroutines taking jobs in order
+	workers int             // jobs waiting for their start or in flight at once, taken in order
 	needed  int             // probes in flight it takes for every job to end in time, each using its whole timeout
 }
 
@@ -313,47 +313,62 @@ func (a *Agent) runBatch(ctx context.Context, b *pb.Batch, received time.Time, r
 	results := make([]*pb.ProbeResult, len(jobs))
 	started := make([]bool, len(jobs))
 	closed := false
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range p.workers {
-		wg.Go(func() {
-			for {
-				k := int(next.Add(1) - 1)
-				if k >= len(p.order) || !sleepUntil(ctx, start.Add(p.starts[k])) {
-					return // the rest are reported out of time below
-				}
-				select {
-				case a.inFlight <- struct{}{}:
-				case <-ctx.Done():
-					return
-				}
-				i := p.order[k]
-				mu.Lock()
-				started[i] = true
-				mu.Unlock()
-				res, err := a.cfg.Prober(ctx, request(jobs[i], roots, a.cfg.ProbeRootCAs))
-				<-a.inFlight
-				var r *pb.ProbeResult
-				switch {
-				case err != nil && ctx.Err() != nil:
-					continue // interrupted by the batch's deadline: out of time, below
-				case err != nil:
-					r = &pb.ProbeResult{Job: uint32(i), NotRun: true, Reason: notRunUnsupported, Detail: clip(err.Error())}
-				default:
-					r = &pb.ProbeResult{Job: uint32(i), Up: res.Up, Reason: string(res.Reason), Detail: res.Detail, LatencyNs: int64(res.Latency)}
-				}
-				mu.Lock()
-				if !closed {
-					results[i] = r
-				}
-				mu.Unlock()
-			}
-		})
+	// job runs the k-th job of the order at its start, with a token of
+	// a.inFlight (the bound over every batch); one the batch's time cut
+	// before it ended leaves no result.
+	job := func(k int) {
+		if !sleepUntil(ctx, start.Add(p.starts[k])) {
+			return // reported out of time below
+		}
+		select {
+		case a.inFlight <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		i := p.order[k]
+		mu.Lock()
+		started[i] = true
+		mu.Unlock()
+		res, err := a.cfg.Prober(ctx, request(jobs[i], roots, a.cfg.ProbeRootCAs))
+		<-a.inFlight
+		var r *pb.ProbeResult
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return // interrupted by the batch's deadline: out of time, below
+		case err != nil:
+			r = &pb.ProbeResult{Job: uint32(i), NotRun: true, Reason: notRunUnsupported, Detail: clip(err.Error())}
+		default:
+			r = &pb.ProbeResult{Job: uint32(i), Up: res.Up, Reason: string(res.Reason), Detail: res.Detail, LatencyNs: int64(res.Latency)}
+		}
+		mu.Lock()
+		if !closed {
+			results[i] = r
+		}
+		mu.Unlock()
 	}
+	// At most p.workers jobs wait for their start or run at once, started
+	// in order. A plain Group (no WithContext): a failed probe cancels no
+	// other. The jobs are handed out from a goroutine so that the answer
+	// can go at the deadline even while every slot is held by a probe that
+	// ignores it.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var g errgroup.Group
+		g.SetLimit(p.workers)
+		for k := range p.order {
+			if ctx.Err() != nil {
+				break // the rest are reported out of time below
+			}
+			g.Go(func() error {
+				job(k)
+				return nil
+			})
+		}
+		_ = g.Wait() // every func returns nil
+	}()
 	// Answer when every job is done, or at the deadline with what is done
 	// (a probe that ignores its deadline must not cost the others' votes).
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
