@@ -4,9 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/vigilcdn/vigil/api"
 	"io"
 	"strconv"
+
+	"github.com/vigilcdn/vigil/api"
 )
 
 func init() {

@@ -3,27 +3,27 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/vigilcdn/vigil/api"
 	"io"
 	"strings"
 
+	"github.com/vigilcdn/vigil/api"
 	"github.com/vigilcdn/vigil/core/ha"
 )
 
 // writeClusterLine prints this instance's place in the cluster above the
 // status cards; nothing for an agent without a cluster (bbolt store).
 func writeClusterLine(ctx context.Context, c *api.Client, w io.Writer) {
-	var info ha.Info
-	if err := c.Do(ctx, "GET", "/v1/cluster", nil, &info); err != nil {
+	info, err := c.Cluster(ctx)
+	if err != nil {
 		return
 	}
-	fmt.Fprintf(w, "%s\n\n", clusterLine(info))
+	fmt.Fprintf(w, "%s\n\n", clusterLine(*info))
 }
 
 // clusterLine words GET /v1/cluster as the instance knows it: the leader
 // only when etcd confirmed it, else the last leader seen and how long ago,
 // and "no quorum" while etcd does not answer this instance.
-func clusterLine(info ha.Info) string {
+func clusterLine(info api.ClusterInfo) string {
 	var ids []string
 	for _, m := range info.Members {
 		ids = append(ids, m.ID)

@@ -72,9 +72,7 @@ site "www" {
 	if err := os.WriteFile(hang, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p.mu.Lock()
-	pid := p.pids[len(p.pids)-1]
-	p.mu.Unlock()
+	pid := p.pluginPID(t, "direct")
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -112,9 +110,7 @@ site "www" {
 	if err := os.WriteFile(hang, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p.mu.Lock()
-	pid = p.pids[len(p.pids)-1]
-	p.mu.Unlock()
+	pid = p.pluginPID(t, "direct")
 	before := strings.Count(p.logText(), "was not ready by the deadline")
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

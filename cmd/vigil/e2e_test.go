@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -11,14 +12,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/vigilcdn/vigil/api"
 	demoorigin "github.com/vigilcdn/vigil/examples/demo-origin"
 )
 
@@ -68,20 +68,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// agentProc is a running `vigil agent` subprocess.
+// agentProc is a running `vigil agent` subprocess. The test learns its
+// API's address from -listen-file and its plugins' processes from GET
+// /v1/sources, not from its log.
 type agentProc struct {
 	cmd  *exec.Cmd
 	api  string
-	pids []int // plugin processes
 	done chan struct{}
 	mu   sync.Mutex
 	log  strings.Builder
 }
-
-var (
-	reAPI = regexp.MustCompile(`vigil agent started: api=(http://[0-9.:]+)`)
-	rePID = regexp.MustCompile(`vote source (?:re)?started: .*pid=([0-9]+)`)
-)
 
 func startAgentProc(t *testing.T, config string) *agentProc {
 	t.Helper()
@@ -92,7 +88,8 @@ func startAgentProc(t *testing.T, config string) *agentProc {
 // environment variables env.
 func startAgentBin(t *testing.T, bin, config string, env ...string) *agentProc {
 	t.Helper()
-	cmd := exec.Command(bin, "agent", "-config", config, "-log-level", "debug")
+	listenFile := filepath.Join(t.TempDir(), "listen")
+	cmd := exec.Command(bin, "agent", "-config", config, "-log-level", "debug", "-listen-file", listenFile)
 	cmd.Env = append(append(os.Environ(), "VIGIL_TOKEN=e2e-token"), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -102,23 +99,12 @@ func startAgentBin(t *testing.T, bin, config string, env ...string) *agentProc {
 		t.Fatal(err)
 	}
 	p := &agentProc{cmd: cmd, done: make(chan struct{})}
-	ready := make(chan struct{})
 	go func() {
 		defer close(p.done)
 		sc := bufio.NewScanner(stderr)
-		once := sync.Once{}
 		for sc.Scan() {
-			line := sc.Text()
 			p.mu.Lock()
-			p.log.WriteString(line + "\n")
-			if m := rePID.FindStringSubmatch(line); m != nil {
-				pid, _ := strconv.Atoi(m[1])
-				p.pids = append(p.pids, pid)
-			}
-			if m := reAPI.FindStringSubmatch(line); m != nil {
-				p.api = m[1]
-				once.Do(func() { close(ready) })
-			}
+			p.log.WriteString(sc.Text() + "\n")
 			p.mu.Unlock()
 		}
 		_ = cmd.Wait()
@@ -135,14 +121,55 @@ func startAgentBin(t *testing.T, bin, config string, env ...string) *agentProc {
 			t.Logf("agent log:\n%s", p.logText())
 		}
 	})
-	select {
-	case <-ready:
-	case <-p.done:
-		t.Fatalf("agent exited before it started:\n%s", p.logText())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("agent did not start in 30s:\n%s", p.logText())
+	// The agent writes the listen file (by rename, so whole) once its API
+	// listens.
+	deadline := time.After(30 * time.Second)
+	for {
+		if b, err := os.ReadFile(listenFile); err == nil {
+			p.api = strings.TrimSpace(string(b))
+			return p
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("agent exited before it started:\n%s", p.logText())
+		case <-deadline:
+			t.Fatalf("agent did not start in 30s:\n%s", p.logText())
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
-	return p
+}
+
+// client is a typed API client of the agent, with the test's token.
+func (p *agentProc) client() *api.Client { return api.NewClient(p.api, "e2e-token") }
+
+// pluginPIDs are the processes of the agent's plugins now (GET
+// /v1/sources), by source name; a source between a crash and its restart
+// has none.
+func (p *agentProc) pluginPIDs(t *testing.T) map[string]int {
+	t.Helper()
+	sources, err := p.client().Sources(context.Background())
+	if err != nil {
+		t.Fatalf("GET /v1/sources: %v", err)
+	}
+	pids := map[string]int{}
+	for _, s := range sources {
+		if s.PID != 0 {
+			pids[s.Name] = s.PID
+		}
+	}
+	return pids
+}
+
+// pluginPID is the process of source's plugin now; the test fails when it
+// has none (a pid of 0 must never reach kill(2): it means the caller's
+// whole process group).
+func (p *agentProc) pluginPID(t *testing.T, source string) int {
+	t.Helper()
+	pid := p.pluginPIDs(t)[source]
+	if pid <= 0 {
+		t.Fatalf("source %s has no plugin process (GET /v1/sources)", source)
+	}
+	return pid
 }
 
 func (p *agentProc) logText() string {
@@ -303,7 +330,13 @@ site "www" {
 
 	// kill -9: the agent dies, and its plugin with it.
 	before := agent.events(t)
-	pids := append([]int(nil), agent.pids...)
+	var pids []int
+	for _, pid := range agent.pluginPIDs(t) {
+		pids = append(pids, pid)
+	}
+	if len(pids) == 0 {
+		t.Fatal("GET /v1/sources lists no plugin process")
+	}
 	if err := agent.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/vigilcdn/vigil/api"
 	"io"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/vigilcdn/vigil/api"
 	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/core/engine"
 )

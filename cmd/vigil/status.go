@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/vigilcdn/vigil/api"
 	"io"
 	"net/url"
 	"sort"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/vigilcdn/vigil/api"
 )
 
 func init() {

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	vapi "github.com/vigilcdn/vigil/api"
 	"io"
 	"net/http"
 	"slices"
@@ -22,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 
+	vapi "github.com/vigilcdn/vigil/api"
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/engine"
 	"github.com/vigilcdn/vigil/core/store"

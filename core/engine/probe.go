@@ -3,10 +3,10 @@ package engine
 import (
 	"context"
 	"fmt"
-	"github.com/vigilcdn/vigil/api"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/vigilcdn/vigil/api"
 	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/fleet"

@@ -3,9 +3,9 @@ package engine
 import (
 	"context"
 	"errors"
-	"github.com/vigilcdn/vigil/api"
 	"sort"
 
+	"github.com/vigilcdn/vigil/api"
 	"github.com/vigilcdn/vigil/sdk"
 )
 

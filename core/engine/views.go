@@ -1,11 +1,11 @@
 package engine
 
 import (
-	"github.com/vigilcdn/vigil/api"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/vigilcdn/vigil/api"
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/fleet"
 	"github.com/vigilcdn/vigil/core/vote"

@@ -1,100 +1,34 @@
 package ha
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/vigilcdn/vigil/api"
 )
 
-// States of an instance, Info.State: what it knows of the cluster now.
+// States of an instance, Info.State: what it knows of the cluster now
+// (package api defines them with the type).
 const (
-	// StateActing: this instance holds a valid lease and acts (the leader,
-	// or a shard).
-	StateActing = "acting"
-	// StateStandby: etcd answers, and it confirmed another instance as the
-	// leader within lease_ttl.
-	StateStandby = "standby"
-	// StateTakingOver: this instance was just elected and reloads the
-	// state before it acts.
-	StateTakingOver = "taking over"
-	// StateNoLeader: etcd answers but names no leader that acts (none is
-	// elected, or the key of an ended term of this instance has not
-	// expired yet).
-	StateNoLeader = "no leader"
-	// StateJoining: etcd answers but this instance holds no lease yet (a
-	// new term is starting).
-	StateJoining = "joining"
-	// StateNoQuorum: etcd has not answered this instance within lease_ttl
-	// (no quorum, or this instance is cut off from it): nothing it knows of
-	// the cluster is confirmed.
-	StateNoQuorum = "no quorum"
+	StateActing     = api.StateActing
+	StateStandby    = api.StateStandby
+	StateTakingOver = api.StateTakingOver
+	StateNoLeader   = api.StateNoLeader
+	StateJoining    = api.StateJoining
+	StateNoQuorum   = api.StateNoQuorum
 )
 
-// Info is GET /v1/cluster.
-type Info struct {
-	ID   string `json:"id"`
-	URL  string `json:"url"`
-	Mode string `json:"mode"`
-	// Role is what this instance can prove it is: "leader", "standby",
-	// "shard", or "detached" when its lease is not valid (see the Role*
-	// constants). An instance whose lease is not valid is never "leader".
-	Role string `json:"role"`
-	// Acting is whether this instance runs rounds and accepts actions now.
-	Acting bool `json:"acting"`
-	// State sums up what this instance knows, in words: "acting",
-	// "standby", "taking over", "no leader", "joining" or "no quorum" (see
-	// the State* constants).
-	State string `json:"state"`
-	// Quorum is whether etcd answered this instance within lease_ttl.
-	Quorum bool `json:"quorum"`
-	// EtcdSeenAt is when etcd last answered this instance (a request sent
-	// then was answered); nil before the first answer.
-	EtcdSeenAt *time.Time `json:"etcd_seen_at,omitempty"`
-	// Leader runs the rounds (active/standby) and delivers notifications:
-	// the leader etcd last named to this instance, nil when it named none.
-	// Unless LeaderConfirmed, it is only the last leader seen.
-	Leader *Member `json:"leader"`
-	// LeaderConfirmed is whether etcd confirmed Leader within lease_ttl
-	// (and, when Leader is this instance, that it holds the leadership of
-	// its current term).
-	LeaderConfirmed bool `json:"leader_confirmed"`
-	// LeaderSeenAt is when etcd last confirmed Leader.
-	LeaderSeenAt *time.Time `json:"leader_seen_at,omitempty"`
-	// Members are the live instances, as etcd last listed them.
-	Members    []Member `json:"members"`
-	OwnedSites int      `json:"owned_sites"`
-	// Owned lists the owned sites when sharded.
-	Owned []string `json:"owned,omitempty"`
-	// Etcd is "ok" or why this instance cannot use etcd.
-	Etcd string `json:"etcd"`
-	// AsOf is this instance's clock when it answered: the ages of
-	// EtcdSeenAt and LeaderSeenAt are AsOf minus them, free of any clock
-	// difference with the reader.
-	AsOf time.Time `json:"as_of"`
-}
-
-// LeaderAge is how long ago etcd last confirmed Leader (0 when unknown).
-func (i Info) LeaderAge() time.Duration { return age(i.AsOf, i.LeaderSeenAt) }
-
-// EtcdAge is how long ago etcd last answered this instance (0 when it
-// never did).
-func (i Info) EtcdAge() time.Duration { return age(i.AsOf, i.EtcdSeenAt) }
+// Info is GET /v1/cluster: the API's ClusterInfo.
+type Info = api.ClusterInfo
 
 func maxTime(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a
 	}
 	return b
-}
-
-func age(now time.Time, t *time.Time) time.Duration {
-	if t == nil || now.IsZero() {
-		return 0
-	}
-	return max(now.Sub(*t), 0)
 }
 
 // Ago formats a duration for the operator: tenths of a second below 10s,
@@ -199,11 +133,7 @@ func (n *Node) Handler(next http.Handler) http.Handler {
 		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1/sites/") {
 			rest := strings.TrimPrefix(r.URL.Path, "/v1/sites/")
 			if msg, hint, ok := n.refuse(strings.SplitN(rest, "/", 2)[0], rest); ok {
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusMisdirectedRequest)
-				_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{
-					"code": "not_leader", "message": msg, "hint": hint,
-				}})
+				api.WriteError(w, &api.Error{Status: http.StatusMisdirectedRequest, Code: api.CodeNotLeader, Message: msg, Hint: hint})
 				return
 			}
 		}
@@ -347,10 +277,4 @@ func ownerRefusal(info Info, site string, owner Member, command string) (msg, hi
 	return fmt.Sprintf("this instance does not own site %s; its owner is %s at %s", site, owner.ID, owner.URL), sendTo(command, owner.URL)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { api.WriteJSON(w, status, v) }

@@ -15,27 +15,19 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
+	"github.com/vigilcdn/vigil/api"
 	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/core/engine"
 	etcdstore "github.com/vigilcdn/vigil/core/store/etcd"
 )
 
-// Roles of an instance: what it can prove it is now.
+// Roles of an instance: what it can prove it is now (package api
+// defines them with Info).
 const (
-	// RoleLeader runs the rounds and takes the actions (active/standby).
-	RoleLeader = "leader"
-	// RoleStandby holds a valid lease but not the leadership: it mirrors
-	// the state and refuses changes.
-	RoleStandby = "standby"
-	// RoleShard holds a valid lease in sharded mode and acts on the sites
-	// it owns.
-	RoleShard = "shard"
-	// RoleDetached holds no valid lease: etcd has not renewed it within
-	// lease_ttl (no quorum, or this instance is cut off or was paused), or
-	// a new term is starting. A detached instance acts on nothing and
-	// cannot tell whether another instance leads: it shows the last
-	// leader it saw, not confirmed.
-	RoleDetached = "detached"
+	RoleLeader   = api.RoleLeader
+	RoleStandby  = api.RoleStandby
+	RoleShard    = api.RoleShard
+	RoleDetached = api.RoleDetached
 )
 
 // Options configure a Node.
@@ -54,11 +46,8 @@ type Options struct {
 	OnStoreChange func()
 }
 
-// Member is one live instance.
-type Member struct {
-	ID  string `json:"id"`
-	URL string `json:"url"`
-}
+// Member is one live instance of the cluster.
+type Member = api.Member
 
 // Node is this instance's place in the cluster. Its methods are safe for
 // concurrent use.
