@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/vigilcdn/vigil/sdk"
@@ -24,16 +25,16 @@ const (
 
 // Source is the TCP-connect vote source.
 type Source struct {
-	log         sdk.Logger
+	log         hclog.Logger
 	concurrency int
 	voter       string
 	port        int // 0: the port of the target's address
 }
 
-// New returns a Source with default settings; log may be nil.
-func New(log sdk.Logger) *Source {
+// New returns a Source with default settings.
+func New(log hclog.Logger) *Source {
 	if log == nil {
-		log = nopLogger{}
+		log = hclog.NewNullLogger()
 	}
 	return &Source{log: log, concurrency: DefaultConcurrency, voter: DefaultVoter}
 }
@@ -163,12 +164,3 @@ func (s *Source) dialAddress(address string) (string, error) {
 	}
 	return net.JoinHostPort(u.Hostname(), port), nil
 }
-
-// nopLogger discards everything.
-type nopLogger struct{}
-
-func (nopLogger) Trace(string, ...any) {}
-func (nopLogger) Debug(string, ...any) {}
-func (nopLogger) Info(string, ...any)  {}
-func (nopLogger) Warn(string, ...any)  {}
-func (nopLogger) Error(string, ...any) {}
