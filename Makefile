@@ -67,7 +67,7 @@ GEN_GO      := $(TOOLS_DIR)/protoc-gen-go-$(PROTOC_GEN_GO_VERSION)/protoc-gen-go
 GEN_GO_GRPC := $(TOOLS_DIR)/protoc-gen-go-grpc-$(PROTOC_GEN_GO_GRPC_VERSION)/protoc-gen-go-grpc
 # Every root holds its own .proto tree: the SDK's vote-source protocol and the
 # node gateway protocol (plugins/node) are generated and checked the same way.
-PROTO_ROOTS := sdk/internal/proto plugins/node/internal/proto
+PROTO_ROOTS := sdk/proto plugins/node/internal/proto
 
 $(GEN_GO):
 	GOBIN=$(dir $@) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)

@@ -17,6 +17,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
+	github.com/vigilcdn/vigil/sdk v0.1.0
 	github.com/zclconf/go-cty v1.20.0
 	go.etcd.io/bbolt v1.5.0
 	go.etcd.io/etcd/client/v3 v3.7.3
@@ -74,3 +75,7 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 )
+
+// The SDK is its own module (sdk/go.mod), versioned on its own (tags
+// sdk/vX.Y.Z). The control plane builds against the SDK in this checkout.
+replace github.com/vigilcdn/vigil/sdk => ./sdk

@@ -11,26 +11,35 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	pb "github.com/vigilcdn/vigil/sdk/internal/proto/votesource/v1"
+	"github.com/vigilcdn/vigil/sdk/internal/glue"
+	pb "github.com/vigilcdn/vigil/sdk/proto/votesource/v1"
 )
 
-// grpcPlugin is the go-plugin glue: it registers the server side in the
-// plugin process and builds the client side in the host.
+func init() {
+	glue.RegisterServer = func(s *grpc.Server, impl any) error {
+		src, ok := impl.(VoteSource)
+		if !ok || src == nil {
+			return errors.New("sdk: no VoteSource to serve")
+		}
+		pb.RegisterVoteSourceServer(s, newServer(src))
+		return nil
+	}
+}
+
+// grpcPlugin is the plugin side of go-plugin's glue: it registers the
+// VoteSource server in the plugin process. The host side is package
+// sdk/host.
 type grpcPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
 	impl VoteSource
 }
 
 func (p *grpcPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
-	if p.impl == nil {
-		return errors.New("sdk: no VoteSource to serve")
-	}
-	pb.RegisterVoteSourceServer(s, newServer(p.impl))
-	return nil
+	return glue.RegisterServer(s, p.impl)
 }
 
-func (p *grpcPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
-	return &client{rpc: pb.NewVoteSourceClient(c), cc: c}, nil
+func (p *grpcPlugin) GRPCClient(context.Context, *plugin.GRPCBroker, *grpc.ClientConn) (any, error) {
+	return nil, errors.New("sdk: the plugin side has no client; a host uses package sdk/host")
 }
 
 // server adapts a VoteSource to the generated gRPC service. Calls into the
@@ -175,85 +184,10 @@ func (s *server) Vote(ctx context.Context, req *pb.VoteRequest) (*pb.VoteRespons
 		m.Value = pb.Value(v.Value)
 		m.Reason = pb.Reason(v.Reason)
 		m.LatencyNanos = int64(v.Latency)
+		m.PluginReason = v.PluginReason
 		resp.Votes[i] = m
 	}
 	return resp, nil
-}
-
-// client is the host side: a VoteSource that calls the plugin over gRPC.
-type client struct {
-	rpc pb.VoteSourceClient
-	cc  grpc.ClientConnInterface
-}
-
-var callOpts = []grpc.CallOption{grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)}
-
-func (c *client) Info(ctx context.Context) (Info, error) {
-	resp, err := c.rpc.Info(ctx, &pb.InfoRequest{}, callOpts...)
-	if err != nil {
-		return Info{}, err
-	}
-	return Info{Name: resp.GetName(), Version: resp.GetVersion(), ProtocolVersion: int(resp.GetProtocolVersion())}, nil
-}
-
-func (c *client) ConfigSchema(ctx context.Context) (Schema, error) {
-	resp, err := c.rpc.ConfigSchema(ctx, &pb.ConfigSchemaRequest{}, callOpts...)
-	if err != nil {
-		return Schema{}, err
-	}
-	s := Schema{Attributes: make([]Attribute, len(resp.GetAttributes()))}
-	for i, a := range resp.GetAttributes() {
-		s.Attributes[i] = Attribute{Name: a.GetName(), Type: Type(a.GetType()), Required: a.GetRequired(), Description: a.GetDescription()}
-	}
-	return s, nil
-}
-
-// Configure returns Diagnostics when the plugin rejected the configuration,
-// and any other error when the call itself failed.
-func (c *client) Configure(ctx context.Context, cfg Config) error {
-	req := &pb.ConfigureRequest{Values: make(map[string]*pb.ConfigValue, len(cfg.Values))}
-	for name, v := range cfg.Values {
-		var cv pb.ConfigValue
-		switch x := v.(type) {
-		case string:
-			cv.Kind = &pb.ConfigValue_StringValue{StringValue: x}
-		case float64:
-			cv.Kind = &pb.ConfigValue_NumberValue{NumberValue: x}
-		case int:
-			cv.Kind = &pb.ConfigValue_NumberValue{NumberValue: float64(x)}
-		case bool:
-			cv.Kind = &pb.ConfigValue_BoolValue{BoolValue: x}
-		case []string:
-			cv.Kind = &pb.ConfigValue_StringList{StringList: &pb.StringList{Values: x}}
-		case time.Duration:
-			cv.Kind = &pb.ConfigValue_DurationNanos{DurationNanos: int64(x)}
-		default:
-			return fmt.Errorf("config attribute %q: unsupported Go type %T", name, v)
-		}
-		req.Values[name] = &cv
-	}
-	resp, err := c.rpc.Configure(ctx, req, callOpts...)
-	if err != nil {
-		return err
-	}
-	diags := make(Diagnostics, len(resp.GetDiagnostics()))
-	for i, d := range resp.GetDiagnostics() {
-		diags[i] = Diagnostic{AttributePath: d.GetAttributePath(), Summary: d.GetSummary(), Detail: d.GetDetail()}
-	}
-	return diags.Err()
-}
-
-// Vote passes vote values and reasons through unchecked: the host validates
-// them (an unknown Value shows up as such and is dropped there). The
-// request and the answer are written and read in the wire format directly
-// (see wire.go).
-func (c *client) Vote(ctx context.Context, ballot Ballot) ([]Vote, error) {
-	var resp voteResponse
-	opts := append([]grpc.CallOption{grpc.ForceCodecV2(wireCodec{})}, callOpts...)
-	if err := c.cc.Invoke(ctx, pb.VoteSource_Vote_FullMethodName, &voteRequest{ballot: &ballot}, &resp, opts...); err != nil {
-		return nil, err
-	}
-	return resp.votes, nil
 }
 
 // Status answers without taking the call semaphore: StatusReporter says it
@@ -276,24 +210,4 @@ func (s *server) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusRes
 		resp.Items[i] = item
 	}
 	return resp, nil
-}
-
-// Status asks the plugin for its status; ErrNoStatus when it has none.
-func (c *client) Status(ctx context.Context) (Status, error) {
-	resp, err := c.rpc.Status(ctx, &pb.StatusRequest{}, callOpts...)
-	if err != nil {
-		if status.Code(err) == codes.Unimplemented {
-			return Status{}, ErrNoStatus
-		}
-		return Status{}, err
-	}
-	st := Status{Summary: resp.GetSummary(), Items: make([]StatusItem, len(resp.GetItems()))}
-	for i, it := range resp.GetItems() {
-		item := StatusItem{Name: it.GetName(), State: it.GetState(), Detail: it.GetDetail(), Labels: it.GetLabels()}
-		if n := it.GetLastSeenUnixNanos(); n != 0 {
-			item.LastSeen = time.Unix(0, n)
-		}
-		st.Items[i] = item
-	}
-	return st, nil
 }

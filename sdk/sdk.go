@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/vigilcdn/vigil/sdk/internal/glue"
 )
 
 // ProtocolVersion is the version of the vote-source protocol this SDK speaks.
 // vigil and the plugin agree on it during the go-plugin handshake; a plugin
 // built against another major protocol version is refused with a message
 // saying which versions each side speaks.
-const ProtocolVersion = 1
+const ProtocolVersion = glue.ProtocolVersion
 
 // BasePlugin is the part of the protocol every vigil plugin kind shares:
 // identity, configuration schema and configuration. Plugin kinds (such as
@@ -128,25 +130,95 @@ func (t Type) String() string {
 	return fmt.Sprintf("Type(%d)", int(t))
 }
 
+// MarshalText gives the type's token in a plugin's -schema JSON: "string",
+// "number", "bool", "string_list" or "duration".
+func (t Type) MarshalText() ([]byte, error) {
+	if t < TypeString || t > TypeDuration {
+		return nil, fmt.Errorf("sdk: invalid attribute type %d", int(t))
+	}
+	return []byte(typeTokens[t]), nil
+}
+
+// UnmarshalText reads a token written by MarshalText.
+func (t *Type) UnmarshalText(b []byte) error {
+	for i, tok := range typeTokens {
+		if i > 0 && tok == string(b) {
+			*t = Type(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("sdk: unknown attribute type %q", b)
+}
+
+var typeTokens = [...]string{"", "string", "number", "bool", "string_list", "duration"}
+
 // Schema declares the attributes of a plugin's `config { }` block.
+// vigil and package sdktest refuse a schema that [Schema.Validate] refuses.
 type Schema struct {
-	// Attributes lists the accepted attributes. Names are unique HCL
-	// identifiers.
-	Attributes []Attribute
+	// Attributes lists the accepted attributes, in the order the generated
+	// docs list them. Names are unique HCL identifiers.
+	Attributes []Attribute `json:"attributes"`
 }
 
 // Attribute declares one attribute of the config block.
 type Attribute struct {
-	// Name is the attribute's name in HCL, for example "concurrency".
-	Name string
+	// Name is the attribute's name in HCL, for example "concurrency": a
+	// letter or "_", then letters, digits, "_" or "-", at most 64 in all.
+	Name string `json:"name"`
 	// Type is the attribute's type; the operator's value is converted to it
 	// or reported as an error at its file:line:col.
-	Type Type
+	Type Type `json:"type"`
 	// Required makes vigil refuse a config block without this attribute.
-	Required bool
-	// Description says what the attribute does, in one sentence for
-	// operators. It appears in error messages and generated docs.
-	Description string
+	Required bool `json:"required,omitempty"`
+	// Description says what the attribute does, for operators: what it
+	// means, its default, its unit. It is the attribute's entry in the
+	// plugin's configuration reference (`vigil plugin docs PLUGIN` renders
+	// it), so write it for someone who has not read the plugin's code.
+	Description string `json:"description,omitempty"`
+}
+
+// Validate returns an error naming every problem of the schema, or nil: an
+// attribute without a name, a name that is not an HCL identifier, a name
+// declared twice (the operator could not tell which one a value sets), or a
+// type that is not one of the Type constants. vigil refuses to use a plugin
+// whose schema is invalid, and sdktest fails the test.
+func (s Schema) Validate() error {
+	var problems []string
+	seen := make(map[string]bool, len(s.Attributes))
+	for i, a := range s.Attributes {
+		switch {
+		case a.Name == "":
+			problems = append(problems, fmt.Sprintf("attribute %d has no name", i))
+		case !validIdentifier(a.Name):
+			problems = append(problems, fmt.Sprintf("attribute %d: name %q is not an HCL identifier (a letter or _, then letters, digits, _ or -; at most 64)", i, clipID(a.Name)))
+		case seen[a.Name]:
+			problems = append(problems, fmt.Sprintf("attribute %d: name %q is declared twice", i, a.Name))
+		}
+		seen[a.Name] = true
+		if a.Type < TypeString || a.Type > TypeDuration {
+			problems = append(problems, fmt.Sprintf("attribute %q has no valid type (%v): set Type to one of the sdk.Type constants", a.Name, a.Type))
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("invalid config schema: %s", strings.Join(problems, "; "))
+}
+
+func validIdentifier(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c == '_':
+		case i > 0 && (c >= '0' && c <= '9' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // Config holds the operator's configuration, decoded by vigil against the
@@ -366,6 +438,17 @@ func (v Value) String() string {
 // Reason says why a vote is what it is. Operators see it in `vigil probe`
 // and in metrics. Use the most specific reason; put the particulars (the
 // status code, the error text) in Vote.Detail.
+//
+// The standard reasons are a fixed list that every host knows. A plugin
+// that has a more specific reason of its own (a certificate that expires
+// soon, a checkpoint quota) still gives the nearest standard Reason and adds
+// its own in [Vote.PluginReason], namespaced by the plugin:
+// "tlscheck/cert_expiring". See [ValidPluginReason].
+//
+// Package sdk/probe classifies with its own string type, probe.Reason, whose
+// values are the String() names of these constants ("http_5xx",
+// "tls_failed"...): convert with ParseReason(string(result.Reason)), and
+// treat a false answer as ReasonError.
 type Reason int
 
 // The reasons a vote can give. New reasons may be added in later protocol
@@ -468,6 +551,34 @@ type Vote struct {
 	Detail string
 	// Latency is how long the check took, 0 if not measured.
 	Latency time.Duration
+	// PluginReason, when set, is a reason of the plugin's own that refines
+	// Reason, namespaced by the plugin: "tlscheck/cert_expiring" (see
+	// [ValidPluginReason]). Reason must still be the nearest standard
+	// reason: a host older than SDK v0.1.0 sees only that. vigil shows the
+	// plugin reason beside the vote's detail. A vote with a malformed one is
+	// dropped.
+	PluginReason string
+}
+
+// ValidPluginReason reports whether s is an acceptable Vote.PluginReason:
+// a namespace (the plugin's short name) and a name, each of lower-case
+// ASCII letters, digits, "_" and "-", joined by one "/", at most 64
+// characters in all: "tlscheck/cert_expiring".
+func ValidPluginReason(s string) bool {
+	ns, name, ok := strings.Cut(s, "/")
+	if !ok || ns == "" || name == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '_', c == '-':
+		case c == '/' && i == len(ns):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // ValidVoter reports whether id is an acceptable Vote.Voter: 1 to 128

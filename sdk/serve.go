@@ -1,51 +1,172 @@
 package sdk
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
+
+	"github.com/vigilcdn/vigil/sdk/internal/glue"
 )
 
-// Factory builds the plugin's VoteSource. log writes JSON lines on stderr
-// that vigil re-emits under the source's name; keep it for the plugin's own
-// logging.
-type Factory func(log hclog.Logger) VoteSource
-
-// Serve runs the plugin: it is the whole of a plugin's main. It answers
-// vigil's handshake, serves the VoteSource built by factory over gRPC and
-// returns only when vigil stops the plugin. Started by hand (not by vigil),
-// the binary prints a hint and exits with status 1.
+// Logger is the plugin's log. Each method writes one line with a message
+// and key/value pairs: log.Info("probing", "targets", 12). vigil re-emits
+// the lines in its own log under the source's name.
 //
+// The Logger [Serve] hands to the factory is a github.com/hashicorp/go-hclog
+// Logger writing JSON lines on stderr, the logger go-plugin itself uses on
+// the plugin side. Code already written against hclog may assert it,
+// log.(hclog.Logger), which the SDK keeps true for as long as it serves
+// through go-plugin; code that only logs needs nothing but this interface.
+type Logger interface {
+	Trace(msg string, args ...any)
+	Debug(msg string, args ...any)
+	Info(msg string, args ...any)
+	Warn(msg string, args ...any)
+	Error(msg string, args ...any)
+}
+
+// Factory builds the plugin's VoteSource. log is the plugin's log (see
+// [Logger]); keep it for the plugin's own logging.
+type Factory func(log Logger) VoteSource
+
+// ServeOption changes how [Serve] runs the plugin. Options are added in
+// later SDK versions without breaking existing plugins.
+type ServeOption interface {
+	apply(*serveConfig)
+}
+
+type serveConfig struct {
+	level  hclog.Level
+	args   []string
+	stdout io.Writer
+	stderr io.Writer
+	exit   func(int)
+	getenv func(string) string
+}
+
+type optionFunc func(*serveConfig)
+
+func (f optionFunc) apply(c *serveConfig) { f(c) }
+
+// WithLogLevel sets the lowest level the plugin logs: "trace", "debug"
+// (the default), "info", "warn" or "error". An unknown name keeps "debug".
+func WithLogLevel(level string) ServeOption {
+	return optionFunc(func(c *serveConfig) {
+		if l := hclog.LevelFromString(level); l != hclog.NoLevel {
+			c.level = l
+		}
+	})
+}
+
+// Serve runs the plugin: it is the whole of a plugin's main.
+//
+//	func main() {
+//		sdk.Serve(func(log sdk.Logger) sdk.VoteSource { return &mySource{log: log} })
+//	}
+//
+// Started by vigil, it answers vigil's handshake, serves the VoteSource
+// built by factory over gRPC and returns only when vigil stops the plugin.
 // The process also exits by itself when the vigil process that started it
 // goes away, even if vigil was killed with SIGKILL.
-func Serve(factory Factory) {
+//
+// Run by hand (without the handshake's environment), the binary answers
+// `-version` (the plugin's name, version and protocol version) and
+// `-schema` (its Info and ConfigSchema as JSON, what `vigil plugin docs`
+// renders), and otherwise says what it is and exits with status 1.
+func Serve(factory Factory, opts ...ServeOption) {
+	cfg := serveConfig{level: hclog.Debug, args: os.Args[1:], stdout: os.Stdout, stderr: os.Stderr, exit: os.Exit, getenv: os.Getenv}
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	if cfg.getenv(glue.MagicCookieKey) != glue.MagicCookieValue {
+		log := hclog.New(&hclog.LoggerOptions{Level: cfg.level, Output: cfg.stderr})
+		cfg.exit(byHand(factory(log), cfg.args, cfg.stdout, cfg.stderr))
+		return
+	}
 	log := hclog.New(&hclog.LoggerOptions{
-		Level:      hclog.Debug,
-		Output:     os.Stderr,
+		Level:      cfg.level,
+		Output:     cfg.stderr,
 		JSONFormat: true,
 	})
 	impl := factory(log)
 	watchParent(log, os.Getppid(), 200*time.Millisecond, func() { os.Exit(1) })
 	plugin.Serve(&plugin.ServeConfig{
-		HandshakeConfig:  Handshake,
-		VersionedPlugins: Plugins(impl),
-		GRPCServer:       newGRPCServer,
-		Logger:           log,
+		HandshakeConfig: glue.Handshake,
+		VersionedPlugins: map[int]plugin.PluginSet{
+			ProtocolVersion: {glue.PluginName: &grpcPlugin{impl: impl}},
+		},
+		GRPCServer: newGRPCServer,
+		Logger:     log,
 	})
 }
 
+// schemaDump is what -schema prints.
+type schemaDump struct {
+	Name            string `json:"name"`
+	Version         string `json:"version"`
+	ProtocolVersion int    `json:"protocol_version"`
+	Schema
+}
+
+// byHand answers a plugin binary run by hand and returns its exit status.
+func byHand(impl VoteSource, args []string, stdout, stderr io.Writer) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	info, err := impl.Info(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "plugin info: %v\n", err)
+		return 1
+	}
+	info.ProtocolVersion = ProtocolVersion
+	for _, a := range args {
+		switch a {
+		case "-version", "--version":
+			fmt.Fprintf(stdout, "%s %s (vigil vote-source protocol %d)\n", info.Name, info.Version, info.ProtocolVersion)
+			return 0
+		case "-schema", "--schema":
+			schema, err := impl.ConfigSchema(ctx)
+			if err != nil {
+				fmt.Fprintf(stderr, "config schema: %v\n", err)
+				return 1
+			}
+			if err := schema.Validate(); err != nil {
+				fmt.Fprintf(stderr, "%v\n", err)
+				return 1
+			}
+			if schema.Attributes == nil {
+				schema.Attributes = []Attribute{}
+			}
+			b, err := json.MarshalIndent(schemaDump{Name: info.Name, Version: info.Version, ProtocolVersion: info.ProtocolVersion, Schema: schema}, "", "  ")
+			if err != nil {
+				fmt.Fprintf(stderr, "config schema: %v\n", err)
+				return 1
+			}
+			fmt.Fprintf(stdout, "%s\n", b)
+			return 0
+		}
+	}
+	fmt.Fprintf(stderr, "%s %s is a vigil vote-source plugin (protocol %d): vigil starts it, named by a source block's `plugin` attribute.\n"+
+		"Run by hand it answers -version, and -schema (its config block's attributes, as JSON; `vigil plugin docs %s` renders them).\n",
+		info.Name, info.Version, info.ProtocolVersion, info.Name)
+	return 1
+}
+
 func newGRPCServer(opts []grpc.ServerOption) *grpc.Server {
-	opts = append(opts, grpc.MaxRecvMsgSize(MaxMessageSize), grpc.MaxSendMsgSize(MaxMessageSize))
+	opts = append(opts, grpc.MaxRecvMsgSize(glue.MaxMessageSize), grpc.MaxSendMsgSize(glue.MaxMessageSize))
 	return grpc.NewServer(opts...)
 }
 
 // watchParent calls exit once the process's parent is no longer ppid (it
 // died and the process was re-parented). On Linux the host also sets
 // PR_SET_PDEATHSIG; this covers other systems and hosts that do not.
-func watchParent(log hclog.Logger, ppid int, every time.Duration, exit func()) {
+func watchParent(log Logger, ppid int, every time.Duration, exit func()) {
 	if ppid <= 1 {
 		return // started by init or a container's pid 1: nothing to watch
 	}

@@ -41,6 +41,6 @@ type StatusItem struct {
 	LastSeen time.Time
 }
 
-// ErrNoStatus is returned by a host-side client whose plugin does not
+// ErrNoStatus is returned by a host-side client (package sdk/host) whose plugin does not
 // implement StatusReporter.
 var ErrNoStatus = errors.New("the plugin reports no status")

@@ -12,9 +12,11 @@ type VoteProblem struct {
 
 // CheckVotes returns every vote of an answer to ballot that vigil drops:
 // a vote for a target that was not in the ballot, a Value that is not Up,
-// Down or Abstain, an Abstain without a Reason, an invalid voter id, or a
-// second vote of one voter for one target. vigil keeps the other votes.
-// sdktest.CheckVotes applies the same rules in a plugin's tests.
+// Down or Abstain, an Abstain without a Reason, an invalid voter id, a
+// malformed PluginReason, or a second vote of one voter for one target
+// (the first one counts). vigil keeps the other votes. It is the one copy
+// of these rules: vigil's host calls it on every answer, and
+// sdktest.CheckVotes and sdktest.ValidateVotes fail a test with it.
 func CheckVotes(ballot Ballot, votes []Vote) []VoteProblem {
 	if len(votes) == 0 {
 		return nil
@@ -65,6 +67,9 @@ func CheckVotes(ballot Ballot, votes []Vote) []VoteProblem {
 			continue
 		case !ValidVoter(v.Voter):
 			bad("vote for %s/%s with invalid voter id %q (1-128 of letters, digits and ._:-@/)", v.Site, v.Origin, clipID(v.Voter))
+			continue
+		case v.PluginReason != "" && !ValidPluginReason(v.PluginReason):
+			bad("vote for %s/%s with malformed plugin reason %q (namespace/name, lower-case letters, digits, _ and -)", v.Site, v.Origin, clipID(v.PluginReason))
 			continue
 		}
 		prev := seen[t]

@@ -22,6 +22,14 @@ func decodeConfig(body hcl.Body, schema sdk.Schema, blockRange hcl.Range) (sdk.C
 	if body == nil {
 		body = hcl.EmptyBody()
 	}
+	if err := schema.Validate(); err != nil {
+		return cfg, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "Plugin declares an invalid config schema",
+			Detail:   fmt.Sprintf("The plugin's ConfigSchema is refused (%v): a bug of the plugin, which its author's sdktest tests report; vigil does not use it.", err),
+			Subject:  blockRange.Ptr(),
+		}}
+	}
 	spec := hcldec.ObjectSpec{}
 	for _, a := range schema.Attributes {
 		var typ cty.Type

@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/vigilcdn/vigil/sdk"
+	"github.com/vigilcdn/vigil/sdk/host"
 )
 
 // resolve finds the plugin binary: a value with a path separator is a path;
@@ -163,8 +164,8 @@ func (s *Source) launch() (*process, error) {
 	cmd.Env = env
 	setDeathSignal(cmd)
 	client := plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  sdk.Handshake,
-		VersionedPlugins: sdk.Plugins(nil),
+		HandshakeConfig:  host.Handshake,
+		VersionedPlugins: host.Plugins(nil),
 		Cmd:              cmd,
 		SecureConfig:     secure,
 		SkipHostEnv:      true,
@@ -185,7 +186,7 @@ func (s *Source) launch() (*process, error) {
 		}
 		return nil, fmt.Errorf("start plugin %q: %w", path, err)
 	}
-	raw, err := rpc.Dispense(sdk.PluginName)
+	raw, err := rpc.Dispense(host.PluginName)
 	if err != nil {
 		exitLog.kill(client)
 		return nil, fmt.Errorf("plugin %q: %w", path, err)

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/vigilcdn/vigil/sdk"
+	"github.com/vigilcdn/vigil/sdk/host"
 	"github.com/vigilcdn/vigil/sdk/sdktest"
 )
 
@@ -186,7 +187,7 @@ func TestEnvironmentOnlyNamedVariables(t *testing.T) {
 	}
 	for _, kv := range strings.Split(votes[0].Detail, "\n") {
 		name, _, _ := strings.Cut(kv, "=")
-		if name != "VIGIL_TEST_PASSED" && !strings.HasPrefix(name, "PLUGIN_") && name != sdk.Handshake.MagicCookieKey {
+		if name != "VIGIL_TEST_PASSED" && !strings.HasPrefix(name, "PLUGIN_") && name != host.Handshake.MagicCookieKey {
 			t.Errorf("plugin got host variable %q", name)
 		}
 	}

@@ -4,9 +4,11 @@ import (
 	"github.com/vigilcdn/vigil/sdk"
 )
 
-// keepValid drops garbage votes (sdk.CheckVotes says which), logs them and
-// counts them. Unknown reasons are kept as ReasonUnspecified: a newer
-// plugin may know more reasons.
+// keepValid drops garbage votes (sdk.CheckVotes says which: the one copy
+// of the rules, which sdktest applies too), logs them and counts them.
+// Unknown reasons are kept as ReasonUnspecified: a newer plugin may know
+// more reasons. A vote's PluginReason is put before its Detail, which is
+// what operators see of it ("tlscheck/cert_expiring: expires in 3 days").
 func (s *Source) keepValid(ballot sdk.Ballot, votes []sdk.Vote) []sdk.Vote {
 	problems := sdk.CheckVotes(ballot, votes)
 	kept := votes
@@ -26,6 +28,13 @@ func (s *Source) keepValid(ballot sdk.Ballot, votes []sdk.Vote) []sdk.Vote {
 	for i := range kept {
 		if kept[i].Reason < sdk.ReasonUnspecified || kept[i].Reason > sdk.MaxReason {
 			kept[i].Reason = sdk.ReasonUnspecified
+		}
+		if pr := kept[i].PluginReason; pr != "" {
+			if kept[i].Detail == "" {
+				kept[i].Detail = pr
+			} else {
+				kept[i].Detail = pr + ": " + kept[i].Detail
+			}
 		}
 	}
 	return kept

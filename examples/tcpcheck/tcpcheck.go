@@ -10,7 +10,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/vigilcdn/vigil/sdk"
@@ -25,16 +24,16 @@ const (
 
 // Source is the TCP-connect vote source.
 type Source struct {
-	log         hclog.Logger
+	log         sdk.Logger
 	concurrency int
 	voter       string
 	port        int // 0: the port of the target's address
 }
 
-// New returns a Source with default settings.
-func New(log hclog.Logger) *Source {
+// New returns a Source with default settings; log may be nil.
+func New(log sdk.Logger) *Source {
 	if log == nil {
-		log = hclog.NewNullLogger()
+		log = nopLogger{}
 	}
 	return &Source{log: log, concurrency: DefaultConcurrency, voter: DefaultVoter}
 }
@@ -164,3 +163,12 @@ func (s *Source) dialAddress(address string) (string, error) {
 	}
 	return net.JoinHostPort(u.Hostname(), port), nil
 }
+
+// nopLogger discards everything.
+type nopLogger struct{}
+
+func (nopLogger) Trace(string, ...any) {}
+func (nopLogger) Debug(string, ...any) {}
+func (nopLogger) Info(string, ...any)  {}
+func (nopLogger) Warn(string, ...any)  {}
+func (nopLogger) Error(string, ...any) {}

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/vigilcdn/vigil/sdk"
+	"github.com/vigilcdn/vigil/sdk/host"
 )
 
 // InProcess serves impl over real gRPC on a local socket inside the test
@@ -20,7 +21,7 @@ import (
 // through. Everything is closed at the end of the test.
 func InProcess(t testing.TB, impl sdk.VoteSource) sdk.VoteSource {
 	t.Helper()
-	client, server := plugin.TestPluginGRPCConn(t, false, sdk.Plugins(impl)[sdk.ProtocolVersion])
+	client, server := plugin.TestPluginGRPCConn(t, false, host.Plugins(impl)[sdk.ProtocolVersion])
 	t.Cleanup(func() {
 		// Stop the server first: closing the client first sends a Shutdown
 		// RPC whose handler stops the server too, and go-plugin's
@@ -28,7 +29,7 @@ func InProcess(t testing.TB, impl sdk.VoteSource) sdk.VoteSource {
 		server.Stop()
 		_ = client.Close()
 	})
-	raw, err := client.Dispense(sdk.PluginName)
+	raw, err := client.Dispense(host.PluginName)
 	if err != nil {
 		t.Fatalf("sdktest: dispense vote source: %v", err)
 	}
@@ -58,8 +59,8 @@ func Launch(t testing.TB, path string, env ...string) sdk.VoteSource {
 	cmd := exec.Command(path)
 	cmd.Env = append([]string{}, env...)
 	client := plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  sdk.Handshake,
-		VersionedPlugins: sdk.Plugins(nil),
+		HandshakeConfig:  host.Handshake,
+		VersionedPlugins: host.Plugins(nil),
 		Cmd:              cmd,
 		SkipHostEnv:      true,
 		AutoMTLS:         true,
@@ -76,15 +77,16 @@ func Launch(t testing.TB, path string, env ...string) sdk.VoteSource {
 	if err != nil {
 		t.Fatalf("sdktest: start plugin %s: %v", path, err)
 	}
-	raw, err := rpc.Dispense(sdk.PluginName)
+	raw, err := rpc.Dispense(host.PluginName)
 	if err != nil {
 		t.Fatalf("sdktest: dispense vote source from %s: %v", path, err)
 	}
 	return raw.(sdk.VoteSource)
 }
 
-// Configure fetches src's schema, checks that every value in cfg is declared
-// with a matching Go type, and calls Configure. It fails the test on any
+// Configure fetches src's schema, checks it (see [CheckSchema]) and that
+// every value in cfg is declared with a matching Go type, and calls
+// Configure. It fails the test on any
 // error and returns nothing; use [ConfigureErr] to test rejected configs.
 func Configure(t testing.TB, src sdk.VoteSource, cfg sdk.Config) {
 	t.Helper()
@@ -99,10 +101,7 @@ func ConfigureErr(t testing.TB, src sdk.VoteSource, cfg sdk.Config) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	schema, err := src.ConfigSchema(ctx)
-	if err != nil {
-		t.Fatalf("sdktest: config schema: %v", err)
-	}
+	schema := CheckSchema(t, src)
 	declared := make(map[string]sdk.Attribute, len(schema.Attributes))
 	for _, a := range schema.Attributes {
 		declared[a.Name] = a
@@ -122,6 +121,23 @@ func ConfigureErr(t testing.TB, src sdk.VoteSource, cfg sdk.Config) error {
 		}
 	}
 	return src.Configure(ctx, cfg)
+}
+
+// CheckSchema fetches src's ConfigSchema and fails the test, as vigil
+// refuses the plugin, when the schema is invalid (see [sdk.Schema.Validate]):
+// a duplicate or non-identifier name, a missing type. It returns the schema.
+func CheckSchema(t testing.TB, src sdk.BasePlugin) sdk.Schema {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	schema, err := src.ConfigSchema(ctx)
+	if err != nil {
+		t.Fatalf("sdktest: config schema: %v", err)
+	}
+	if err := schema.Validate(); err != nil {
+		t.Fatalf("sdktest: %v", err)
+	}
+	return schema
 }
 
 func checkType(typ sdk.Type, v any) error {
@@ -145,9 +161,10 @@ func checkType(typ sdk.Type, v any) error {
 }
 
 // CheckVotes fails the test for every vote that vigil would drop (see
-// sdk.CheckVotes): a vote for a target not in the ballot, a Value other than
-// Up, Down or Abstain, an Abstain without a reason, an invalid voter id, or
-// a second vote of one voter for one target.
+// sdk.CheckVotes, the very function vigil's host calls): a vote for a target
+// not in the ballot, a Value other than Up, Down or Abstain, an Abstain
+// without a reason, an invalid voter id, a malformed PluginReason, or a
+// second vote of one voter for one target.
 func CheckVotes(t testing.TB, ballot sdk.Ballot, votes []sdk.Vote) {
 	t.Helper()
 	if err := ValidateVotes(ballot, votes); err != nil {

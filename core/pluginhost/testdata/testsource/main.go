@@ -9,6 +9,10 @@
 //	error    return an error
 //	garbage  answer with invalid votes (and one valid one)
 //	env      vote Up with the environment's names in Detail
+//	pluginreason  one Down with a plugin reason, one with a malformed one
+//
+// With VIGIL_TEST_SCHEMA=duplicate its schema declares "voter" twice.
+//
 //	anything else: one Up vote per target from the configured voter
 package main
 
@@ -20,13 +24,11 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/vigilcdn/vigil/sdk"
 )
 
 type source struct {
-	log       hclog.Logger
+	log       sdk.Logger
 	voter     string
 	readyFile string
 }
@@ -36,6 +38,9 @@ func (s *source) Info(context.Context) (sdk.Info, error) {
 }
 
 func (s *source) ConfigSchema(context.Context) (sdk.Schema, error) {
+	if os.Getenv("VIGIL_TEST_SCHEMA") == "duplicate" {
+		return sdk.Schema{Attributes: []sdk.Attribute{{Name: "voter", Type: sdk.TypeString}, {Name: "voter", Type: sdk.TypeNumber}}}, nil
+	}
 	return sdk.Schema{Attributes: []sdk.Attribute{
 		{Name: "voter", Type: sdk.TypeString, Required: true, Description: "voter id of the votes"},
 		{Name: "ready_file", Type: sdk.TypeString},
@@ -106,6 +111,12 @@ func (s *source) Vote(ctx context.Context, b sdk.Ballot) ([]sdk.Vote, error) {
 			{Site: t.Site, Origin: t.Origin, Voter: s.voter, Value: sdk.Down, Reason: 99},
 			{Site: t.Site, Origin: t.Origin, Voter: s.voter, Value: sdk.Up}, // duplicate voter
 		}, nil
+	case "pluginreason":
+		t := b.Targets[0]
+		return []sdk.Vote{
+			{Site: t.Site, Origin: t.Origin, Voter: s.voter, Value: sdk.Down, Reason: sdk.ReasonTLSFailed, PluginReason: "testsource/cert_expiring", Detail: "expires in 3 days"},
+			{Site: t.Site, Origin: t.Origin, Voter: s.voter + "2", Value: sdk.Down, Reason: sdk.ReasonTLSFailed, PluginReason: "Not Namespaced"},
+		}, nil
 	case "env":
 		// Names only (values may be multi-line certificates), with the
 		// values of VIGIL_ variables.
@@ -135,5 +146,5 @@ func main() {
 			select {}
 		}
 	}
-	sdk.Serve(func(log hclog.Logger) sdk.VoteSource { return &source{log: log} })
+	sdk.Serve(func(log sdk.Logger) sdk.VoteSource { return &source{log: log} })
 }

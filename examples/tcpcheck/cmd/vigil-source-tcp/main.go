@@ -3,12 +3,10 @@
 package main
 
 import (
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/vigilcdn/vigil/examples/tcpcheck"
 	"github.com/vigilcdn/vigil/sdk"
 )
 
 func main() {
-	sdk.Serve(func(log hclog.Logger) sdk.VoteSource { return tcpcheck.New(log) })
+	sdk.Serve(func(log sdk.Logger) sdk.VoteSource { return tcpcheck.New(log) })
 }

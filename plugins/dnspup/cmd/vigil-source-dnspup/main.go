@@ -11,7 +11,9 @@ import (
 )
 
 func main() {
-	sdk.Serve(func(log hclog.Logger) sdk.VoteSource {
-		return dnspup.New(log, dnspup.Options{})
+	// The SDK's Logger is an hclog.Logger (see sdk.Logger), which the
+	// package's logging is written against.
+	sdk.Serve(func(log sdk.Logger) sdk.VoteSource {
+		return dnspup.New(log.(hclog.Logger), dnspup.Options{})
 	})
 }

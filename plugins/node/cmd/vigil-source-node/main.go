@@ -11,5 +11,7 @@ import (
 )
 
 func main() {
-	sdk.Serve(func(log hclog.Logger) sdk.VoteSource { return node.New(log) })
+	// The SDK's Logger is an hclog.Logger (see sdk.Logger), which the
+	// package's logging is written against.
+	sdk.Serve(func(log sdk.Logger) sdk.VoteSource { return node.New(log.(hclog.Logger)) })
 }

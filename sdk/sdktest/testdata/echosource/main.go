@@ -4,12 +4,10 @@
 package main
 
 import (
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/vigilcdn/vigil/sdk"
 	"github.com/vigilcdn/vigil/sdk/sdktest/internal/echo"
 )
 
 func main() {
-	sdk.Serve(func(log hclog.Logger) sdk.VoteSource { return echo.New() })
+	sdk.Serve(func(sdk.Logger) sdk.VoteSource { return echo.New() })
 }

@@ -1,4 +1,4 @@
-package sdk
+package host
 
 import (
 	"testing"
@@ -6,12 +6,13 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	pb "github.com/vigilcdn/vigil/sdk/internal/proto/votesource/v1"
+	"github.com/vigilcdn/vigil/sdk"
+	pb "github.com/vigilcdn/vigil/sdk/proto/votesource/v1"
 )
 
 // generated is the request the generated messages make of a ballot: the
 // reference the wire writer must match.
-func generated(b *Ballot) *pb.VoteRequest {
+func generated(b *sdk.Ballot) *pb.VoteRequest {
 	req := &pb.VoteRequest{Round: b.Round, Cas: b.CAs}
 	for _, t := range b.Targets {
 		m := &pb.Target{Site: t.Site, Origin: t.Origin, Address: t.Address, Host: t.Host, Path: t.Path, UserAgent: t.UserAgent,
@@ -20,7 +21,7 @@ func generated(b *Ballot) *pb.VoteRequest {
 		for _, s := range t.Expect.Statuses {
 			m.ExpectStatuses = append(m.ExpectStatuses, int32(s))
 		}
-		if t.TLS != (TLSSettings{}) {
+		if t.TLS != (sdk.TLSSettings{}) {
 			m.Tls = &pb.TLSSettings{ServerName: t.TLS.ServerName, Ca: t.TLS.CA, InsecureSkipVerify: t.TLS.InsecureSkipVerify}
 		}
 		req.Targets = append(req.Targets, m)
@@ -29,16 +30,16 @@ func generated(b *Ballot) *pb.VoteRequest {
 }
 
 func TestWireRequestIsTheProtocols(t *testing.T) {
-	ballots := []Ballot{
+	ballots := []sdk.Ballot{
 		{},
-		{Round: 7, Targets: []Target{{Site: "www", Origin: "a1"}}},
-		{Round: 1 << 40, CAs: map[string][]byte{"sha256:x": []byte("PEM"), "b": nil}, Targets: []Target{
+		{Round: 7, Targets: []sdk.Target{{Site: "www", Origin: "a1"}}},
+		{Round: 1 << 40, CAs: map[string][]byte{"sha256:x": []byte("PEM"), "b": nil}, Targets: []sdk.Target{
 			{Site: "www", Origin: "a1", Address: "https://203.0.113.1:8443", Host: "www.example.com", Path: "/h?x=1", Timeout: 1500 * time.Millisecond,
-				UserAgent: "ua", Expect: Expectations{Statuses: []int{200, 204, 599}, BodyContains: "ok", MaxLatency: time.Second},
-				TLS: TLSSettings{ServerName: "o.internal", CA: "sha256:x", InsecureSkipVerify: true}, Headers: map[string]string{"X-A": "1", "Authorization": "Bearer t"},
+				UserAgent: "ua", Expect: sdk.Expectations{Statuses: []int{200, 204, 599}, BodyContains: "ok", MaxLatency: time.Second},
+				TLS: sdk.TLSSettings{ServerName: "o.internal", CA: "sha256:x", InsecureSkipVerify: true}, Headers: map[string]string{"X-A": "1", "Authorization": "Bearer t"},
 				FollowRedirects: true, MaxBody: 1 << 20},
-			{Site: "api", Origin: "b", TLS: TLSSettings{InsecureSkipVerify: true}},
-			{Site: "ünïcode", Origin: "o", Expect: Expectations{Statuses: []int{0}}},
+			{Site: "api", Origin: "b", TLS: sdk.TLSSettings{InsecureSkipVerify: true}},
+			{Site: "ünïcode", Origin: "o", Expect: sdk.Expectations{Statuses: []int{0}}},
 		}},
 	}
 	for i, b := range ballots {
@@ -56,6 +57,7 @@ func TestWireResponseIsTheProtocols(t *testing.T) {
 	resp := &pb.VoteResponse{Votes: []*pb.Vote{
 		{Site: "www", Origin: "a1", Voter: "direct", Value: pb.Value_VALUE_UP, Reason: pb.Reason_REASON_OK, Detail: "HTTP 200 OK", LatencyNanos: 1234},
 		{Site: "www", Origin: "a2", Voter: "direct", Value: pb.Value_VALUE_ABSTAIN, Reason: pb.Reason_REASON_OUT_OF_TIME},
+		{Site: "www", Origin: "a3", Voter: "tls", Value: pb.Value_VALUE_DOWN, Reason: pb.Reason_REASON_TLS_FAILED, PluginReason: "tlscheck/cert_expiring"},
 		{Site: "x", Origin: "y", Voter: "n", Value: 99, Reason: 77, LatencyNanos: -5},
 		{},
 	}}
@@ -71,7 +73,7 @@ func TestWireResponseIsTheProtocols(t *testing.T) {
 		t.Fatalf("%d votes, want %d", len(votes), len(resp.Votes))
 	}
 	for i, m := range resp.Votes {
-		want := Vote{Site: m.Site, Origin: m.Origin, Voter: m.Voter, Value: Value(m.Value), Reason: Reason(m.Reason), Detail: m.Detail, Latency: time.Duration(m.LatencyNanos)}
+		want := sdk.Vote{Site: m.Site, Origin: m.Origin, Voter: m.Voter, Value: sdk.Value(m.Value), Reason: sdk.Reason(m.Reason), Detail: m.Detail, Latency: time.Duration(m.LatencyNanos), PluginReason: m.PluginReason}
 		if votes[i] != want {
 			t.Fatalf("vote %d: %+v, want %+v", i, votes[i], want)
 		}
@@ -100,7 +102,7 @@ func FuzzParseVoteResponse(f *testing.F) {
 			t.Fatalf("%d votes, protobuf reads %d", len(votes), len(ref.Votes))
 		}
 		for i, m := range ref.Votes {
-			want := Vote{Site: m.Site, Origin: m.Origin, Voter: m.Voter, Value: Value(m.Value), Reason: Reason(m.Reason), Detail: m.Detail, Latency: time.Duration(m.LatencyNanos)}
+			want := sdk.Vote{Site: m.Site, Origin: m.Origin, Voter: m.Voter, Value: sdk.Value(m.Value), Reason: sdk.Reason(m.Reason), Detail: m.Detail, Latency: time.Duration(m.LatencyNanos), PluginReason: m.PluginReason}
 			if votes[i] != want {
 				t.Fatalf("vote %d: %+v, protobuf reads %+v", i, votes[i], want)
 			}

@@ -1,4 +1,4 @@
-package sdk
+package host
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/vigilcdn/vigil/sdk"
 )
 
 // The host's side of Vote writes the request and reads the answer in the
@@ -30,14 +32,14 @@ const (
 
 	fRespVotes = 1
 
-	fVSite, fVOrigin, fVVoter, fVValue, fVReason, fVDetail, fVLatency = 1, 2, 3, 4, 5, 6, 7
+	fVSite, fVOrigin, fVVoter, fVValue, fVReason, fVDetail, fVLatency, fVPluginReason = 1, 2, 3, 4, 5, 6, 7, 8
 )
 
 // voteRequest is a Vote request to be written from a ballot.
-type voteRequest struct{ ballot *Ballot }
+type voteRequest struct{ ballot *sdk.Ballot }
 
 // voteResponse is a Vote answer to be read into votes.
-type voteResponse struct{ votes []Vote }
+type voteResponse struct{ votes []sdk.Vote }
 
 // wireCodec marshals voteRequest and unmarshals voteResponse; it leaves
 // every other message to protobuf. Its name is "proto": on the wire it is
@@ -102,7 +104,7 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-func appendVoteRequest(b []byte, ballot *Ballot) []byte {
+func appendVoteRequest(b []byte, ballot *sdk.Ballot) []byte {
 	b = appendVarint(b, fReqRound, ballot.Round)
 	var t []byte
 	for i := range ballot.Targets {
@@ -121,7 +123,7 @@ func appendVoteRequest(b []byte, ballot *Ballot) []byte {
 	return b
 }
 
-func appendTarget(b []byte, t *Target) []byte {
+func appendTarget(b []byte, t *sdk.Target) []byte {
 	b = appendString(b, fTSite, t.Site)
 	b = appendString(b, fTOrigin, t.Origin)
 	b = appendString(b, fTAddress, t.Address)
@@ -139,7 +141,7 @@ func appendTarget(b []byte, t *Target) []byte {
 	}
 	b = appendString(b, fTBody, t.Expect.BodyContains)
 	b = appendVarint(b, fTMaxLatency, uint64(t.Expect.MaxLatency))
-	if t.TLS != (TLSSettings{}) {
+	if t.TLS != (sdk.TLSSettings{}) {
 		var tl []byte
 		tl = appendString(tl, fTLSServerName, t.TLS.ServerName)
 		tl = appendString(tl, fTLSCA, t.TLS.CA)
@@ -163,13 +165,13 @@ func appendTarget(b []byte, t *Target) []byte {
 	return b
 }
 
-var errWire = errors.New("sdk: malformed Vote answer")
+var errWire = errors.New("sdk/host: malformed Vote answer")
 
 // parseVoteResponse reads a VoteResponse into votes. Voter ids and
 // details repeat across an answer ("direct", "HTTP 200 OK"): each is kept
 // once.
-func parseVoteResponse(b []byte) ([]Vote, error) {
-	votes := make([]Vote, 0, len(b)/48)
+func parseVoteResponse(b []byte) ([]sdk.Vote, error) {
+	votes := make([]sdk.Vote, 0, len(b)/48)
 	strs := map[string]string{}
 	share := func(raw []byte) string {
 		if s, ok := strs[string(raw)]; ok { // no allocation for the lookup
@@ -208,8 +210,8 @@ func parseVoteResponse(b []byte) ([]Vote, error) {
 	return votes, nil
 }
 
-func parseVote(b []byte, share func([]byte) string) (Vote, error) {
-	var v Vote
+func parseVote(b []byte, share func([]byte) string) (sdk.Vote, error) {
+	var v sdk.Vote
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -217,7 +219,7 @@ func parseVote(b []byte, share func([]byte) string) (Vote, error) {
 		}
 		b = b[n:]
 		switch {
-		case typ == protowire.BytesType && num >= fVSite && num <= fVDetail:
+		case typ == protowire.BytesType && (num >= fVSite && num <= fVDetail || num == fVPluginReason):
 			raw, n := protowire.ConsumeBytes(b)
 			if n < 0 {
 				return v, errWire
@@ -232,6 +234,8 @@ func parseVote(b []byte, share func([]byte) string) (Vote, error) {
 				v.Voter = share(raw)
 			case fVDetail:
 				v.Detail = share(raw)
+			case fVPluginReason:
+				v.PluginReason = share(raw)
 			default: // a known field of another type: skip it as the proto would
 			}
 		case typ == protowire.VarintType && (num == fVValue || num == fVReason || num == fVLatency):
@@ -242,9 +246,9 @@ func parseVote(b []byte, share func([]byte) string) (Vote, error) {
 			b = b[n:]
 			switch num {
 			case fVValue:
-				v.Value = Value(int32(x))
+				v.Value = sdk.Value(int32(x))
 			case fVReason:
-				v.Reason = Reason(int32(x))
+				v.Reason = sdk.Reason(int32(x))
 			case fVLatency:
 				v.Latency = time.Duration(int64(x))
 			}

@@ -1,0 +1,81 @@
+package pluginhost
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/vigilcdn/vigil/sdk"
+	"github.com/vigilcdn/vigil/sdk/sdktest"
+)
+
+// TestInvalidSchemaRefused: a plugin whose schema declares an attribute
+// twice is refused at its start, with the reason, instead of the last
+// duplicate silently winning.
+func TestInvalidSchemaRefused(t *testing.T) {
+	t.Setenv("VIGIL_TEST_SCHEMA", "duplicate")
+	src := New(Spec{Name: "test", Plugin: testPlugin, Env: []string{"VIGIL_TEST_SCHEMA"}, Config: parseConfig(t, `voter = "v"`)})
+	t.Cleanup(src.Close)
+	diags := src.Start(context.Background())
+	if !diags.HasErrors() {
+		t.Fatal("Start accepted a schema that declares voter twice")
+	}
+	if d := diags[0]; d.Summary != "Plugin declares an invalid config schema" || !strings.Contains(d.Detail, `"voter" is declared twice`) {
+		t.Errorf("diagnostic = %v", d)
+	}
+}
+
+// TestPluginReason: a namespaced plugin reason travels with the vote and
+// reaches operators before the detail; a malformed one drops the vote, as
+// sdktest.CheckVotes says it would.
+func TestPluginReason(t *testing.T) {
+	src, _ := newSource(t, `voter = "v"`, nil)
+	b := ballot("pluginreason", 1)
+	votes, err := src.Vote(context.Background(), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sdk.Vote{Site: "pluginreason", Origin: "o0", Voter: "v", Value: sdk.Down, Reason: sdk.ReasonTLSFailed,
+		PluginReason: "testsource/cert_expiring", Detail: "testsource/cert_expiring: expires in 3 days"}
+	if len(votes) != 1 || votes[0] != want {
+		t.Errorf("kept %+v, want only %+v", votes, want)
+	}
+	if st := src.Stats(); st.DroppedVotes != 1 {
+		t.Errorf("dropped %d votes, want 1 (the malformed plugin reason)", st.DroppedVotes)
+	}
+}
+
+// TestCheckVotesIsSdktests: the host and sdktest refuse the same votes, a
+// second vote of one voter for one target included.
+func TestCheckVotesIsSdktests(t *testing.T) {
+	b := sdk.Ballot{Targets: []sdk.Target{{Site: "www", Origin: "a1"}}}
+	votes := []sdk.Vote{
+		{Site: "www", Origin: "a1", Voter: "v", Value: sdk.Up, Reason: sdk.ReasonOK},
+		{Site: "www", Origin: "a1", Voter: "v", Value: sdk.Down, Reason: sdk.ReasonTimeout},
+	}
+	src := &Source{log: hclog.NewNullLogger()}
+	kept := src.keepValid(b, append([]sdk.Vote(nil), votes...))
+	err := sdktest.ValidateVotes(b, votes)
+	if len(kept) != 1 || err == nil || !strings.Contains(err.Error(), "second vote") {
+		t.Errorf("host kept %d of 2, sdktest said %v: they must both refuse the duplicate", len(kept), err)
+	}
+}
+
+// TestCleanStopIsNotAnError: the agent's clean stop (SIGINT or SIGTERM ends
+// in Close) ends the plugin without an ERROR line.
+func TestCleanStopIsNotAnError(t *testing.T) {
+	src, logs := newSource(t, `voter = "v"`, nil)
+	if _, err := src.Vote(context.Background(), ballot("www", 1)); err != nil {
+		t.Fatal(err)
+	}
+	src.Close()
+	logs.WaitFor(t, 10*time.Second, "plugin process exited")
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "[ERROR]") {
+			t.Errorf("a clean stop logged an error: %s", line)
+		}
+	}
+}
