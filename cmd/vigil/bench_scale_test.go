@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vigilcdn/vigil/internal/testnet"
 )
 
 // scaleResult is what BenchmarkScale measured at one fleet size.
@@ -85,7 +87,7 @@ func measureScale(b *testing.B, n, perRound int) *scaleResult {
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }))
 	defer origin.Close()
 	dir := b.TempDir()
-	listen := freeAddr(b)
+	listen := testnet.Addr(b)
 	round := max(2*time.Second, time.Duration(perRound/5000)*time.Second) // room for the round's probes
 	var cfg strings.Builder
 	fmt.Fprintf(&cfg, `control {

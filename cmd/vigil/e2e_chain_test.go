@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -14,18 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigilcdn/vigil/internal/testnet"
 	"github.com/vigilcdn/vigil/plugins/dnspup/fakeapi"
 )
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // TestEndToEndCarryDecidesANodeSplit runs the documented chain with real
 // processes: the node gateway with two real vigil-node agents, the dnspup
@@ -60,7 +50,7 @@ func TestEndToEndCarryDecidesANodeSplit(t *testing.T) {
 	t.Cleanup(apiSrv.Close)
 
 	dir := t.TempDir()
-	gateway := freePort(t)
+	gateway := testnet.Addr(t)
 	config := filepath.Join(dir, "vigil.hcl")
 	cfg := fmt.Sprintf(`
 control {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	demoorigin "github.com/vigilcdn/vigil/examples/demo-origin"
+	"github.com/vigilcdn/vigil/internal/testnet"
 	nodeagent "github.com/vigilcdn/vigil/plugins/node/agent"
 	"github.com/vigilcdn/vigil/sdk/publication"
 )
@@ -90,7 +91,7 @@ func TestKill9InsideTheCommitWindows(t *testing.T) {
 		origins[n], addr[n] = s, srv.URL
 	}
 	dir := t.TempDir()
-	listen := freeAddr(t)
+	listen := testnet.Addr(t)
 	config := filepath.Join(dir, "vigil.hcl")
 	var sites string
 	for _, name := range []string{"www", "api", "img"} {

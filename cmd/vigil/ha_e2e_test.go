@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -19,22 +18,13 @@ import (
 	"github.com/vigilcdn/vigil/core/ha"
 	"github.com/vigilcdn/vigil/core/store/etcd/etcdtest"
 	demoorigin "github.com/vigilcdn/vigil/examples/demo-origin"
+	"github.com/vigilcdn/vigil/internal/testnet"
 )
 
 const (
 	haLeaseTTL = 2 * time.Second
 	haRound    = 200 * time.Millisecond
 )
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // startMember writes a config for instance id and starts it.
 func startMember(t *testing.T, id, endpoint, mode, body string) *agentProc {
@@ -67,7 +57,7 @@ source "direct" {
   plugin  = "vigil-source-direct"
   timeout = "2s"
 }
-`, round.String(), filepath.Join(dir, "data"), binDir, freeAddr(t), endpoint, haLeaseTTL.String(), mode, id) + body
+`, round.String(), filepath.Join(dir, "data"), binDir, testnet.Addr(t), endpoint, haLeaseTTL.String(), mode, id) + body
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -17,21 +17,9 @@ import (
 	"github.com/vigilcdn/vigil/core/agent"
 	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/core/engine/enginetest"
+	"github.com/vigilcdn/vigil/internal/testnet"
 	"github.com/vigilcdn/vigil/sdk/sdktest"
 )
-
-// freeAddr reserves a loopback address by listening on it, and gives it
-// back for the agent to take; the agent's own listen tells if it raced.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
 
 type fixture struct {
 	dir, tokenFile string
@@ -80,7 +68,7 @@ func startWith(t *testing.T, f *fixture, extra string) (*fixture, string) {
 	if err := os.WriteFile(f.tokenFile, []byte("first-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	listen := freeAddr(t)
+	listen := testnet.Addr(t)
 	a, err := agent.Start(f.config(t, listen, extra), agent.Options{
 		Logger:    hclog.New(&hclog.LoggerOptions{Output: f.logs, Level: hclog.Debug}),
 		NewSource: enginetest.Sources{}.Factory(), ListenFile: filepath.Join(dir, "listen"),
@@ -150,7 +138,7 @@ func TestReloadRotatesTheToken(t *testing.T) {
 
 func TestReloadMovesTheListener(t *testing.T) {
 	f, addr := start(t)
-	next := freeAddr(t)
+	next := testnet.Addr(t)
 	if _, err := f.a.Reload(f.config(t, next, "")); err != nil {
 		t.Fatal(err)
 	}

@@ -8,28 +8,9 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-)
 
-// freeUDPAndTCP reserves a loopback port free for both UDP and TCP, as
-// the DNS publisher binds both.
-func freeUDPAndTCP(t *testing.T) string {
-	t.Helper()
-	for range 20 {
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := pc.LocalAddr().String()
-		ln, err := net.Listen("tcp", addr)
-		pc.Close()
-		if err == nil {
-			ln.Close()
-			return addr
-		}
-	}
-	t.Fatal("no loopback port free for both UDP and TCP")
-	return ""
-}
+	"github.com/vigilcdn/vigil/internal/testnet"
+)
 
 func dnsBlock(listen string, ttl int) string {
 	return fmt.Sprintf(`publish "dns" {
@@ -61,7 +42,7 @@ func answerTTL(addr string) (uint32, error) {
 // address it cannot bind leaves the old publisher serving, and says so; a
 // reload on the same address applies the new settings.
 func TestReloadKeepsDNSServing(t *testing.T) {
-	dnsAddr := freeUDPAndTCP(t)
+	dnsAddr := testnet.Addr(t)
 	f, apiAddr := startWith(t, &fixture{dir: t.TempDir()}, dnsBlock(dnsAddr, 30))
 	if ttl, err := answerTTL(dnsAddr); err != nil || ttl != 30 {
 		t.Fatalf("DNS before the reloads: ttl %d, %v", ttl, err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/vigilcdn/vigil/core/agent"
 	"github.com/vigilcdn/vigil/core/engine/enginetest"
+	"github.com/vigilcdn/vigil/internal/testnet"
 	"github.com/vigilcdn/vigil/sdk/sdktest"
 )
 
@@ -64,7 +65,7 @@ func TestFullDiskActionsAreRefusedAndChangeNothing(t *testing.T) {
 	if err := os.WriteFile(f.tokenFile, []byte("first-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	listen := freeAddr(t)
+	listen := testnet.Addr(t)
 	startIt := func() *agent.Agent {
 		a, err := agent.Start(f.config(t, listen, ""), agent.Options{
 			Logger:    hclog.New(&hclog.LoggerOptions{Output: f.logs}),

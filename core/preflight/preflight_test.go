@@ -15,6 +15,7 @@ import (
 
 	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/core/preflight"
+	"github.com/vigilcdn/vigil/internal/testnet"
 	"github.com/vigilcdn/vigil/sdk/sdktest"
 )
 
@@ -97,18 +98,6 @@ func held(t *testing.T) string {
 	return ln.Addr().String()
 }
 
-// freeAddr returns a loopback address free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // lineOf is the line of text where marker first appears.
 func lineOf(t *testing.T, text, marker string) int {
 	t.Helper()
@@ -160,7 +149,7 @@ func TestCheck(t *testing.T) {
 		{
 			name: "valid",
 			setup: func(t *testing.T, c *cfgText) {
-				releasedAddr = freeAddr(t)
+				releasedAddr = testnet.Addr(t)
 				c.Sources = nodeSource(releasedAddr, `nodes_per_round = 2`) + directSource("")
 				c.Extra = "publish \"dns\" {\n  listen = \"127.0.0.1:0\"\n  zone   = \"cdn.example.net.\"\n}\n"
 			},

@@ -3,7 +3,6 @@ package node
 import (
 	"bufio"
 	"encoding/json"
-	"net"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -11,19 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigilcdn/vigil/internal/testnet"
 	"github.com/vigilcdn/vigil/sdk"
 	"github.com/vigilcdn/vigil/sdk/sdktest"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // nodeProcess is a vigil-node subprocess whose log lines can be awaited.
 type nodeProcess struct {
@@ -96,7 +86,7 @@ func TestRealProcesses(t *testing.T) {
 	gwBin, nodeBin := sdktest.Build(t, "./cmd/vigil-source-node"), sdktest.Build(t, "./cmd/vigil-node")
 	const token = "process-test-token"
 	src := sdktest.Launch(t, gwBin, "VIGIL_NODE_TOKEN="+token)
-	listen, statusAddr := freeAddr(t), freeAddr(t)
+	listen, statusAddr := testnet.Addr(t), testnet.Addr(t)
 	sdktest.Configure(t, src, sdk.Config{Values: map[string]any{
 		"listen": listen, "token_env": "VIGIL_NODE_TOKEN", "status_listen": statusAddr, "online_timeout": 3 * time.Second,
 	}})

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -14,6 +15,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/vigilcdn/vigil/internal/testnet"
 )
 
 // Binary is the etcd server the tests run (VIGIL_ETCD overrides it).
@@ -28,14 +31,12 @@ type Server struct {
 	stopped  bool
 }
 
+// freePort is a loopback port reserved for t (internal/testnet).
 func freePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	_, p, _ := net.SplitHostPort(testnet.Addr(t))
+	port, _ := strconv.Atoi(p)
+	return port
 }
 
 // Require skips (or, with CI set, fails) the test when etcd is missing.
