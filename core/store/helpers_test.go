@@ -58,9 +58,9 @@ func siteRecord(j int, now time.Time, heavy bool) store.Site {
 		Name: name, Level: 1 + j%2, ManualHold: j%10 == 0, Baseline: map[int]string{1: "healthy", 2: "healthy"},
 		LastProbed: 41, LastProbedAt: now,
 		Origins: map[string]store.Origin{
-			"a1": {State: "healthy", Successes: 3, Verdict: "up", By: "direct", Asked: []string{"direct"}, Since: now},
-			"a2": {State: "healthy", Successes: 3, Verdict: "up", By: "direct", Asked: []string{"direct"}, Since: now},
-			"b1": {State: "unhealthy", Failures: 2, Verdict: "down", By: "direct", Asked: []string{"direct"}, Reason: "connect: connection refused", Since: now},
+			"a1": {State: "healthy", Successes: 3, Verdict: "up", Since: now},
+			"a2": {State: "healthy", Successes: 3, Verdict: "up", Since: now},
+			"b1": {State: "unhealthy", Failures: 2, Verdict: "down", Reason: "connect: connection refused", Since: now},
 		},
 	}
 }

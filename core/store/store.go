@@ -29,10 +29,8 @@ type Origin struct {
 	Failures  int32  `json:"failures,omitempty"`
 	Successes int32  `json:"successes,omitempty"`
 	// The last round's outcome, for status displays.
-	Verdict string   `json:"verdict,omitempty"`
-	By      string   `json:"by,omitempty"`
-	Asked   []string `json:"asked,omitempty"`
-	Reason  string   `json:"reason,omitempty"`
+	Verdict string `json:"verdict,omitempty"`
+	Reason  string `json:"reason,omitempty"`
 	// Since is when State last changed.
 	Since time.Time `json:"since,omitzero"`
 	// DisabledBy says who disabled the origin: "config" or "operator".

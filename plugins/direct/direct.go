@@ -138,8 +138,7 @@ func (s *Source) maxInFlight() int {
 type plan struct {
 	order   []int         // the targets in the order they start (shuffled each round)
 	spread  time.Duration // starts are spread evenly over this
-	workers int
-	soft    time.Time // every probe ends by then
+	workers int           // targets waiting for their start or probed at once
 }
 
 // planRound works out the order, the spread and the number of workers for
@@ -149,7 +148,7 @@ type plan struct {
 // time even when each origin uses its whole timeout.
 func (s *Source) planRound(ballot sdk.Ballot, start, soft time.Time) (p plan, needed int) {
 	n := len(ballot.Targets)
-	p = plan{order: rand.Perm(n), soft: soft}
+	p = plan{order: rand.Perm(n)}
 	// The targets the last round ran out of time for start first: none is
 	// cut twice in a row while others are probed.
 	s.mu.Lock()
