@@ -18,30 +18,43 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags "-X main.commit=$(COMMIT)" -o $(BIN)/ $(MAIN_PKGS)
 
-# What the tests need from Debian, as command:package: protoc for proto-check,
-# chromium for the status page's browser test, etcd for the HA tests.
+# What the tests need from Debian, as check:package: protoc for proto-check,
+# chromium for the status page's browser test, etcd for the HA tests, and
+# Debian's Python 3 with grpcio and cryptography for the Python example
+# plugin (examples/python-votesource). A check is a command looked up in
+# PATH, or python3.MODULE: Debian's /usr/bin/python3 imports MODULE.
 # Installed with apt-get (as root) only when missing.
-DEB_DEPS := protoc:protobuf-compiler chromium:chromium etcd:etcd-server
+DEB_DEPS := protoc:protobuf-compiler chromium:chromium etcd:etcd-server \
+	python3.grpc:python3-grpcio python3.cryptography:python3-cryptography
 
 deps:
-	@missing=""; for d in $(DEB_DEPS); do command -v $${d%%:*} >/dev/null || missing="$$missing $${d#*:}"; done; \
+	@missing=""; for d in $(DEB_DEPS); do check=$${d%%:*}; \
+		case $$check in \
+		python3.*) /usr/bin/python3 -c "import $${check#python3.}" >/dev/null 2>&1 ;; \
+		*) command -v $$check >/dev/null ;; \
+		esac || missing="$$missing $${d#*:}"; done; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" != 0 ]; then echo "the tests need:$$missing; run 'make deps' as root, or: sudo apt-get install -y$$missing"; exit 1; fi; \
 		echo "installing:$$missing"; \
 		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y$$missing; \
 	fi
 
+# The SDK is its own module (sdk/go.mod): `go test ./...` at the root does
+# not descend into it, so each target runs it too.
 test: deps proto-check build
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
+	cd sdk && $(GO) vet ./... && $(GO) test -race -count=1 ./...
 
 test-short:
 	$(GO) test -short ./...
+	cd sdk && $(GO) test -short ./...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	cd sdk && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -179,7 +179,7 @@ func Reference() []RefBlock {
 			Meaning: "One vote source of the chain: an out-of-process plugin. Each round the unsettled origins are handed to the sources in order; an origin a source settles is not handed to a later one. A site with health checks needs at least one source.",
 			Attributes: []RefAttribute{
 				{Name: "plugin", Type: "string", Required: true,
-					Meaning: "The plugin binary: a bare name is looked up in plugin_dir, then in PATH; a path (with a /) is used as it is, relative to the agent's working directory. Not empty.",
+					Meaning: "The plugin binary: a bare name is looked up in plugin_dir, then in PATH; a path (with a /) is used as it is: a relative one resolves against the agent's working directory, not against this file's folder (give an absolute path, or set the service's working directory). Not empty. `vigil plugin docs PLUGIN` prints the plugin's own config reference.",
 					Example: `"vigil-source-dnspup"`},
 				{Name: "min_votes", Type: "whole number", Default: "1",
 					Meaning: "The fewest votes this source's verdict needs (it also needs a strict majority of up or down); with fewer, the origin passes on to the next source. At least 1.",

@@ -91,10 +91,19 @@ func verifyChecksum(path string, want []byte) error {
 		return fmt.Errorf("checksum of plugin %q: %w", path, err)
 	}
 	if got := h.Sum(nil); !bytes.Equal(got, want) {
-		return fmt.Errorf("plugin %q has checksum sha256:%x but the configuration expects sha256:%x: refusing to start it; if the binary was updated on purpose, put its new sum in `checksum`", path, got, want)
+		return fmt.Errorf("plugin %q has checksum sha256:%x but the configuration expects sha256:%x: refusing to start it; if the binary was updated on purpose, put its new sum in `checksum`%w", path, got, want, errChecksumMark)
 	}
 	return nil
 }
+
+// errChecksumMark wraps errChecksum without adding to the message.
+var errChecksumMark = silent{errChecksum}
+
+type silent struct{ error }
+
+func (silent) Error() string { return "" }
+
+func (s silent) Unwrap() error { return s.error }
 
 // hostEnv returns NAME=value for each named variable set in the host's
 // environment, and the names that are not set.
@@ -179,7 +188,7 @@ func (s *Source) launch() (*process, error) {
 	if err != nil {
 		exitLog.kill(client)
 		if errors.Is(err, plugin.ErrChecksumsDoNotMatch) {
-			return nil, fmt.Errorf("plugin %q changed after its checksum was verified: refusing to start it", path)
+			return nil, fmt.Errorf("plugin %q changed after its checksum was verified: refusing to start it%w", path, errChecksumMark)
 		}
 		if strings.Contains(err.Error(), "timeout while waiting for plugin to start") {
 			return nil, fmt.Errorf("plugin %q did not finish its start within %v: it printed no go-plugin handshake; a vigil plugin calls sdk.Serve at once in main (anything slow belongs in Configure)", path, s.startTimeout())

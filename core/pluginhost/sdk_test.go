@@ -2,11 +2,16 @@ package pluginhost
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/vigilcdn/vigil/sdk"
 	"github.com/vigilcdn/vigil/sdk/sdktest"
@@ -77,5 +82,30 @@ func TestCleanStopIsNotAnError(t *testing.T) {
 		if strings.Contains(line, "[ERROR]") {
 			t.Errorf("a clean stop logged an error: %s", line)
 		}
+	}
+}
+
+// TestChecksumMismatchPointsAtChecksum: the agent's own start points a
+// checksum mismatch at the `checksum` attribute, as vigil validate does.
+func TestChecksumMismatchPointsAtChecksum(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "vigil.hcl")
+	src := fmt.Sprintf("source \"test\" {\n  plugin   = %q\n  checksum = \"sha256:%064d\"\n}\n", testPlugin, 0)
+	if err := os.WriteFile(file, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, diags := hclsyntax.ParseConfig([]byte(src), file, hcl.InitialPos)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	decl := f.Body.(*hclsyntax.Body).Blocks[0].DefRange()
+	s := New(Spec{Name: "test", Plugin: testPlugin, Checksum: fmt.Sprintf("sha256:%064d", 0), Range: decl})
+	t.Cleanup(s.Close)
+	diags = s.Start(context.Background())
+	if !diags.HasErrors() {
+		t.Fatal("Start accepted a binary whose checksum does not match")
+	}
+	d := diags[0]
+	if d.Summary != "Plugin binary does not match its checksum" || d.Subject == nil || d.Subject.Start.Line != 3 {
+		t.Errorf("diagnostic %q at %v, want the checksum mismatch at line 3", d.Summary, d.Subject)
 	}
 }

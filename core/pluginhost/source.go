@@ -187,7 +187,7 @@ func (s *Source) Start(ctx context.Context) hcl.Diagnostics {
 	s.stats.starts.Add(1)
 	if err != nil {
 		s.stats.startFailures.Add(1)
-		return s.diag("Cannot start vote-source plugin", err.Error())
+		return s.launchDiag(err)
 	}
 	info, schema, err := s.describe(ctx, proc)
 	if err != nil {
