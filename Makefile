@@ -95,9 +95,14 @@ protogen = cd $(1) && protoc -I . \
 	--go-grpc_out=$(2) --go-grpc_opt=paths=source_relative \
 	$$(find . -name '*.proto' | sort)
 
+# The Python example plugin's message classes, from the published .proto.
+PY_PROTO_DIR := sdk/proto/votesource/v1
+PY_PROTO_OUT := examples/python-votesource
+
 proto: $(GEN_GO) $(GEN_GO_GRPC)
 	@command -v protoc >/dev/null || { echo "protoc missing: apt-get install -y protobuf-compiler"; exit 1; }
 	@set -e; for root in $(PROTO_ROOTS); do ( $(call protogen,$$root,.) ); done
+	protoc -I $(PY_PROTO_DIR) --python_out=$(PY_PROTO_OUT) $(PY_PROTO_DIR)/votesource.proto
 
 proto-check: $(GEN_GO) $(GEN_GO_GRPC)
 	@command -v protoc >/dev/null || { echo "protoc missing: apt-get install -y protobuf-compiler"; exit 1; }
@@ -108,6 +113,11 @@ proto-check: $(GEN_GO) $(GEN_GO_GRPC)
 			echo "generated protobuf code under $$root is stale: run 'make proto' and commit the result"; exit 1; \
 		fi; rm -rf "$$tmp"; \
 	done
+	@set -e; tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+		protoc -I $(PY_PROTO_DIR) --python_out=$$tmp $(PY_PROTO_DIR)/votesource.proto && \
+		if ! diff -u $$tmp/votesource_pb2.py $(PY_PROTO_OUT)/votesource_pb2.py; then \
+			echo "$(PY_PROTO_OUT)/votesource_pb2.py is stale: run 'make proto' and commit the result"; exit 1; \
+		fi
 
 demo: build
 	./examples/demo.sh
