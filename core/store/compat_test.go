@@ -10,12 +10,13 @@ import (
 	"github.com/vigilcdn/vigil/core/store"
 )
 
-// TestOldOriginFieldsStillLoad: a site record that carries the "by" and
-// "asked" keys that Origin had until issue 21 (never set by any release,
-// so omitted, but a record written by hand or by a fork may hold them)
-// loads, the rest of the origin intact: unknown keys are ignored by the
-// JSON decoding that the bbolt store, its last-good copies and the etcd
-// store share.
+// TestOldOriginFieldsStillLoad: a site record that carries the keys Origin
+// had until issue 21 loads, the rest of the origin intact: "verdict",
+// which the engine wrote until 346efa2 (so older state files hold it), and
+// "by" and "asked", never set by any commit (so omitted, but a record
+// written by hand may hold them). Unknown keys are ignored by the JSON
+// decoding that the bbolt store, its last-good copies and the etcd store
+// share.
 func TestOldOriginFieldsStillLoad(t *testing.T) {
 	dir := t.TempDir()
 	s, err := store.Open(dir, 0)
@@ -50,7 +51,7 @@ func TestOldOriginFieldsStillLoad(t *testing.T) {
 	if err != nil {
 		t.Fatalf("loading a state file with the old fields: %v", err)
 	}
-	want := store.Origin{State: "unhealthy", Failures: 3, Verdict: "down", Reason: "connect: connection refused"}
+	want := store.Origin{State: "unhealthy", Failures: 3, Reason: "connect: connection refused"}
 	if got := st.Sites["www"].Origins["a"]; got != want {
 		t.Errorf("origin loaded as %+v, want %+v", got, want)
 	}

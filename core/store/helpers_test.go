@@ -52,15 +52,15 @@ func siteRecord(j int, now time.Time, heavy bool) store.Site {
 	name := fmt.Sprintf("site-%06d.example.com", j)
 	if !heavy {
 		return store.Site{Name: name, Level: 1 + j%2, ManualHold: j%10 == 0, Baseline: map[int]string{1: "healthy"}, LastProbed: 41,
-			Origins: map[string]store.Origin{"a1": {State: "healthy", Verdict: "up"}, "b1": {State: "healthy", Verdict: "up"}}}
+			Origins: map[string]store.Origin{"a1": {State: "healthy"}, "b1": {State: "healthy"}}}
 	}
 	return store.Site{
 		Name: name, Level: 1 + j%2, ManualHold: j%10 == 0, Baseline: map[int]string{1: "healthy", 2: "healthy"},
 		LastProbed: 41, LastProbedAt: now,
 		Origins: map[string]store.Origin{
-			"a1": {State: "healthy", Successes: 3, Verdict: "up", Since: now},
-			"a2": {State: "healthy", Successes: 3, Verdict: "up", Since: now},
-			"b1": {State: "unhealthy", Failures: 2, Verdict: "down", Reason: "connect: connection refused", Since: now},
+			"a1": {State: "healthy", Successes: 3, Since: now},
+			"a2": {State: "healthy", Successes: 3, Since: now},
+			"b1": {State: "unhealthy", Failures: 2, Reason: "connect: connection refused", Since: now},
 		},
 	}
 }

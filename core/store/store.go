@@ -28,9 +28,8 @@ type Origin struct {
 	State     string `json:"state"`
 	Failures  int32  `json:"failures,omitempty"`
 	Successes int32  `json:"successes,omitempty"`
-	// The last round's outcome, for status displays.
-	Verdict string `json:"verdict,omitempty"`
-	Reason  string `json:"reason,omitempty"`
+	// Reason is why State last changed, such as "direct: timeout".
+	Reason string `json:"reason,omitempty"`
 	// Since is when State last changed.
 	Since time.Time `json:"since,omitzero"`
 	// DisabledBy says who disabled the origin: "config" or "operator".
