@@ -6,7 +6,7 @@
 // the source answers with [Vote]s. A plugin's whole main is one call:
 //
 //	func main() {
-//		sdk.Serve(func(log hclog.Logger) sdk.VoteSource {
+//		sdk.Serve(func(log sdk.Logger) sdk.VoteSource {
 //			return &mySource{log: log}
 //		})
 //	}
@@ -31,9 +31,16 @@
 // drops that source's votes for the round, logs and counts the failure, and
 // restarts the plugin with capped backoff before its next use.
 //
-// Logging: write through the [hclog.Logger] handed to the factory. It writes
+// Logging: write through the [Logger] handed to the factory. It writes
 // JSON lines on stderr and vigil re-emits them in its own log under the
 // source's name. Do not write to stdout: go-plugin uses it for the handshake.
+//
+// Run by hand, a plugin binary answers -version and -schema (see [Serve]).
+//
+// This package, sdk/probe and sdk/sdktest are all a plugin imports. Package
+// sdk/host is the host's side of the protocol (vigil uses it); plugin
+// authors never need it. The wire protocol, for plugins in other languages,
+// is sdk/proto/votesource/v1/votesource.proto and sdk/PROTOCOL.md.
 //
 // Testing: package sdk/sdktest runs a plugin in-process over real gRPC and as
 // a real subprocess. Package sdk/probe is the HTTP probe that the shipped

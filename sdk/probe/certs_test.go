@@ -1,6 +1,7 @@
 package probe
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -86,4 +87,26 @@ func leaf(t *testing.T, ca *testPKI, names []string, notBefore, notAfter time.Ti
 		t.Fatalf("create certificate: %v", err)
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// TestResultPeerCertificate: an https probe exposes the origin's leaf
+// certificate and its expiry, so a plugin can warn of one that expires soon.
+func TestResultPeerCertificate(t *testing.T) {
+	ca := newTestCA(t)
+	now := time.Now()
+	notAfter := now.Add(72 * time.Hour).Truncate(time.Second)
+	cert := leaf(t, ca, []string{siteHost}, now.Add(-time.Hour), notAfter)
+	o := newOrigin(t, &cert)
+	got, err := Do(context.Background(), Request{Address: o.url, Host: siteHost, Path: "/tls", RootCAs: ca.pool})
+	if err != nil || !got.Up {
+		t.Fatalf("probe = %+v, %v", got, err)
+	}
+	if got.PeerCertificate == nil || !got.CertNotAfter.Equal(notAfter) || !got.PeerCertificate.NotAfter.Equal(notAfter) {
+		t.Errorf("PeerCertificate %v, CertNotAfter %v, want the leaf expiring at %v", got.PeerCertificate != nil, got.CertNotAfter, notAfter)
+	}
+	plain := newOrigin(t, nil)
+	got, _ = Do(context.Background(), Request{Address: plain.url, Host: siteHost, Path: "/tls"})
+	if got.PeerCertificate != nil || !got.CertNotAfter.IsZero() {
+		t.Errorf("plain HTTP probe has a certificate: %+v", got)
+	}
 }

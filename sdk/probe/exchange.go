@@ -91,6 +91,9 @@ func (p *prober) exchange(u *url.URL) (ex *exchange, err error) {
 			}
 			return ex, &tlsError{err}
 		}
+		if pc := tc.ConnectionState().PeerCertificates; len(pc) > 0 {
+			p.leaf = pc[0]
+		}
 		if tc.ConnectionState().NegotiatedProtocol == "h2" {
 			p.setPhase(phaseHeaders)
 			p.proto = "HTTP/2.0"

@@ -237,6 +237,15 @@ type Result struct {
 	// request path, query, header values or any credential, so it is safe
 	// to log and show to operators.
 	Detail string
+	// PeerCertificate is the leaf certificate the origin presented in the
+	// TLS handshake of the last exchange (of the last redirect, when they
+	// are followed), or nil for plain HTTP or a handshake that failed
+	// before the certificate. It is set for an up probe too: a plugin can
+	// judge how soon it expires, and vote with a plugin reason of its own
+	// (for example Reason "tls_failed" refined by "mycheck/cert_expiring").
+	PeerCertificate *x509.Certificate
+	// CertNotAfter is PeerCertificate's expiry (zero without one).
+	CertNotAfter time.Time
 }
 
 // Validate reports whether r can be probed. The error wraps
@@ -277,6 +286,9 @@ func Do(ctx context.Context, req Request) (Result, error) {
 		return Result{}, err
 	}
 	res.Duration = time.Since(p.start)
+	if p.leaf != nil {
+		res.PeerCertificate, res.CertNotAfter = p.leaf, p.leaf.NotAfter
+	}
 	return res, nil
 }
 
@@ -291,6 +303,7 @@ type prober struct {
 	start time.Time
 	phase atomic.Uint32 // index into phases; written by a dial hook too
 	proto string        // of the exchange under way, once the request can be sent
+	leaf  *x509.Certificate
 }
 
 var phases = [...]Phase{"", PhaseDNS, PhaseConnect, PhaseTLS, PhaseHeaders, PhaseBody}
