@@ -21,11 +21,14 @@ build:
 # What the tests need from Debian, as check:package: protoc for proto-check,
 # chromium for the status page's browser test, etcd for the HA tests, and
 # Debian's Python 3 with grpcio and cryptography for the Python example
-# plugin (examples/python-votesource). A check is a command looked up in
-# PATH, or python3.MODULE: Debian's /usr/bin/python3 imports MODULE.
+# plugin (examples/python-votesource), promtool to check the /metrics
+# pages, and Alertmanager (with amtool) for the alerting end-to-end test.
+# A check is a command looked up in PATH, or python3.MODULE: Debian's
+# /usr/bin/python3 imports MODULE.
 # Installed with apt-get (as root) only when missing.
 DEB_DEPS := protoc:protobuf-compiler chromium:chromium etcd:etcd-server \
-	python3.grpc:python3-grpcio python3.cryptography:python3-cryptography
+	python3.grpc:python3-grpcio python3.cryptography:python3-cryptography \
+	promtool:prometheus amtool:prometheus-alertmanager
 
 deps:
 	@missing=""; for d in $(DEB_DEPS); do check=$${d%%:*}; \

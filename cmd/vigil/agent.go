@@ -85,6 +85,7 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	defer signal.Stop(sigs)
 	a, err := agent.Start(cfg, agent.Options{
 		ConfigPath: *path, Logger: log, Diagnostics: stderr, FreshState: *fresh, ListenFile: *listenFile, Hooks: faultHooks(log),
+		Build: agent.Build{Version: version, Commit: buildCommit()},
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "vigil agent: %v\n", err)

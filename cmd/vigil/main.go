@@ -66,18 +66,7 @@ func init() {
 // versionLine is "vigil VERSION (commit C[, modified], GO)", with the
 // commit Go recorded in the binary when it was built from a checkout.
 func versionLine() string {
-	rev, modified, goVersion := commit, false, ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		goVersion = bi.GoVersion
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.modified":
-				modified = s.Value == "true"
-			}
-		}
-	}
+	rev, modified, goVersion := buildRevision()
 	if len(rev) > 12 {
 		rev = rev[:12]
 	}
@@ -92,6 +81,32 @@ func versionLine() string {
 		line += ", " + goVersion
 	}
 	return line + ")"
+}
+
+// buildCommit is the build's commit, short, "" when unknown.
+func buildCommit() string {
+	rev, _, _ := buildRevision()
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	return rev
+}
+
+// buildRevision is the commit set at link time, or the one Go recorded.
+func buildRevision() (rev string, modified bool, goVersion string) {
+	rev = commit
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		goVersion = bi.GoVersion
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	return rev, modified, goVersion
 }
 
 // cliCommand is a command as hashicorp/cli runs it.

@@ -41,6 +41,8 @@ type Options struct {
 	ListenFile string
 	// Hooks are the engine's commit hooks (fault injection in tests).
 	Hooks *engine.Hooks
+	// Build is the build that runs, for vigil_build_info.
+	Build Build
 	// NewSource builds the vote sources (engine.PluginSource when nil:
 	// tests give in-process ones).
 	NewSource func(src *config.Source, pluginDir string, log hclog.Logger) engine.VoteSource
@@ -86,7 +88,7 @@ func Start(cfg *config.Config, opts Options) (a *Agent, err error) {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo(opts.Build))
 	ctx, cancel := context.WithCancel(context.Background())
 	a = &Agent{opts: opts, log: log, reg: reg, ctx: ctx, cancel: cancel, cfg: cfg, token: token}
 	built := a // the returns below set a to nil

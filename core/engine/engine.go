@@ -383,6 +383,11 @@ func isOld(s VoteSource, old []VoteSource) bool {
 
 func (e *Engine) setSourceStats() {
 	var fns []func() namedStats
+	names := make([]string, len(e.sources))
+	for i, s := range e.sources {
+		names[i] = s.Name()
+	}
+	e.metrics.initSources(names)
 	for _, s := range e.sources {
 		if st, ok := s.(statser); ok {
 			name := s.Name()
