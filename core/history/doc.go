@@ -1,0 +1,26 @@
+// Package history keeps each origin's recent verdicts and its up/down
+// counts in one fixed-size ring file in data_dir (history.ring), outside
+// the heap: what the status page draws as a history strip, uptime
+// percentages and a latency sparkline.
+//
+// The file is a header page, an index (one 8-byte key per slot: a hash of
+// the site and origin names) and one fixed-size record per slot. A record
+// holds its key, a CRC-32C of itself, the last Rounds verdicts (time,
+// latency, verdict, settling source, the origin's state after the round)
+// and three tiers of up/down counters: 6 x 10 minutes, 24 x 1 hour and
+// 28 x 6 hours, from which the 1 h, 24 h and 7 d uptimes come. The size is
+// fixed when the file is made; docs/history.md gives the format, the bytes
+// per origin and the file size at 1k, 10k and 100k sites.
+//
+// Nothing here may stop the agent: a file whose header, size or index is
+// damaged is made again empty (Open reports why), a record whose CRC fails
+// is reset when it is next read or written, and a failed write is an
+// error for the caller to log and count, never a reason to stop a round.
+// The file is read and written with pread/pwrite (never mapped), so a cut
+// or damaged file cannot crash the process and its pages stay out of the
+// agent's resident memory.
+//
+// Each round entry has room for per-source vote tallies (VoteSlots, 0 in
+// this version): a later version records the votes of each round there,
+// for a replay of recorded rounds through another configuration.
+package history

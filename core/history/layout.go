@@ -1,0 +1,183 @@
+package history
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"hash/fnv"
+	"strconv"
+	"time"
+)
+
+// The file's layout (all integers little-endian):
+//
+//	header   4096 bytes: magic, version, record size, capacity, rounds,
+//	         vote slots, the three tiers, creation time, CRC-32C
+//	index    capacity x 8 bytes (one key per slot, 0 = free), padded to 4096
+//	records  capacity x RecordSize
+const (
+	magic      = "VIGILHR\x00"
+	version    = 1
+	headerSize = 4096
+	pageSize   = 4096
+	// recordHead is the fixed part of a record: key u64, crc u32, head
+	// u16, count u16, the newest bucket number of each tier (3 x u32),
+	// 4 bytes reserved.
+	recordHead = 32
+	// entryBase is one round entry without vote slots: time u32 (Unix
+	// seconds), latency u16 (units of 100 us, saturating), verdict u8
+	// (bits 0-1 the verdict, bits 2-7 the settling source + 1), state u8
+	// (bits 0-1 the origin's state after the round, 2-7 reserved).
+	entryBase = 8
+	// voteSlotSize is one per-source tally a later version will keep in
+	// each round entry: source u8, up u8, down u8, abstain u8.
+	voteSlotSize = 4
+	bucketSize   = 4 // up u16, down u16
+)
+
+// Tier is one ring of up/down counters: Count buckets of Span each.
+type Tier struct {
+	Span  time.Duration
+	Count int
+}
+
+// Tiers are the counters every record keeps, finest first: they give the
+// 1 h, 24 h and 7 d uptimes.
+var Tiers = [3]Tier{{10 * time.Minute, 6}, {time.Hour, 24}, {6 * time.Hour, 28}}
+
+// DefaultRounds is how many verdicts each origin keeps.
+const DefaultRounds = 60
+
+// MaxRounds bounds Options.Rounds.
+const MaxRounds = 1024
+
+// layout is the geometry of one file.
+type layout struct {
+	rounds, voteSlots int
+	capacity          int
+	recordSize        int
+	entrySize         int
+	tierOff           [3]int // offset of each tier's buckets in a record
+}
+
+func newLayout(rounds, voteSlots, capacity int) layout {
+	l := layout{rounds: rounds, voteSlots: voteSlots, capacity: capacity}
+	l.entrySize = entryBase + voteSlots*voteSlotSize
+	off := recordHead + rounds*l.entrySize
+	for i, t := range Tiers {
+		l.tierOff[i] = off
+		off += t.Count * bucketSize
+	}
+	l.recordSize = (off + 7) &^ 7
+	return l
+}
+
+// RecordSize is the bytes one origin takes in the file (its index key not
+// counted: add 8).
+func RecordSize(rounds int) int { return newLayout(rounds, 0, 0).recordSize }
+
+// FileSize is the size of a file of capacity slots keeping rounds
+// verdicts each.
+func FileSize(rounds, capacity int) int64 { return newLayout(rounds, 0, capacity).fileSize() }
+
+func (l layout) indexSize() int { return (l.capacity*8 + pageSize - 1) / pageSize * pageSize }
+
+func (l layout) recordsAt() int64 { return int64(headerSize + l.indexSize()) }
+
+func (l layout) recordAt(slot int) int64 { return l.recordsAt() + int64(slot)*int64(l.recordSize) }
+
+func (l layout) fileSize() int64 { return l.recordAt(l.capacity) }
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func (l layout) encodeHeader(created time.Time) []byte {
+	b := make([]byte, headerSize)
+	copy(b, magic)
+	le := binary.LittleEndian
+	le.PutUint32(b[8:], version)
+	le.PutUint32(b[12:], uint32(l.recordSize))
+	le.PutUint32(b[16:], uint32(l.capacity))
+	le.PutUint16(b[20:], uint16(l.rounds))
+	le.PutUint16(b[22:], uint16(l.voteSlots))
+	for i, t := range Tiers {
+		le.PutUint32(b[24+8*i:], uint32(t.Span/time.Second))
+		le.PutUint16(b[28+8*i:], uint16(t.Count))
+	}
+	le.PutUint64(b[48:], uint64(created.Unix()))
+	le.PutUint32(b[56:], crc32.Checksum(b[:56], castagnoli))
+	return b
+}
+
+// headerInfo is what a header says.
+type headerInfo struct {
+	layout
+	created time.Time
+}
+
+// decodeHeader reads a header, or says what is wrong with it.
+func decodeHeader(b []byte) (headerInfo, string) {
+	var h headerInfo
+	if len(b) < headerSize {
+		return h, "the header is cut short"
+	}
+	if string(b[:8]) != magic {
+		return h, "it is not a vigil history file (bad magic)"
+	}
+	le := binary.LittleEndian
+	if crc32.Checksum(b[:56], castagnoli) != le.Uint32(b[56:]) {
+		return h, "the header's checksum does not match"
+	}
+	if v := le.Uint32(b[8:]); v != version {
+		return h, "it has format version " + strconv.Itoa(int(v)) + ", this agent writes " + strconv.Itoa(version)
+	}
+	rounds, slots, capacity := int(le.Uint16(b[20:])), int(le.Uint16(b[22:])), int(le.Uint32(b[16:]))
+	if rounds < 1 || rounds > MaxRounds || capacity < 1 {
+		return h, "the header's sizes are out of range"
+	}
+	for i, t := range Tiers {
+		if time.Duration(le.Uint32(b[24+8*i:]))*time.Second != t.Span || int(le.Uint16(b[28+8*i:])) != t.Count {
+			return h, "its uptime counters are not this version's"
+		}
+	}
+	h.layout = newLayout(rounds, slots, capacity)
+	if int(le.Uint32(b[12:])) != h.recordSize {
+		return h, "the header's record size does not match its rounds"
+	}
+	h.created = time.Unix(int64(le.Uint64(b[48:])), 0).UTC()
+	return h, ""
+}
+
+// Key is the slot key of one origin: a 64-bit FNV-1a hash of the site and
+// origin names (never 0, which marks a free slot).
+func Key(site, origin string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(site))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(origin))
+	k := h.Sum64()
+	if k == 0 {
+		k = 1
+	}
+	return k
+}
+
+// recordSum is a record's CRC-32C, its crc field left out.
+func recordSum(rec []byte) uint32 {
+	c := crc32.Update(0, castagnoli, rec[:8])
+	return crc32.Update(c, castagnoli, rec[12:])
+}
+
+func sealRecord(rec []byte) { binary.LittleEndian.PutUint32(rec[8:], recordSum(rec)) }
+
+// recordOK reports whether rec is sound: all zero (never written), or
+// its checksum matches.
+func recordOK(rec []byte) bool {
+	if binary.LittleEndian.Uint32(rec[8:]) == recordSum(rec) {
+		return true
+	}
+	for _, c := range rec {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,619 @@
+package history
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Verdict is a round's verdict as the file keeps it.
+type Verdict uint8
+
+// The verdicts. 0 marks an empty entry.
+const (
+	Up        Verdict = 1
+	Down      Verdict = 2
+	Unsettled Verdict = 3 // no source settled the origin (verdict "none")
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case Up:
+		return "up"
+	case Down:
+		return "down"
+	case Unsettled:
+		return "none"
+	}
+	return "empty"
+}
+
+// State is an origin's state after a round, as the file keeps it.
+type State uint8
+
+// The states, as the engine names them.
+const (
+	Unknown State = iota
+	Healthy
+	Unhealthy
+	Disabled
+)
+
+func (s State) String() string {
+	return [...]string{"unknown", "healthy", "unhealthy", "disabled"}[s&3]
+}
+
+// Obs is one origin's outcome in one round, for Record.
+type Obs struct {
+	Slot    int32 // from Sync; negative: not kept
+	Verdict Verdict
+	By      int8 // chain index of the settling source, -1 for none
+	State   State
+	Latency time.Duration
+}
+
+// Point is one kept round of one origin.
+type Point struct {
+	Time    time.Time
+	Verdict Verdict
+	By      int8
+	State   State
+	Latency time.Duration
+}
+
+// Window counts the judged rounds of an uptime window.
+type Window struct{ Up, Down int }
+
+// Uptime is the share of up verdicts in w, in per cent; ok is false when
+// the window has no judged round (an unsettled round counts as neither).
+func (w Window) Uptime() (pct float64, ok bool) {
+	n := w.Up + w.Down
+	if n == 0 {
+		return 0, false
+	}
+	return 100 * float64(w.Up) / float64(n), true
+}
+
+// The windows of Origin.Windows, one per tier.
+const (
+	Window1h = iota
+	Window24h
+	Window7d
+)
+
+// Origin is what the file holds of one origin.
+type Origin struct {
+	Points  []Point // oldest first
+	Windows [3]Window
+}
+
+// Options configure Open.
+type Options struct {
+	// Rounds is how many verdicts each origin keeps (DefaultRounds when 0).
+	Rounds int
+	// Origins is how many origins the file must hold now: a new file gets
+	// room for a quarter more, and a smaller file is made larger.
+	Origins int
+}
+
+// Report says what Open found.
+type Report struct {
+	Path string
+	// Created is set when there was no file.
+	Created bool
+	// Restarted says why an unusable file was replaced by an empty one
+	// ("" when it was usable).
+	Restarted string
+	// Grown is set when the file was copied into a larger one.
+	Grown    bool
+	Capacity int
+	Size     int64
+}
+
+// Ring is an open history file. Its methods are safe for concurrent use.
+type Ring struct {
+	mu   sync.Mutex
+	f    *os.File
+	path string
+	l    layout
+	keys []uint64 // by slot; 0 free
+	free []int32  // free slots, lowest first
+	buf  []byte   // one chunk of records
+	// writeAt writes to the file (a test replaces it to fail writes).
+	writeAt func(b []byte, off int64) (int, error)
+}
+
+var errClosed = errors.New("history: the file is closed")
+
+// chunkSlots is how many neighbouring records one read and one write of
+// Record cover at most.
+const chunkSlots = 64
+
+// gapSlots is how many unused records a chunk may carry between two used
+// ones, read and written back as they are, to save system calls.
+const gapSlots = 8
+
+// capacityFor is the slot count a new file gets for origins.
+func capacityFor(origins int) int {
+	want := origins + origins/4
+	return max(1024, (want+1023)/1024*1024)
+}
+
+// Open opens the history file at path, or makes it. A file that cannot be
+// used (damaged, cut short, another format or number of rounds) is
+// replaced by an empty one, and the report says why; an error means no
+// file could be made at all (permissions, a full disk), and the caller
+// goes on without history.
+func Open(path string, o Options) (*Ring, Report, error) {
+	if o.Rounds <= 0 {
+		o.Rounds = DefaultRounds
+	}
+	if o.Rounds > MaxRounds {
+		return nil, Report{Path: path}, fmt.Errorf("history: %d rounds is more than %d", o.Rounds, MaxRounds)
+	}
+	rep := Report{Path: path}
+	r, why, err := openExisting(path, o)
+	switch {
+	case err == nil && why == "":
+		if r.l.capacity < o.Origins {
+			if err := r.grow(capacityFor(o.Origins)); err != nil {
+				r.Close()
+				return nil, rep, err
+			}
+			rep.Grown = true
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		rep.Created = true
+	case err != nil:
+		return nil, rep, err
+	default:
+		rep.Restarted = why
+	}
+	if r == nil {
+		if r, err = create(path, newLayout(o.Rounds, 0, capacityFor(o.Origins))); err != nil {
+			return nil, rep, err
+		}
+	}
+	rep.Capacity, rep.Size = r.l.capacity, r.l.fileSize()
+	return r, rep, nil
+}
+
+// openExisting opens a file that is there: why says what makes it
+// unusable.
+func openExisting(path string, o Options) (r *Ring, why string, err error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, "", fmt.Errorf("history: %w", err)
+	}
+	fail := func(w string) (*Ring, string, error) {
+		f.Close()
+		return nil, w, nil
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, "", fmt.Errorf("history: %w", err)
+	}
+	hb := make([]byte, headerSize)
+	if _, err := f.ReadAt(hb, 0); err != nil {
+		if errors.Is(err, io.EOF) {
+			return fail(fmt.Sprintf("the file is cut short (%d bytes)", st.Size()))
+		}
+		f.Close()
+		return nil, "", fmt.Errorf("history: reading %s: %w", path, err)
+	}
+	h, bad := decodeHeader(hb)
+	if bad != "" {
+		return fail(bad)
+	}
+	if want := h.fileSize(); st.Size() != want {
+		return fail(fmt.Sprintf("the file is %d bytes but its header makes it %d: it was cut or overwritten", st.Size(), want))
+	}
+	if h.rounds != o.Rounds || h.voteSlots != 0 {
+		return fail(fmt.Sprintf("it keeps %d rounds an origin and this agent keeps %d", h.rounds, o.Rounds))
+	}
+	ib := make([]byte, h.capacity*8)
+	if _, err := f.ReadAt(ib, headerSize); err != nil {
+		f.Close()
+		return nil, "", fmt.Errorf("history: reading %s: %w", path, err)
+	}
+	keys := make([]uint64, h.capacity)
+	seen := make(map[uint64]struct{}, h.capacity/2)
+	for i := range keys {
+		k := binary.LittleEndian.Uint64(ib[8*i:])
+		if k == 0 {
+			continue
+		}
+		if _, dup := seen[k]; dup {
+			return fail("its index names one origin twice: the index is damaged")
+		}
+		seen[k] = struct{}{}
+		keys[i] = k
+	}
+	r = newRing(f, path, h.layout, keys)
+	return r, "", nil
+}
+
+func newRing(f *os.File, path string, l layout, keys []uint64) *Ring {
+	r := &Ring{f: f, path: path, l: l, keys: keys, buf: make([]byte, chunkSlots*l.recordSize)}
+	r.writeAt = f.WriteAt
+	r.rebuildFree()
+	return r
+}
+
+func (r *Ring) rebuildFree() {
+	r.free = r.free[:0]
+	for i, k := range r.keys {
+		if k == 0 {
+			r.free = append(r.free, int32(i))
+		}
+	}
+}
+
+// create makes a new empty file at path (through a temporary file, so
+// that a crash leaves either the old file or the whole new one).
+func create(path string, l layout) (*Ring, error) {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	fail := func(err error) (*Ring, error) {
+		f.Close()
+		os.Remove(tmp)
+		return nil, fmt.Errorf("history: making %s (%d bytes): %w", path, l.fileSize(), err)
+	}
+	if err := reserve(f, l.fileSize()); err != nil {
+		return fail(err)
+	}
+	if _, err := f.WriteAt(l.encodeHeader(time.Now()), 0); err != nil {
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fail(err)
+	}
+	return newRing(f, path, l, make([]uint64, l.capacity)), nil
+}
+
+// grow copies the file into a larger one of capacity slots and switches
+// to it.
+func (r *Ring) grow(capacity int) error {
+	n, err := create(r.path+".grow", newLayout(r.l.rounds, r.l.voteSlots, capacity))
+	if err != nil {
+		return err
+	}
+	ib := make([]byte, len(r.keys)*8)
+	for i, k := range r.keys {
+		binary.LittleEndian.PutUint64(ib[8*i:], k)
+	}
+	err = func() error {
+		if _, err := n.f.WriteAt(ib, headerSize); err != nil {
+			return err
+		}
+		buf := make([]byte, chunkSlots*r.l.recordSize)
+		for s := 0; s < r.l.capacity; s += chunkSlots {
+			k := min(chunkSlots, r.l.capacity-s)
+			b := buf[:k*r.l.recordSize]
+			if _, err := r.f.ReadAt(b, r.l.recordAt(s)); err != nil {
+				return err
+			}
+			if _, err := n.f.WriteAt(b, n.l.recordAt(s)); err != nil {
+				return err
+			}
+		}
+		if err := n.f.Sync(); err != nil {
+			return err
+		}
+		return os.Rename(r.path+".grow", r.path)
+	}()
+	if err != nil {
+		n.Close()
+		os.Remove(r.path + ".grow")
+		return fmt.Errorf("history: growing %s to %d origins: %w", r.path, capacity, err)
+	}
+	r.f.Close()
+	copy(n.keys, r.keys)
+	n.rebuildFree()
+	r.f, r.l, r.keys, r.free, r.buf, r.writeAt = n.f, n.l, n.keys, n.free, n.buf, n.f.WriteAt
+	return nil
+}
+
+// Capacity is how many origins the file holds.
+func (r *Ring) Capacity() int { return r.l.capacity }
+
+// Rounds is how many verdicts each origin keeps.
+func (r *Ring) Rounds() int { return r.l.rounds }
+
+// Path is the file's path.
+func (r *Ring) Path() string { return r.path }
+
+// Sync makes the file hold exactly the origins of keys: each keeps its
+// slot, a new one gets a free slot (-1 when the file is full), and the
+// slots of origins not in keys are emptied. It returns each key's slot.
+func (r *Ring) Sync(keys []uint64) ([]int32, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.f == nil {
+		return nil, errClosed
+	}
+	want := make(map[uint64]int32, len(keys))
+	for _, k := range keys {
+		want[k] = -1
+	}
+	var freed []int32
+	for s, k := range r.keys {
+		if k == 0 {
+			continue
+		}
+		if _, ok := want[k]; ok {
+			want[k] = int32(s)
+		} else {
+			freed = append(freed, int32(s))
+		}
+	}
+	// Empty the records first, then the index: a crash between leaves an
+	// index entry over an empty record, which is sound.
+	zero := make([]byte, r.l.recordSize)
+	for _, s := range freed {
+		if _, err := r.writeAt(zero, r.l.recordAt(int(s))); err != nil {
+			return nil, fmt.Errorf("history: emptying a slot: %w", err)
+		}
+		r.keys[s] = 0
+	}
+	r.rebuildFree()
+	out := make([]int32, len(keys))
+	changed := len(freed) > 0
+	for i, k := range keys {
+		s := want[k]
+		if s < 0 && len(r.free) > 0 {
+			s, r.free = r.free[0], r.free[1:]
+			r.keys[s] = k
+			want[k] = s
+			changed = true
+		}
+		out[i] = s
+	}
+	if changed {
+		ib := make([]byte, len(r.keys)*8)
+		for i, k := range r.keys {
+			binary.LittleEndian.PutUint64(ib[8*i:], k)
+		}
+		if _, err := r.writeAt(ib, headerSize); err != nil {
+			return out, fmt.Errorf("history: writing the index: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// Record appends one round's outcomes. It sorts obs by slot. reset counts
+// the records that were damaged and started again empty. An error leaves
+// the rest of the round unwritten; the next round writes again.
+func (r *Ring) Record(at time.Time, obs []Obs) (reset int, err error) {
+	slices.SortFunc(obs, func(a, b Obs) int { return int(a.Slot) - int(b.Slot) })
+	i := 0
+	for i < len(obs) && obs[i].Slot < 0 {
+		i++
+	}
+	unix := at.Unix()
+	for i < len(obs) {
+		start := obs[i].Slot
+		j := i + 1
+		for j < len(obs) && obs[j].Slot-start < chunkSlots && obs[j].Slot-obs[j-1].Slot <= gapSlots {
+			j++
+		}
+		n, err := r.recordChunk(unix, start, obs[i:j])
+		reset += n
+		if err != nil {
+			return reset, err
+		}
+		i = j
+	}
+	return reset, nil
+}
+
+// recordChunk writes the outcomes of neighbouring slots from start with
+// one read and one write.
+func (r *Ring) recordChunk(unix int64, start int32, obs []Obs) (reset int, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.f == nil {
+		return 0, errClosed
+	}
+	if int(obs[len(obs)-1].Slot) >= r.l.capacity {
+		return 0, fmt.Errorf("history: slot %d is past the file's %d", obs[len(obs)-1].Slot, r.l.capacity)
+	}
+	rs := r.l.recordSize
+	n := int(obs[len(obs)-1].Slot-start) + 1
+	b := r.buf[:n*rs]
+	off := r.l.recordAt(int(start))
+	if _, err := r.f.ReadAt(b, off); err != nil {
+		return 0, fmt.Errorf("history: reading: %w", err)
+	}
+	for _, o := range obs {
+		rec := b[int(o.Slot-start)*rs:][:rs]
+		key := r.keys[o.Slot]
+		if key == 0 {
+			continue // freed since the slot was handed out
+		}
+		if got := binary.LittleEndian.Uint64(rec); got != key || !recordOK(rec) {
+			if got != 0 || !recordOK(rec) {
+				reset++
+			}
+			clear(rec)
+			binary.LittleEndian.PutUint64(rec, key)
+		}
+		r.l.apply(rec, unix, o)
+		sealRecord(rec)
+	}
+	if _, err := r.writeAt(b, off); err != nil {
+		return reset, fmt.Errorf("history: writing: %w", err)
+	}
+	return reset, nil
+}
+
+// apply adds one round to a record.
+func (l layout) apply(rec []byte, unix int64, o Obs) {
+	le := binary.LittleEndian
+	head, count := int(le.Uint16(rec[12:])), int(le.Uint16(rec[14:]))
+	if head >= l.rounds {
+		head = 0
+	}
+	e := rec[recordHead+head*l.entrySize:][:l.entrySize]
+	clear(e)
+	le.PutUint32(e, uint32(max(unix, 0)))
+	le.PutUint16(e[4:], latencyUnits(o.Latency))
+	by := int(o.By) + 1
+	if by < 0 || by > 63 {
+		by = 0
+	}
+	e[6] = byte(o.Verdict&3) | byte(by)<<2
+	e[7] = byte(o.State & 3)
+	le.PutUint16(rec[12:], uint16((head+1)%l.rounds))
+	le.PutUint16(rec[14:], uint16(min(count+1, l.rounds)))
+	for t := range Tiers {
+		l.bump(rec, t, unix, o.Verdict)
+	}
+}
+
+// latencyUnits is d in units of 100 us, saturating.
+func latencyUnits(d time.Duration) uint16 {
+	u := d / (100 * time.Microsecond)
+	switch {
+	case u < 0:
+		return 0
+	case u > 0xffff:
+		return 0xffff
+	}
+	return uint16(u)
+}
+
+// bump counts a verdict in tier t's bucket of unix, first emptying the
+// buckets that time left behind.
+func (l layout) bump(rec []byte, t int, unix int64, v Verdict) {
+	le := binary.LittleEndian
+	span := int64(Tiers[t].Span / time.Second)
+	c := uint32(Tiers[t].Count)
+	b := uint32(max(unix, 0) / span)
+	top := le.Uint32(rec[16+4*t:])
+	buckets := rec[l.tierOff[t]:][:int(c)*bucketSize]
+	switch {
+	case top == 0 || b >= top+c:
+		clear(buckets)
+		top = b
+	case b > top:
+		for n := top + 1; n <= b; n++ {
+			clear(buckets[(n%c)*bucketSize:][:bucketSize])
+		}
+		top = b
+	case b+c <= top:
+		return // older than the tier keeps
+	}
+	le.PutUint32(rec[16+4*t:], top)
+	at := buckets[(b%c)*bucketSize:]
+	switch v {
+	case Up:
+		if n := le.Uint16(at); n < 0xffff {
+			le.PutUint16(at, n+1)
+		}
+	case Down:
+		if n := le.Uint16(at[2:]); n < 0xffff {
+			le.PutUint16(at[2:], n+1)
+		}
+	}
+}
+
+// windows sums each tier's buckets that fall in its window ending at
+// now: the current bucket and the Count-1 before it.
+func (l layout) windows(rec []byte, now int64) [3]Window {
+	le := binary.LittleEndian
+	var out [3]Window
+	for t, tier := range Tiers {
+		span := int64(tier.Span / time.Second)
+		c := int64(tier.Count)
+		top := int64(le.Uint32(rec[16+4*t:]))
+		if top == 0 {
+			continue
+		}
+		nb := max(now, 0) / span
+		from := max(nb-c+1, top-c+1, 1)
+		to := min(nb, top)
+		buckets := rec[l.tierOff[t]:]
+		for n := from; n <= to; n++ {
+			at := buckets[(n%c)*bucketSize:]
+			out[t].Up += int(le.Uint16(at))
+			out[t].Down += int(le.Uint16(at[2:]))
+		}
+	}
+	return out
+}
+
+// decode reads a sound record.
+func (l layout) decode(rec []byte, now int64) Origin {
+	le := binary.LittleEndian
+	head, count := int(le.Uint16(rec[12:])), int(le.Uint16(rec[14:]))
+	count = min(count, l.rounds)
+	head = min(head, l.rounds-1)
+	o := Origin{Points: make([]Point, 0, count), Windows: l.windows(rec, now)}
+	for k := range count {
+		i := (head - count + k + 2*l.rounds) % l.rounds
+		e := rec[recordHead+i*l.entrySize:]
+		v := Verdict(e[6] & 3)
+		if v == 0 {
+			continue
+		}
+		o.Points = append(o.Points, Point{
+			Time:    time.Unix(int64(le.Uint32(e)), 0).UTC(),
+			Verdict: v,
+			By:      int8(e[6]>>2) - 1,
+			State:   State(e[7] & 3),
+			Latency: time.Duration(le.Uint16(e[4:])) * 100 * time.Microsecond,
+		})
+	}
+	return o
+}
+
+// Read returns what the file holds of the origin of key in slot. ok is
+// false when the slot holds nothing of it yet; damaged is set when its
+// record failed its checksum (it starts again empty at the next write).
+func (r *Ring) Read(slot int32, key uint64, now time.Time) (o Origin, ok, damaged bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.f == nil {
+		return o, false, false, errClosed
+	}
+	if slot < 0 || int(slot) >= r.l.capacity || r.keys[slot] != key {
+		return o, false, false, nil
+	}
+	rec := r.buf[:r.l.recordSize]
+	if _, err := r.f.ReadAt(rec, r.l.recordAt(int(slot))); err != nil {
+		return o, false, false, fmt.Errorf("history: reading: %w", err)
+	}
+	if !recordOK(rec) {
+		return o, false, true, nil
+	}
+	if binary.LittleEndian.Uint64(rec) != key {
+		return o, false, false, nil
+	}
+	return r.l.decode(rec, now.Unix()), true, false, nil
+}
+
+// Close closes the file.
+func (r *Ring) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.f == nil {
+		return nil
+	}
+	err := r.f.Close()
+	r.f = nil
+	return err
+}
