@@ -65,6 +65,7 @@ type Agent struct {
 	parts   *parts
 	cluster *cluster
 	metrics *reloadMetrics
+	history *engine.HistoryFeed // the verdict history (data_dir/history.ring; none with etcd)
 
 	mu       sync.Mutex // guards the fields below and serializes reloads
 	cfg      *config.Config
@@ -103,7 +104,7 @@ func Start(cfg *config.Config, opts Options) (a *Agent, err error) {
 	}
 	a.parts = &parts{a: a, cfg: cfg}
 	engOpts := engine.Options{Logger: log, Registerer: reg, Store: a.store, OnCommit: a.parts.onCommit, Hooks: opts.Hooks, NewSource: opts.NewSource,
-		AfterRound: returnMemory}
+		AfterRound: func(res engine.RoundResult) { a.history.AfterRound(res); returnMemory(res) }}
 	a.cluster.engineOptions(&engOpts)
 	eng, diags := engine.New(ctx, cfg, engOpts)
 	if diags.HasErrors() {
@@ -111,6 +112,11 @@ func Start(cfg *config.Config, opts Options) (a *Agent, err error) {
 		return nil, errors.New("a vote source could not start; nothing started")
 	}
 	a.engine = eng
+	if a.bolt != nil {
+		a.history = engine.OpenHistory(cfg.Control.DataDir, eng, engine.HistoryOptions{Logger: log.Named("history"), Registerer: reg})
+	} else {
+		a.history = engine.NoHistory("this agent keeps its state in etcd, so it keeps no verdict history (see docs/history.md)")
+	}
 	if a.cluster != nil {
 		err = a.cluster.start(ctx, a, eng)
 	} else {
@@ -121,7 +127,7 @@ func Start(cfg *config.Config, opts Options) (a *Agent, err error) {
 	}
 	a.api = api.New(api.Options{
 		Engine: eng, Token: token, ReadsNeedToken: cfg.Control.API.ReadAccess == "token",
-		Gatherer: reg, Logger: log.Named("api"), Extra: a.parts.extraRoutes,
+		Gatherer: reg, Logger: log.Named("api"), Extra: a.parts.extraRoutes, History: a.history,
 	})
 	ln, err := listen(cfg.Control.API.Listen)
 	if err != nil {
@@ -314,6 +320,9 @@ func (a *Agent) teardown() error {
 		a.parts.stop()
 	}
 	a.cluster.close()
+	if err := a.history.Close(); err != nil {
+		a.log.Warn("closing the history file", "error", err)
+	}
 	if a.engine != nil {
 		a.engine.Close()
 	}

@@ -41,6 +41,8 @@ type Options struct {
 	MaxWait time.Duration
 	// Extra registers more handlers on the mux (the status page).
 	Extra func(mux *http.ServeMux)
+	// History serves GET /v1/sites/{site}/history (nil: no history kept).
+	History *engine.HistoryFeed
 }
 
 type handler struct {
@@ -81,6 +83,8 @@ func New(opts Options) *Handler {
 	h := &handler{Options: opts, mux: http.NewServeMux()}
 	h.mux.HandleFunc("GET /v1/sites", h.read(h.sites))
 	h.mux.HandleFunc("GET /v1/sites/{site}", h.read(h.site))
+	h.mux.HandleFunc("GET /v1/sites/{site}/history", h.read(h.history))
+	h.mux.HandleFunc("GET /v1/summary", h.read(h.summary))
 	h.mux.HandleFunc("POST /v1/sites/{site}/switch", h.write(h.switchLevel))
 	h.mux.HandleFunc("POST /v1/sites/{site}/probe", h.privileged("probes", "a probe changes nothing but needs the API token, as it runs a real round of the chain", h.probe))
 	h.mux.HandleFunc("POST /v1/sites/{site}/origins/{origin}/{action}", h.write(h.originAction))

@@ -1,0 +1,92 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// SiteHistory is GET /v1/sites/{site}/history: each origin's recent
+// verdicts and its uptimes, from the agent's history file
+// (data_dir/history.ring). Kept is false, with Note saying why, where the
+// agent keeps no history (an etcd store) or the file could not be made.
+type SiteHistory struct {
+	Site string `json:"site"`
+	Kept bool   `json:"kept"`
+	Note string `json:"note,omitempty"`
+	// Rounds is how many verdicts the agent keeps an origin.
+	Rounds int `json:"rounds"`
+	// Origins by name: every configured origin, with an empty Recent
+	// before its first recorded round.
+	Origins map[string]OriginHistory `json:"origins"`
+}
+
+// OriginHistory is one origin's history.
+type OriginHistory struct {
+	// Recent are its last verdicts, oldest first.
+	Recent []HistoryPoint `json:"recent"`
+	// Uptime1h, Uptime24h and Uptime7d are the per cent of up verdicts
+	// among the judged rounds of the last hour, day and week (to 10
+	// minutes, 1 hour and 6 hours); null when no round was judged then.
+	// A round no source settled counts as neither up nor down.
+	Uptime1h  *float64 `json:"uptime_1h"`
+	Uptime24h *float64 `json:"uptime_24h"`
+	Uptime7d  *float64 `json:"uptime_7d"`
+	// Judged1h, Judged24h and Judged7d count the up and down verdicts of
+	// each window.
+	Judged1h  int `json:"judged_1h"`
+	Judged24h int `json:"judged_24h"`
+	Judged7d  int `json:"judged_7d"`
+	// Damaged is set when the origin's record failed its checksum: it is
+	// shown empty and starts again with the next round.
+	Damaged bool `json:"damaged,omitempty"`
+}
+
+// HistoryPoint is one recorded round of an origin.
+type HistoryPoint struct {
+	// Time is when the round started, to the second.
+	Time time.Time `json:"time"`
+	// Verdict is up, down or none.
+	Verdict string `json:"verdict"`
+	// State is the origin's state after the round: healthy, unhealthy,
+	// unknown or disabled.
+	State string `json:"state"`
+	// LatencyMS is the mean latency of the votes that made the verdict
+	// (0.1 ms steps, at most 6553.5).
+	LatencyMS float64 `json:"latency_ms"`
+}
+
+// FleetSummary is GET /v1/summary: the fleet in a few numbers, for the
+// status page's summary bar and the first line of vigil status.
+type FleetSummary struct {
+	Round uint64 `json:"round"`
+	Sites int    `json:"sites"`
+	// Counts are the sites by status, every status present.
+	Counts map[string]int `json:"counts"`
+	// OffTopLevel counts the sites on a level other than their top one.
+	OffTopLevel int `json:"off_top_level"`
+	// AllUnhealthy counts the sites whose every level is unhealthy.
+	AllUnhealthy int `json:"all_unhealthy"`
+	// FailbackWaiting counts the sites off their top level whose top
+	// level is healthy again and whose failback is manual (configured, or
+	// a manual hold): an operator's switch back is awaited.
+	FailbackWaiting int `json:"failback_waiting"`
+}
+
+// History reads a site's history.
+func (c *Client) History(ctx context.Context, site string) (*SiteHistory, error) {
+	var h SiteHistory
+	if err := c.Do(ctx, http.MethodGet, sitePath(site)+"/history", nil, &h); err != nil {
+		return nil, err
+	}
+	return &h, nil
+}
+
+// Summary reads the fleet's summary.
+func (c *Client) Summary(ctx context.Context) (*FleetSummary, error) {
+	var s FleetSummary
+	if err := c.Do(ctx, http.MethodGet, "/v1/summary", nil, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}

@@ -1,0 +1,427 @@
+package engine
+
+import (
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vigilcdn/vigil/api"
+	"github.com/vigilcdn/vigil/core/fleet"
+	"github.com/vigilcdn/vigil/core/history"
+	"github.com/vigilcdn/vigil/core/vote"
+	"github.com/vigilcdn/vigil/sdk"
+)
+
+// HistoryFile is the history's file name in data_dir.
+const HistoryFile = "history.ring"
+
+// HistoryOptions configure OpenHistory.
+type HistoryOptions struct {
+	// Rounds is how many verdicts each origin keeps (history.DefaultRounds
+	// when 0).
+	Rounds     int
+	Logger     hclog.Logger
+	Registerer prometheus.Registerer
+	// Now is the clock of the uptime windows (time.Now when nil).
+	Now func() time.Time
+}
+
+// HistoryFeed records every round's verdicts in the history file and
+// answers GET /v1/sites/{site}/history. Its AfterRound runs after a round
+// (engine.Options.AfterRound), outside the engine's locks: it copies the
+// round's outcomes from the views into a small batch and hands it to its
+// own goroutine, which writes the file. A round never waits for the file:
+// a batch that finds the writer still busy with the one before is dropped
+// and counted, and a failed write is logged and counted. Its methods are
+// safe for concurrent use; a nil or file-less feed keeps nothing and says
+// so.
+type HistoryFeed struct {
+	eng  *Engine
+	ring *history.Ring // nil: no history (note says why)
+	note string
+	log  hclog.Logger
+	now  func() time.Time
+
+	qmu    sync.Mutex
+	closed bool
+	queue  chan *histBatch
+	spare  chan *histBatch
+	done   chan struct{}
+
+	mu       sync.Mutex // the slots of mapFleet's origins
+	mapFleet *fleet.Fleet
+	offsets  []int32 // by site index of mapFleet: its first origin in slots
+	slots    []int32
+
+	obs []history.Obs // the writer's buffer
+
+	written, failed, dropped, reset prometheus.Counter
+	unkept                          prometheus.Gauge
+	lastErr                         time.Time
+}
+
+type histBatch struct {
+	flushed chan struct{} // a Flush marker: closed once reached
+	fleet   *fleet.Fleet
+	at      time.Time
+	obs     []histObs
+}
+
+type histObs struct {
+	site    int32
+	origin  uint16
+	verdict history.Verdict
+	by      int8
+	state   history.State
+	latency time.Duration
+}
+
+// errLogEvery bounds how often a failing history write is logged.
+const errLogEvery = 10 * time.Minute
+
+// NoHistory is a feed that keeps nothing, for an agent without data_dir
+// history (an etcd store): the API answers kept false with note.
+func NoHistory(note string) *HistoryFeed { return &HistoryFeed{note: note} }
+
+// OpenHistory opens (or makes) dir/history.ring for e's fleet and starts
+// its writer. It never fails: a file that cannot be made gives a feed that
+// keeps nothing, logged, and a damaged one is made again empty, logged.
+func OpenHistory(dir string, e *Engine, o HistoryOptions) *HistoryFeed {
+	if o.Logger == nil {
+		o.Logger = hclog.NewNullLogger()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	origins := 0
+	if v := e.Views(); v != nil {
+		for _, s := range v.fleet.Sites {
+			origins += len(s.Spec.Origins)
+		}
+	}
+	path := filepath.Join(dir, HistoryFile)
+	h := &HistoryFeed{eng: e, log: o.Logger, now: o.Now,
+		written: prometheus.NewCounter(prometheus.CounterOpts{Name: "vigil_history_rounds_written_total", Help: "Rounds written to the history file."}),
+		failed:  prometheus.NewCounter(prometheus.CounterOpts{Name: "vigil_history_write_errors_total", Help: "Rounds (or slot updates) the history file could not take; the rounds themselves went on."}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "vigil_history_rounds_dropped_total", Help: "Rounds left out of the history because its writer was still busy with the one before."}),
+		reset:   prometheus.NewCounter(prometheus.CounterOpts{Name: "vigil_history_records_reset_total", Help: "Origin records of the history file found damaged and started again empty."}),
+		unkept:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "vigil_history_origins_unkept", Help: "Origins the history file has no room for (it grows at the next start)."}),
+	}
+	if o.Registerer != nil {
+		for _, c := range []prometheus.Collector{h.written, h.failed, h.dropped, h.reset, h.unkept} {
+			if err := o.Registerer.Register(c); err != nil {
+				h.log.Warn("history metric not registered", "error", err)
+			}
+		}
+	}
+	ring, rep, err := history.Open(path, history.Options{Rounds: o.Rounds, Origins: origins})
+	if err != nil {
+		h.note = "the history file could not be made: " + err.Error()
+		h.log.Error("no verdict history: the file cannot be made; rounds go on without it", "path", path, "error", err)
+		return h
+	}
+	switch {
+	case rep.Restarted != "":
+		h.log.Warn("the history file was unusable and starts again empty; rounds go on", "path", path, "problem", rep.Restarted)
+	case rep.Created:
+		h.log.Info("history file made", "path", path, "origins", rep.Capacity, "bytes", rep.Size)
+	case rep.Grown:
+		h.log.Info("history file grown for the fleet", "path", path, "origins", rep.Capacity, "bytes", rep.Size)
+	}
+	h.ring = ring
+	h.queue, h.spare, h.done = make(chan *histBatch, 1), make(chan *histBatch, 2), make(chan struct{})
+	go h.write()
+	return h
+}
+
+// AfterRound hands the verdicts of round res to the writer. It reads the
+// views (the round's record of each site it probed) and takes no engine
+// lock; it is meant for Options.AfterRound, which runs after each round.
+func (h *HistoryFeed) AfterRound(res RoundResult) {
+	if h == nil || h.ring == nil || res.Discarded || !res.Saved || res.Probed == 0 {
+		return
+	}
+	v := h.eng.Views()
+	if v == nil {
+		return
+	}
+	var b *histBatch
+	select {
+	case b = <-h.spare:
+		b.obs = b.obs[:0]
+	default:
+		b = &histBatch{}
+	}
+	b.fleet = v.fleet
+	at := time.Time{}
+	for i, last := range v.last {
+		rec := last.rec
+		if rec == nil || rec.seq != res.Round {
+			continue
+		}
+		at = timeOf(rec.at)
+		rs := &rec.sites[last.site]
+		snap := v.sites[i]
+		s := v.fleet.Sites[i]
+		for oi := range s.Spec.Origins {
+			t := &rec.targets[rs.firstTarget+uint32(oi)]
+			if t.out.Skip {
+				continue
+			}
+			b.obs = append(b.obs, histObs{
+				site: int32(i), origin: uint16(oi),
+				verdict: histVerdict(t.out.Verdict), by: t.out.By, state: history.State(snap.origins[oi].state),
+				latency: meanLatency(t.out, rec.votes[t.votesFrom:t.votesTo]),
+			})
+		}
+	}
+	if len(b.obs) == 0 {
+		return
+	}
+	b.at = at
+	h.qmu.Lock()
+	defer h.qmu.Unlock()
+	if h.closed {
+		return
+	}
+	select {
+	case h.queue <- b:
+	default:
+		h.dropped.Inc()
+	}
+}
+
+func histVerdict(v vote.Verdict) history.Verdict {
+	switch v {
+	case vote.VerdictUp:
+		return history.Up
+	case vote.VerdictDown:
+		return history.Down
+	}
+	return history.Unsettled
+}
+
+// meanLatency is the mean latency of the votes that made the verdict: the
+// settling source's agreeing votes, or every up and down vote when none
+// settled.
+func meanLatency(out vote.Outcome, votes []voteRecord) time.Duration {
+	want := uint8(sdk.Down)
+	if out.Verdict == vote.VerdictUp {
+		want = uint8(sdk.Up)
+	}
+	var sum, n int64
+	for _, v := range votes {
+		if out.By >= 0 && (int8(v.source) != out.By || v.value != want) {
+			continue
+		}
+		if v.value == uint8(sdk.Abstain) {
+			continue
+		}
+		sum += int64(v.latency)
+		n++
+	}
+	if n == 0 {
+		return 0
+	}
+	return time.Duration(sum/n) * time.Microsecond
+}
+
+// write is the writer goroutine.
+func (h *HistoryFeed) write() {
+	defer close(h.done)
+	for b := range h.queue {
+		if b.flushed != nil {
+			close(b.flushed)
+			continue
+		}
+		h.writeBatch(b)
+		select {
+		case h.spare <- b:
+		default:
+		}
+	}
+}
+
+func (h *HistoryFeed) writeBatch(b *histBatch) {
+	if !h.mapTo(b.fleet) {
+		return
+	}
+	h.mu.Lock()
+	obs := h.obs[:0]
+	for _, o := range b.obs {
+		obs = append(obs, history.Obs{Slot: h.slots[h.offsets[o.site]+int32(o.origin)], Verdict: o.verdict, By: o.by, State: o.state, Latency: o.latency})
+	}
+	h.mu.Unlock()
+	if cap(obs) > 1<<16 && len(obs) < cap(obs)/4 {
+		obs = nil // a burst's buffer is not worth keeping
+	}
+	h.obs = obs
+	n, err := h.ring.Record(b.at, obs)
+	if n > 0 {
+		h.reset.Add(float64(n))
+		h.log.Warn("damaged history records found and started again empty", "records", n)
+	}
+	if err != nil {
+		h.writeFailed(err)
+		return
+	}
+	h.written.Inc()
+}
+
+func (h *HistoryFeed) writeFailed(err error) {
+	h.failed.Inc()
+	if now := time.Now(); now.Sub(h.lastErr) >= errLogEvery {
+		h.lastErr = now
+		h.log.Error("cannot write the verdict history; rounds go on without it (logged again in 10 minutes at most, counted in vigil_history_write_errors_total)",
+			"path", h.ring.Path(), "error", err)
+	}
+}
+
+// mapTo gives every origin of f its slot in the file, once per fleet (at
+// the start and after a reload). It reports whether the slots are known.
+func (h *HistoryFeed) mapTo(f *fleet.Fleet) bool {
+	h.mu.Lock()
+	same := h.mapFleet == f
+	h.mu.Unlock()
+	if same {
+		return true
+	}
+	offsets := make([]int32, len(f.Sites))
+	var keys []uint64
+	for i, s := range f.Sites {
+		offsets[i] = int32(len(keys))
+		for _, o := range s.Spec.Origins {
+			keys = append(keys, history.Key(s.Spec.Name, o.Name))
+		}
+	}
+	slots, err := h.ring.Sync(keys)
+	if err != nil {
+		h.writeFailed(err)
+		return false
+	}
+	unkept := 0
+	for _, s := range slots {
+		if s < 0 {
+			unkept++
+		}
+	}
+	h.unkept.Set(float64(unkept))
+	if unkept > 0 {
+		h.log.Warn("the history file has no room for some origins; they get no history until the agent restarts, which grows the file", "origins", unkept)
+	}
+	h.mu.Lock()
+	h.mapFleet, h.offsets, h.slots = f, offsets, slots
+	h.mu.Unlock()
+	return true
+}
+
+// SiteHistory is the history of the named site, or nil when there is no
+// such site.
+func (h *HistoryFeed) SiteHistory(name string) (*api.SiteHistory, error) {
+	var v *Views
+	if h != nil && h.eng != nil {
+		v = h.eng.Views()
+	}
+	out := &api.SiteHistory{Site: name, Origins: map[string]api.OriginHistory{}}
+	if h == nil || h.ring == nil {
+		if v != nil && !v.Has(name) {
+			return nil, nil
+		}
+		out.Note = "this agent keeps no verdict history"
+		if h != nil && h.note != "" {
+			out.Note = h.note
+		}
+		return out, nil
+	}
+	i := v.Index(name)
+	if i < 0 {
+		return nil, nil
+	}
+	out.Kept, out.Rounds = true, h.ring.Rounds()
+	now := h.now()
+	for _, o := range v.fleet.Sites[i].Spec.Origins {
+		oh := api.OriginHistory{Recent: []api.HistoryPoint{}}
+		slot := h.slotOf(name, o.Name)
+		got, ok, damaged, err := h.ring.Read(slot, history.Key(name, o.Name), now)
+		if err != nil {
+			return nil, err
+		}
+		oh.Damaged = damaged
+		if ok {
+			for _, p := range got.Points {
+				oh.Recent = append(oh.Recent, api.HistoryPoint{Time: p.Time, Verdict: p.Verdict.String(), State: p.State.String(),
+					LatencyMS: float64(p.Latency/(100*time.Microsecond)) / 10})
+			}
+			w := got.Windows
+			oh.Uptime1h, oh.Judged1h = uptime(w[history.Window1h])
+			oh.Uptime24h, oh.Judged24h = uptime(w[history.Window24h])
+			oh.Uptime7d, oh.Judged7d = uptime(w[history.Window7d])
+		}
+		out.Origins[o.Name] = oh
+	}
+	return out, nil
+}
+
+func uptime(w history.Window) (*float64, int) {
+	p, ok := w.Uptime()
+	if !ok {
+		return nil, 0
+	}
+	return &p, w.Up + w.Down
+}
+
+// slotOf is the slot of an origin in the file, -1 when it has none yet.
+func (h *HistoryFeed) slotOf(site, origin string) int32 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.mapFleet == nil {
+		return -1
+	}
+	i := h.mapFleet.SiteIndex(site)
+	if i < 0 {
+		return -1
+	}
+	oi := h.mapFleet.Sites[i].Spec.OriginIndex(origin)
+	if oi < 0 {
+		return -1
+	}
+	return h.slots[h.offsets[i]+int32(oi)]
+}
+
+// Flush waits until the writer has written every batch handed to it so
+// far (for tests and benchmarks).
+func (h *HistoryFeed) Flush() {
+	if h == nil || h.ring == nil {
+		return
+	}
+	m := &histBatch{flushed: make(chan struct{})}
+	h.qmu.Lock()
+	if h.closed {
+		h.qmu.Unlock()
+		return
+	}
+	h.queue <- m
+	h.qmu.Unlock()
+	<-m.flushed
+}
+
+// Close stops the writer once it has written what it was handed, and
+// closes the file. Call it after the rounds have stopped.
+func (h *HistoryFeed) Close() error {
+	if h == nil || h.ring == nil {
+		return nil
+	}
+	h.qmu.Lock()
+	if h.closed {
+		h.qmu.Unlock()
+		return nil
+	}
+	h.closed = true
+	close(h.queue)
+	h.qmu.Unlock()
+	<-h.done
+	return h.ring.Close()
+}
