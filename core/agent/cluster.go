@@ -35,6 +35,7 @@ type cluster struct {
 	mu         sync.Mutex
 	cfg        *config.Config
 	dispatcher *notify.Dispatcher
+	notifyOpts []notify.Option // set by start
 }
 
 // newCluster connects to etcd and builds the store and the node around it.
@@ -97,6 +98,9 @@ func (c *cluster) start(ctx context.Context, a *Agent, eng *engine.Engine) error
 	if err := a.parts.startDNS(ctx, eng, c.cfg.DNS); err != nil {
 		return err
 	}
+	c.mu.Lock()
+	c.notifyOpts = a.notifyOptions(eng)
+	c.mu.Unlock()
 	c.done = c.node.Start(ctx, eng)
 	return nil
 }
@@ -104,9 +108,9 @@ func (c *cluster) start(ctx context.Context, a *Agent, eng *engine.Engine) error
 // lead delivers notifications while this instance leads.
 func (c *cluster) lead(ctx context.Context) {
 	c.mu.Lock()
-	cfg := c.cfg
+	cfg, opts := c.cfg, c.notifyOpts
 	c.mu.Unlock()
-	d, err := notify.New(c.store, cfg.Notifiers, c.log.Named("notify"))
+	d, err := notify.New(c.store, cfg.Notifiers, c.log.Named("notify"), opts...)
 	if err != nil {
 		c.log.Error("notifications not started", "error", err)
 		return

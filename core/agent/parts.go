@@ -45,7 +45,7 @@ func (p *parts) onCommit() {
 // start runs the notifiers (the cluster runs them itself while it leads)
 // and the DNS publisher.
 func (p *parts) start(ctx context.Context, eng *engine.Engine) error {
-	d, err := notify.New(p.a.store, p.cfg.Notifiers, p.a.log.Named("notify"))
+	d, err := notify.New(p.a.store, p.cfg.Notifiers, p.a.log.Named("notify"), p.a.notifyOptions(eng)...)
 	if err != nil {
 		return fmt.Errorf("notifications: %w", err)
 	}

@@ -45,15 +45,53 @@ type Config struct {
 
 // Notifier is one `notify "webhook" "NAME"` block.
 type Notifier struct {
-	Kind string // "webhook"
+	// Kind is NotifierWebhook or NotifierAlertmanager.
+	Kind string
 	Name string
-	URL  string
-	// Format is "json", "slack" or "alertmanager".
+	// URL is a webhook's URL as written; URLEnv and URLFile name where to
+	// read it instead (the environment variable, the file), at start, so
+	// that a URL holding a secret need not be written in the
+	// configuration. Exactly one of the three is set.
+	URL, URLEnv, URLFile string
+	// Format is a webhook's body: "json" or "slack".
 	Format string
+	// Events are the event kinds a webhook gets (origin_state,
+	// level_switched, failback_available, all_levels_unhealthy); nil
+	// means DefaultWebhookEvents.
+	Events []string
+	// Headers are extra request headers as written; HeaderEnv maps a
+	// header to the environment variable holding its value (read at
+	// start, never logged), such as Authorization = "HOOK_AUTH".
+	Headers   map[string]string
+	HeaderEnv map[string]string
 	// Timeout bounds one delivery attempt.
-	Timeout   time.Duration
+	Timeout time.Duration
+
+	// Alertmanager: the base URLs of the Alertmanagers (an HA pair gets
+	// every alert at each), the installation name carried as the label
+	// vigil, how often the active alerts are sent again, and the URL of
+	// vigil's status page for generatorURL (empty: the API's address).
+	URLs           []string
+	Installation   string
+	ResendInterval time.Duration
+	ExternalURL    string
+
 	DeclRange hcl.Range
 }
+
+// The notifier kinds.
+const (
+	NotifierWebhook      = "webhook"
+	NotifierAlertmanager = "alertmanager"
+)
+
+// DefaultWebhookEvents are the event kinds a webhook gets when it names
+// none: the notices of a site's level.
+var DefaultWebhookEvents = []string{"level_switched", "failback_available", "all_levels_unhealthy"}
+
+// DefaultResendInterval is how often an Alertmanager gets the active
+// alerts again, as Prometheus resends them.
+const DefaultResendInterval = time.Minute
 
 // DNSPublisher is the `publish "dns"` block: vigil's authoritative DNS
 // server for the sites in Zone.

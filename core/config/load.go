@@ -27,12 +27,6 @@ var rootSchema = &hcl.BodySchema{
 	},
 }
 
-var webhookSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{
-		{Name: "url", Required: true}, {Name: "format"}, {Name: "timeout"},
-	},
-}
-
 var dnsSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "listen", Required: true}, {Name: "zone", Required: true}, {Name: "ttl"},
@@ -604,58 +598,6 @@ func suggest(s string, candidates []string) string {
 		}
 	}
 	return best
-}
-
-func (l *loader) notify(b *hcl.Block) {
-	kind, name := b.Labels[0], b.Labels[1]
-	if kind != "webhook" {
-		detail := fmt.Sprintf("Notifier kind %q is not known; the kinds are \"webhook\".", kind)
-		if s := suggest(kind, []string{"webhook"}); s != "" {
-			detail = fmt.Sprintf("Notifier kind %q is not known. Did you mean %q?", kind, s)
-		}
-		l.add(b.LabelRanges[0], "Unknown notifier kind", detail)
-		return
-	}
-	if name == "" || strings.ContainsAny(name, "()/ ") {
-		l.add(b.LabelRanges[1], "Invalid notifier name",
-			fmt.Sprintf("Notifier name %q must be a plain word such as \"ops\" (no spaces, slashes or parentheses; \"(log)\" is reserved for the log).", name))
-		return
-	}
-	if prev, ok := l.notifyAt[name]; ok {
-		l.add(b.DefRange, "Duplicate notifier name",
-			fmt.Sprintf("A notifier named %q was already declared at %s. Notifier names must be unique (they key the delivery cursor): rename or remove one of them.", name, prev))
-		return
-	}
-	l.notifyAt[name] = b.DefRange
-	content, diags := b.Body.Content(webhookSchema)
-	l.diags = append(l.diags, diags...)
-	n := &Notifier{Kind: kind, Name: name, Format: "json", Timeout: 10 * time.Second, DeclRange: b.DefRange}
-	if attr := content.Attributes["url"]; attr != nil {
-		var raw string
-		if l.decode(attr, &raw) {
-			u, err := url.Parse(raw)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				l.add(attr.Expr.Range(), "Invalid webhook url",
-					"url must be an absolute http or https URL, such as \"https://hooks.example.com/vigil\".")
-			} else {
-				n.URL = raw
-			}
-		}
-	}
-	if attr := content.Attributes["format"]; attr != nil {
-		var f string
-		if l.decode(attr, &f) {
-			switch f {
-			case "json", "slack", "alertmanager":
-				n.Format = f
-			default:
-				l.add(attr.Expr.Range(), "Invalid webhook format",
-					fmt.Sprintf("format must be \"json\", \"slack\" or \"alertmanager\"; got %q.", f))
-			}
-		}
-	}
-	l.duration(content.Attributes, "timeout", &n.Timeout)
-	l.cfg.Notifiers = append(l.cfg.Notifiers, n)
 }
 
 func (l *loader) publish(b *hcl.Block) {

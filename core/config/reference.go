@@ -83,6 +83,10 @@ type RefAttribute struct {
 	// Instead names the attribute of the same block this one is an
 	// alternative to: an example shows one of the two.
 	Instead string
+	// OneOfRequired is set on an attribute that the block needs unless an
+	// attribute Instead of it is given (a webhook's url, url_env or
+	// url_file): the loader checks that itself, the schema cannot.
+	OneOfRequired bool
 }
 
 // hclString is s as an HCL string literal.
@@ -292,20 +296,67 @@ func Reference() []RefBlock {
 		{
 			Path: `notify "webhook"`, Type: "notify",
 			Labels: []RefLabel{
-				{Name: "kind", Fixed: "webhook", Meaning: `The notifier kind; "webhook" is the only one (the log gets every notice without a block).`},
+				{Name: "kind", Fixed: "webhook", Meaning: `The notifier kind: "webhook" here, or "alertmanager" (below). The log gets every notice without a block.`},
 				{Name: "name", Meaning: "The notifier's name, unique: a plain word, no spaces, slashes or parentheses. It keys the notifier's delivery cursor.", Example: "ops"},
 			},
 			Repeat:  "Any number.",
-			Meaning: "A webhook that gets one POST per notice of a site's level (a switch, a failback available, all levels unhealthy), at least once: transport errors, 408, 429 and 5xx are retried without limit, and a restart resumes where delivery stopped; any other answer drops that notice, with an error in the log. A new webhook starts with the next event, not the history.",
+			Meaning: "A webhook that gets one POST per event of the kinds it asks for (by default the notices of a site's level: a switch, a failback available, all levels unhealthy), at least once: transport errors, 408, 429 and 5xx are retried without limit, and a restart resumes where delivery stopped; any other answer drops that notice, with an error in the log. A new webhook starts with the next event, not the history.",
 			Attributes: []RefAttribute{
-				{Name: "url", Type: "string", Required: true,
+				{Name: "url", Type: "string", DefaultNote: "none: give url, url_env or url_file", OneOfRequired: true,
 					Meaning: "The absolute http or https URL the notices are posted to. It may hold a token in its path or query: logs show only its scheme and host.",
 					Example: `"https://hooks.example.com/vigil"`},
+				{Name: "url_env", Type: "string", DefaultNote: "none", Instead: "url",
+					Meaning: "The environment variable holding the URL, read when the agent starts (a secret URL need not be written in the configuration). Unset or empty stops the agent from starting.",
+					Example: `"VIGIL_HOOK_URL"`},
+				{Name: "url_file", Type: "string", DefaultNote: "none", Instead: "url",
+					Meaning: "A file holding the URL (surrounding white space ignored), read when the agent starts, relative to the agent's working directory.",
+					Example: `"/etc/vigil/hook-url"`},
 				{Name: "format", Type: "string", Default: hclString("json"),
-					Meaning: `"json": vigil's own body; "slack": a Slack incoming-webhook message; "alertmanager": alerts for Alertmanager, whose POST /api/v2/alerts is then the url.`,
+					Meaning: `"json": vigil's own body; "slack": a Slack incoming-webhook message. (For Alertmanager, declare notify "alertmanager".)`,
 					Example: `"slack"`},
+				{Name: "events", Type: "list of string", DefaultNote: `["level_switched", "failback_available", "all_levels_unhealthy"]`,
+					Meaning: "The event kinds this webhook gets: origin_state (an origin became healthy, unhealthy, disabled...), level_switched, failback_available, all_levels_unhealthy. Route origin changes to the team that pages on them.",
+					Example: `["origin_state", "level_switched"]`},
+				{Name: "headers", Type: "map of string", DefaultNote: "none",
+					Meaning: "Extra request headers, as written (not for secrets: see header_env). Content-Type, Content-Length and Host are vigil's.",
+					Example: `{ "X-Team" = "cdn" }`},
+				{Name: "header_env", Type: "map of string", DefaultNote: "none",
+					Meaning: "Extra request headers whose values are read from environment variables when the agent starts, such as an Authorization header; the values are never logged. An unset variable stops the agent from starting.",
+					Example: `{ Authorization = "VIGIL_HOOK_AUTH" }`},
 				{Name: "timeout", Type: "duration", Default: hclDuration(10 * time.Second),
 					Meaning: "Deadline of one delivery attempt. Greater than 0.",
+					Example: `"10s"`},
+			},
+		},
+		{
+			Path: `notify "alertmanager"`, Type: "notify",
+			Labels: []RefLabel{
+				{Name: "kind", Fixed: "alertmanager", Meaning: "The notifier kind."},
+				{Name: "name", Meaning: "The notifier's name, unique among the notifiers: a plain word.", Example: "am"},
+			},
+			Repeat:  "Any number.",
+			Meaning: "Alerts for Prometheus Alertmanager, sent as Prometheus sends them: states, not events. While a site is off its top level, every level of a site is unhealthy, a manual failback waits, or an origin is unhealthy, its alert (VigilSiteOnBackupLevel, VigilAllLevelsUnhealthy, VigilFailbackAvailable, VigilOriginUnhealthy) is posted to each Alertmanager's /api/v2/alerts every resend_interval with an end a few intervals ahead, so that an Alertmanager restarted meanwhile has it back within one interval; when the state ends the alert is sent resolved. Alertmanager's grouping, inhibition and silences then work unchanged. Only the instance that leads sends.",
+			Attributes: []RefAttribute{
+				{Name: "urls", Type: "list of string", Required: true,
+					Meaning: "The Alertmanagers' base URLs: each gets every alert (an HA pair of Alertmanagers deduplicates them).",
+					Example: `["http://127.0.0.1:9093"]`},
+				{Name: "installation", Type: "string", Default: hclString("vigil"),
+					Meaning: "This vigil's name, carried by every alert as the label vigil, so that one Alertmanager can tell several installations apart.",
+					Example: `"prod-eu"`},
+				{Name: "resend_interval", Type: "duration", Default: hclDuration(DefaultResendInterval),
+					Meaning: "How often the active alerts are sent again; each is sent with an end four intervals ahead. Greater than 0.",
+					Example: `"1m"`},
+				{Name: "external_url", Type: "string", DefaultNote: "the API's address (control { api { listen } })",
+					Meaning: "The URL operators reach vigil's status page at, for each alert's generatorURL (a link to the site).",
+					Example: `"https://vigil.example.com"`},
+				{Name: "headers", Type: "map of string", DefaultNote: "none",
+					Meaning: "Extra request headers, as written.",
+					Example: `{ "X-Scope-OrgID" = "cdn" }`},
+				{Name: "header_env", Type: "map of string", DefaultNote: "none",
+					Meaning: "Extra request headers whose values are read from environment variables when the agent starts (an Authorization header for an Alertmanager behind a proxy); never logged.",
+					Example: `{ Authorization = "VIGIL_AM_AUTH" }`},
+				{Name: "timeout", Type: "duration", Default: hclDuration(10 * time.Second),
+					Meaning: "Deadline of one request. Greater than 0.",
 					Example: `"10s"`},
 			},
 		},
@@ -341,16 +392,17 @@ func Reference() []RefBlock {
 // change the loader.
 func Schemas() map[string]*hcl.BodySchema {
 	loader := map[string]*hcl.BodySchema{
-		"":                     rootSchema,
-		"control":              controlSchema,
-		"control.api":          apiSchema,
-		`control.store "etcd"`: etcdSchema,
-		"source":               sourceSchema,
-		"site":                 siteSchema,
-		"site.health_check":    healthCheckSchema,
-		"site.origin":          originSchema,
-		`notify "webhook"`:     webhookSchema,
-		`publish "dns"`:        dnsSchema,
+		"":                      rootSchema,
+		"control":               controlSchema,
+		"control.api":           apiSchema,
+		`control.store "etcd"`:  etcdSchema,
+		"source":                sourceSchema,
+		"site":                  siteSchema,
+		"site.health_check":     healthCheckSchema,
+		"site.origin":           originSchema,
+		`notify "webhook"`:      webhookSchema,
+		`notify "alertmanager"`: alertmanagerSchema,
+		`publish "dns"`:         dnsSchema,
 	}
 	out := make(map[string]*hcl.BodySchema, len(loader))
 	for path, s := range loader {

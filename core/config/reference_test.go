@@ -440,7 +440,7 @@ func refPlace(root *refNode, ref []config.RefBlock, b config.RefBlock) *refNode 
 	n, added := parent.child(b.Type, labels...)
 	if added {
 		for _, a := range b.Attributes {
-			if a.Required {
+			if a.Required || a.OneOfRequired {
 				n.set(a.Name, a.Example)
 			}
 		}
@@ -568,6 +568,9 @@ func TestReferenceDefaults(t *testing.T) {
 		"site.origin.enabled":                        strconv.FormatBool(origin.Enabled),
 		`notify "webhook".format`:                    q(cfg.Notifiers[0].Format),
 		`notify "webhook".timeout`:                   dur(cfg.Notifiers[0].Timeout),
+		`notify "alertmanager".installation`:         q(cfg.Notifiers[1].Installation),
+		`notify "alertmanager".resend_interval`:      dur(cfg.Notifiers[1].ResendInterval),
+		`notify "alertmanager".timeout`:              dur(cfg.Notifiers[1].Timeout),
 		`publish "dns".ttl`:                          strconv.Itoa(cfg.DNS.TTL),
 		`publish "dns".fail_closed`:                  strconv.FormatBool(cfg.DNS.FailClosed),
 	}

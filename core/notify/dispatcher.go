@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
+	"reflect"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/hcl/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vigilcdn/vigil/core/config"
@@ -34,7 +35,8 @@ type options struct {
 	originStates       bool
 	retryMin, retryMax time.Duration
 	maxRetryAfter      time.Duration
-	externalURL        string
+	externalURL        func() string
+	states             AlertStates
 	safety             time.Duration
 	now                func() time.Time
 }
@@ -58,10 +60,12 @@ func WithRetryWait(minWait, maxWait time.Duration) Option {
 // back (default DefaultMaxRetryAfter).
 func WithMaxRetryAfter(d time.Duration) Option { return func(o *options) { o.maxRetryAfter = d } }
 
-// WithExternalURL is the address the API is reached at (such as
-// "https://vigil.example.net:8470"); alertmanager alerts then link to the
-// site's events in their generatorURL.
-func WithExternalURL(u string) Option { return func(o *options) { o.externalURL = u } }
+// WithExternalURL is the address the API and the status page are reached
+// at (such as "https://vigil.example.net:8470"), asked for each time it is
+// needed (the API's address may be known only once it listens): the
+// alerts of an Alertmanager notifier without external_url link to the
+// site's status page in their generatorURL.
+func WithExternalURL(u func() string) Option { return func(o *options) { o.externalURL = u } }
 
 // WithSafetyInterval sets how often each notifier looks at the journal
 // without being woken (default DefaultSafetyInterval).
@@ -89,7 +93,8 @@ type Dispatcher struct {
 type worker struct {
 	name   string
 	cfg    *config.Notifier // nil for the log
-	hook   *webhook         // nil for the log
+	hook   *webhook         // a webhook's
+	alerts *alertSender     // an Alertmanager notifier's: no cursor
 	wake   chan struct{}
 	cursor atomic.Uint64
 	dirty  bool // cursor ahead of the stored one; worker goroutine only
@@ -147,9 +152,6 @@ func checkNotifiers(ns []*config.Notifier) error {
 		if n == nil {
 			return fmt.Errorf("notify: notifier %d is nil", i)
 		}
-		if n.Kind != "webhook" && n.Kind != "" {
-			return fmt.Errorf("notify: notifier %q: kind %q is not known; the kinds are \"webhook\"", n.Name, n.Kind)
-		}
 		if n.Name == "" || n.Name == LogName {
 			return fmt.Errorf("notify: notifier %q: the name must be set and must not be %q (the log's cursor)", n.Name, LogName)
 		}
@@ -157,12 +159,28 @@ func checkNotifiers(ns []*config.Notifier) error {
 			return fmt.Errorf("notify: notifier %q is declared twice; names key the delivery cursors and must be unique", n.Name)
 		}
 		seen[n.Name] = true
-		u, err := url.Parse(n.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("notify: notifier %q: the url must be an absolute http or https URL (got one for %s)", n.Name, target(n.URL))
+		switch n.Kind {
+		case config.NotifierWebhook, "":
+			if _, err := webhookURL(n); err != nil {
+				return fmt.Errorf("notify: %w", err)
+			}
+			if _, err := newFormatter(n.Format); err != nil {
+				return fmt.Errorf("notify: notifier %q: %w", n.Name, err)
+			}
+		case config.NotifierAlertmanager:
+			if len(n.URLs) == 0 {
+				return fmt.Errorf("notify: notifier %q: no Alertmanager url", n.Name)
+			}
+			for _, u := range n.URLs {
+				if err := config.CheckWebhookURL(u); err != nil {
+					return fmt.Errorf("notify: notifier %q: the Alertmanager url %s (got one for %s)", n.Name, err, target(u))
+				}
+			}
+		default:
+			return fmt.Errorf("notify: notifier %q: kind %q is not known; the kinds are \"webhook\" and \"alertmanager\"", n.Name, n.Kind)
 		}
-		if _, err := newFormatter(n.Format, &options{}); err != nil {
-			return fmt.Errorf("notify: notifier %q: %w", n.Name, err)
+		if _, err := notifierHeaders(n); err != nil {
+			return fmt.Errorf("notify: %w", err)
 		}
 	}
 	return nil
@@ -297,8 +315,12 @@ func (d *Dispatcher) Reconfigure(notifiers []*config.Notifier) error {
 	return nil
 }
 
+// sameNotifier says whether a reload leaves a notifier as it runs: every
+// setting equal (where it is declared does not count).
 func sameNotifier(a, b *config.Notifier) bool {
-	return a.Kind == b.Kind && a.URL == b.URL && a.Format == b.Format && a.Timeout == b.Timeout
+	x, y := *a, *b
+	x.DeclRange, y.DeclRange = hcl.Range{}, hcl.Range{}
+	return reflect.DeepEqual(x, y)
 }
 
 // start places a notifier's cursor and starts its goroutine. A notifier
@@ -306,6 +328,14 @@ func sameNotifier(a, b *config.Notifier) bool {
 // place is stored at once so that a restart does not skip what follows.
 func (d *Dispatcher) start(ctx context.Context, name string, n *config.Notifier, st *store.State) *worker {
 	w := &worker{name: name, cfg: n, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	if n != nil && n.Kind == config.NotifierAlertmanager {
+		// States, not the journal: no cursor to place.
+		w.alerts, _ = newAlertSender(d, n) // checkNotifiers has vetted it
+		wctx, cancel := context.WithCancel(ctx)
+		w.cancel = cancel
+		go d.runAlerts(wctx, w)
+		return w
+	}
 	if n != nil {
 		// checkNotifiers has vetted the format.
 		w.hook, _ = newWebhook(n, &d.opts, d.log, d.metrics)

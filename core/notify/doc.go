@@ -47,29 +47,33 @@
 // ":warning: *TITLE*\nTEXT", "blocks": [a mrkdwn section with the same text,
 // a context line with the site, kind, seq and time]}.
 //
-// format = "alertmanager": the url is Alertmanager's POST /api/v2/alerts
-// (such as "http://alertmanager:9093/api/v2/alerts"); the body is a list of
-// Alert. Every alert has the labels alertname, site, severity and
-// service="vigil", and the annotations summary (the title), description
-// (the text) and seq (and actor when there is one).
+// A webhook gets the event kinds its events attribute lists (by default
+// level_switched, failback_available and all_levels_unhealthy; with
+// WithOriginStates, origin_state too). Its URL may come from url_env or
+// url_file, and its extra headers from headers and header_env: those are
+// read when the dispatcher is made, and never logged.
 //
-//   - all_levels_unhealthy: a firing VigilAllLevelsUnhealthy
-//     {site, severity="critical"}, endsAt 24 h after startsAt
-//     (ConditionAlertDuration, a safety net). vigil resolves it (the same
-//     labels, endsAt = startsAt = the event's time) when it sees the site
-//     recover: a failover or failback switch, a failback_available, an
-//     unhealthy origin turning healthy or a disabled one enabled. It sends
-//     that resolution once per site; after a restart it does not know what
-//     fired, so the first recovery of each site sends one (harmless if
-//     nothing fired).
-//   - level_switched: VigilOriginLevelSwitched {reason, from_level,
-//     to_level}, and failback_available: VigilFailbackAvailable {level}.
-//     These are moments, not conditions: endsAt is an hour after startsAt
-//     (EventAlertDuration), so Alertmanager notifies and then lets them
-//     resolve.
-//   - origin_state makes no alert.
+// # Alertmanager
 //
-// With WithExternalURL, generatorURL links to the site's events in the API.
+// A notify "alertmanager" notifier is not a journal reader: it sends
+// states, as Prometheus does, from the AlertStates given with
+// WithAlertStates (the engine's read side). Each alert is a state that
+// fires while it lasts: VigilSiteOnBackupLevel (a site off its top level),
+// VigilAllLevelsUnhealthy, VigilFailbackAvailable (a healthy higher level
+// while failback is manual) and VigilOriginUnhealthy (with the origin
+// label). Every alert has the labels alertname, site, level, vigil (the
+// installation) and severity, the annotations summary, description and,
+// where one helps, command (the vigil switch or vigil probe to run), and a
+// generatorURL to the site's status page.
+//
+// Every active alert is posted to each Alertmanager's /api/v2/alerts at
+// every resend_interval (and within a second of a commit), with endsAt four
+// intervals ahead, so that an Alertmanager restarted meanwhile has it back
+// within one interval; an alert whose state ended is sent with endsAt set
+// to then for four intervals more. A failed post is logged once and
+// counted in vigil_notify_retries_total; the next send carries the same
+// states, so nothing is lost. Alertmanager's grouping, inhibition and
+// silences apply unchanged.
 //
 // # Delivery
 //

@@ -62,6 +62,9 @@ func (c *lagCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
 	head := c.d.head.Load()
 	for _, w := range c.d.current() {
+		if w.alerts != nil {
+			continue // states, not a place in the journal
+		}
 		cur := w.cursor.Load()
 		lag := uint64(0)
 		if head > cur {

@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +21,7 @@ import (
 	retryablehttp "github.com/hashicorp/go-retryablehttp"
 
 	"github.com/vigilcdn/vigil/core/config"
+	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/store"
 )
 
@@ -30,6 +33,8 @@ type webhook struct {
 	name    string
 	format  formatter
 	url     string
+	events  map[decide.EventKind]bool
+	headers http.Header
 	redact  *redactor
 	client  *retryablehttp.Client
 	log     hclog.Logger
@@ -42,7 +47,15 @@ type webhook struct {
 }
 
 func newWebhook(n *config.Notifier, o *options, log hclog.Logger, m *metrics) (*webhook, error) {
-	f, err := newFormatter(n.Format, o)
+	f, err := newFormatter(n.Format)
+	if err != nil {
+		return nil, err
+	}
+	target, err := webhookURL(n)
+	if err != nil {
+		return nil, err
+	}
+	headers, err := notifierHeaders(n)
 	if err != nil {
 		return nil, err
 	}
@@ -53,8 +66,10 @@ func newWebhook(n *config.Notifier, o *options, log hclog.Logger, m *metrics) (*
 	w := &webhook{
 		name:    n.Name,
 		format:  f,
-		url:     n.URL,
-		redact:  newRedactor(n.URL),
+		url:     target,
+		events:  webhookEvents(n, o),
+		headers: headers,
+		redact:  newRedactor(target),
 		metrics: m,
 		opts:    o,
 	}
@@ -195,7 +210,7 @@ func (w *webhook) deliver(ctx context.Context, e store.Event) (bool, outcome) {
 		w.metrics.deliveries.WithLabelValues(w.name, "rejected").Inc()
 		return true, rejected
 	}
-	if !ok {
+	if !ok || !w.events[e.Event.Kind] {
 		return false, delivered
 	}
 	w.seq, w.lastErr = e.Seq, ""
@@ -204,6 +219,9 @@ func (w *webhook) deliver(ctx context.Context, e store.Event) (bool, outcome) {
 		w.log.Error("cannot build the webhook request; skipping the notice", "seq", e.Seq, "error", w.redact.Error(err))
 		w.metrics.deliveries.WithLabelValues(w.name, "rejected").Inc()
 		return true, rejected
+	}
+	for k, vs := range w.headers {
+		req.Header[k] = vs
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", userAgent)
@@ -236,4 +254,70 @@ func (w *webhook) deliver(ctx context.Context, e store.Event) (bool, outcome) {
 		"seq", e.Seq, "site", e.Site, "kind", e.Event.Kind.String(), "status", resp.Status,
 		"response", w.redact.String(string(bytes.TrimSpace(snippet))))
 	return true, rejected
+}
+
+// webhookURL is the webhook's URL: as written, or read from its
+// environment variable or file now. Errors name where it was looked for,
+// never the value.
+func webhookURL(n *config.Notifier) (string, error) {
+	var raw string
+	switch {
+	case n.URLEnv != "":
+		raw = strings.TrimSpace(os.Getenv(n.URLEnv))
+		if raw == "" {
+			return "", fmt.Errorf("notifier %q: url_env names %s, which is unset or empty here: export it where the agent runs", n.Name, n.URLEnv)
+		}
+	case n.URLFile != "":
+		b, err := os.ReadFile(n.URLFile)
+		if err != nil {
+			return "", fmt.Errorf("notifier %q: url_file: %w", n.Name, err)
+		}
+		if raw = strings.TrimSpace(string(b)); raw == "" {
+			return "", fmt.Errorf("notifier %q: url_file %s is empty", n.Name, n.URLFile)
+		}
+	default:
+		raw = n.URL
+	}
+	if err := config.CheckWebhookURL(raw); err != nil {
+		return "", fmt.Errorf("notifier %q: the url %s (got one for %s)", n.Name, err, target(raw))
+	}
+	return raw, nil
+}
+
+// notifierHeaders are the notifier's extra headers: as written, and those
+// whose values are read from the environment now.
+func notifierHeaders(n *config.Notifier) (http.Header, error) {
+	h := http.Header{}
+	for k, v := range n.Headers {
+		h.Set(k, v)
+	}
+	for k, env := range n.HeaderEnv {
+		v := os.Getenv(env)
+		if strings.TrimSpace(v) == "" {
+			return nil, fmt.Errorf("notifier %q: header_env gives header %s the variable %s, which is unset or empty here: export it where the agent runs", n.Name, k, env)
+		}
+		if strings.ContainsAny(v, "\r\n") {
+			return nil, fmt.Errorf("notifier %q: the value of %s (header %s) spans lines", n.Name, env, k)
+		}
+		h.Set(k, v)
+	}
+	return h, nil
+}
+
+// webhookEvents are the event kinds the webhook gets.
+func webhookEvents(n *config.Notifier, o *options) map[decide.EventKind]bool {
+	names := n.Events
+	if names == nil {
+		names = config.DefaultWebhookEvents
+		if o.originStates {
+			names = append([]string{"origin_state"}, names...)
+		}
+	}
+	out := map[decide.EventKind]bool{}
+	for k := decide.KindOriginState; k <= decide.KindAllLevelsUnhealthy; k++ {
+		if slices.Contains(names, k.String()) {
+			out[k] = true
+		}
+	}
+	return out
 }

@@ -3,4 +3,4 @@ notify "webhook" "ops" {
   format = "teams"
 }
 
-# want: 3:12: Invalid webhook format; format must be "json", "slack" or "alertmanager"; got "teams".
+# want: 3:12: Invalid webhook format; format must be "json" or "slack"; got "teams".

@@ -1,0 +1,6 @@
+notify "webhook" "ops" {
+  url    = "https://hooks.example.com/vigil"
+  events = ["origin_sate"]
+}
+
+# want: 3:12: Unknown event kind; events lists "origin_sate", which is not an event kind; the kinds are origin_state, level_switched, failback_available, all_levels_unhealthy. Did you mean "origin_state"?

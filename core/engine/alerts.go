@@ -1,0 +1,65 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/vigilcdn/vigil/core/decide"
+)
+
+// AlertingSite is a site in some state worth an alert: off its top level,
+// every level unhealthy, a manual failback waiting, or an origin
+// unhealthy.
+type AlertingSite struct {
+	Site            string
+	Level, TopLevel int
+	AllUnhealthy    bool
+	// FailbackLevel is the healthy level above Level that failback would
+	// go to, while failback is manual (configured or held); 0 for none.
+	FailbackLevel int
+	ManualHold    bool
+	Unhealthy     []AlertingOrigin
+}
+
+// AlertingOrigin is an unhealthy origin.
+type AlertingOrigin struct {
+	Name  string
+	Level int
+	Since time.Time
+}
+
+// Alerting calls yield for each site in an alerting state, in name order,
+// from the read-side copies (no lock, and nothing for the sites that are
+// well).
+func (v *Views) Alerting(yield func(AlertingSite)) {
+	for i, snap := range v.sites {
+		spec := v.fleet.Sites[i].Spec
+		a := AlertingSite{Site: spec.Name, Level: snap.level, TopLevel: spec.TopLevel(), ManualHold: snap.hold}
+		cur := spec.LevelIndex(snap.level)
+		a.AllUnhealthy = len(snap.levels) > 0
+		for _, h := range snap.levels {
+			if h != decide.Unhealthy {
+				a.AllUnhealthy = false
+			}
+		}
+		if decide.EffectiveFailback(spec, &decide.SiteState{ManualHold: snap.hold}) == decide.FailbackManual {
+			for li := 0; li < cur && li < len(snap.levels); li++ {
+				if snap.levels[li] == decide.Healthy {
+					a.FailbackLevel = spec.Levels[li]
+					break
+				}
+			}
+		}
+		for oi, o := range snap.origins {
+			if o.state == decide.Unhealthy {
+				u := AlertingOrigin{Name: spec.Origins[oi].Name, Level: spec.Origins[oi].Level}
+				if o.since != 0 {
+					u.Since = timeOf(o.since)
+				}
+				a.Unhealthy = append(a.Unhealthy, u)
+			}
+		}
+		if a.Level != a.TopLevel || a.AllUnhealthy || a.FailbackLevel != 0 || len(a.Unhealthy) > 0 {
+			yield(a)
+		}
+	}
+}
