@@ -28,7 +28,7 @@ build:
 # Installed with apt-get (as root) only when missing.
 DEB_DEPS := protoc:protobuf-compiler chromium:chromium etcd:etcd-server \
 	python3.grpc:python3-grpcio python3.cryptography:python3-cryptography \
-	promtool:prometheus amtool:prometheus-alertmanager
+	promtool:prometheus amtool:prometheus-alertmanager haproxy:haproxy nginx:nginx
 
 deps:
 	@missing=""; for d in $(DEB_DEPS); do check=$${d%%:*}; \
