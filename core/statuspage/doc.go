@@ -9,6 +9,15 @@
 // bearer token the operator types in (kept in the tab's sessionStorage,
 // never in a URL), after a confirmation that spells out the consequence.
 //
+// The list is a summary bar (GET /v1/summary: the sites by status, each a
+// filter; off the top level; every level unhealthy; failback waiting), a
+// search by name prefix, and one compact row per site, the sites that need
+// attention first. A row opens into the site's card, which then reads GET
+// /v1/sites/{site}/history (only for open rows and the site view, never for
+// the fleet) and draws per origin the last rounds' verdicts as a strip, the
+// 1 h / 24 h / 7 d uptimes, a latency sparkline and the counter as pips
+// against its threshold (plain SVG). An agent without history says so.
+//
 // It stays current two ways: a long-poll of GET /v1/events?wait=25s returns
 // the moment anything happens (an origin changes state, a level switches,
 // an operator acts) and the page re-reads /v1/sites at once; votes,

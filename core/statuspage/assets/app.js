@@ -14,6 +14,7 @@
   const EVENTS_KEPT = 100; // events shown in the site view
   const PAGE = 1000; // events per catch-up request
   const SITES_PAGE = 200; // sites per page of the list; "Show more" adds a page
+  const AUTO_OPEN = 5; // a fleet this small shows every site open
   const STATUS_WORDS = {
     down: 'down', failed_over: 'failed over', degraded: 'degraded', paused: 'paused', unknown: 'not judged yet', ok: 'ok',
   };
@@ -33,6 +34,11 @@
     sites: [], // SiteView list: a page of the fleet, or the routed site
     limit: SITES_PAGE,
     problemOnly: false,
+    filter: 'all', // 'all' (problems first), 'problems', or one status
+    search: '', // site name prefix
+    summary: null, // GET v1/summary, null where the agent has none
+    expanded: new Set(), // site names whose row is open
+    history: {}, // site -> { round, data } from GET v1/sites/{site}/history
     total: 0, // sites the list's filter matches
     counts: null, // the fleet's sites by status
     more: false, // the list has more sites than shown
@@ -282,7 +288,7 @@
         h('th', { scope: 'row' }, h('span', { class: 'oname' }, o.name), h('span', { class: 'addr' }, o.address)),
         h('td', { 'data-label': 'Level' }, String(o.level)),
         h('td', { 'data-label': 'State', class: 'state' }, badge(o.state)),
-        h('td', { 'data-label': 'Counter', class: 'counter', title: counterTitle(o, site) }, counter(o, site)),
+        h('td', { 'data-label': 'Counter', class: 'counter', title: counterTitle(o, site) }, counter(o, site), meter(o, site)),
         h('td', { 'data-label': 'Last verdict', class: 'verdict-cell' }, o.state === 'disabled' ? h('span', { class: 'muted' }, '—') : verdict(o.verdict)),
         h('td', { 'data-label': 'Settled by', class: 'by' }, by),
         h('td', { 'data-label': 'Reason', class: 'reason' }, o.reason || h('span', { class: 'muted' }, '—')),
@@ -300,6 +306,7 @@
       h('caption', { class: 'vh' }, `Origins of ${site.site}`), thead, tbody));
     sec.append(h('h3', null, 'Origins'), h('div', { class: 'scroll' }, table));
 
+    if (st.history[site.site]) sec.append(renderHistory(site));
     if (detail) sec.append(renderVotes(site));
     else sec.append(h('p', { class: 'more' }, h('a', { href: `#/site/${encodeURIComponent(site.site)}` }, `Votes and events of ${site.site} `, h('span', { 'aria-hidden': 'true' }, '→'))));
     return sec;
@@ -359,25 +366,180 @@
     $('nodes-empty').hidden = st.nodes.length + st.offline.length > 0;
   }
 
-  // The fleet in one line, and the filter: every site, or only those that
-  // need attention.
+  // The summary bar: the fleet by status (each a filter), the sites off
+  // their top level, with every level unhealthy, and waiting for a manual
+  // failback; then the filter buttons.
+  const SEVERITY = ['down', 'failed_over', 'degraded', 'paused', 'unknown', 'ok'];
+  const PROBLEMS = ['down', 'failed_over', 'degraded', 'paused'];
+  const STATUS_ICONS = { down: '✕', failed_over: '⇣', degraded: '◐', paused: '‖', unknown: '?', ok: '●' };
+
+  function setFilter(f) {
+    st.filter = f;
+    st.problemOnly = f === 'problems';
+    st.limit = SITES_PAGE;
+    refresh();
+  }
+
   function renderSummary() {
-    const c = st.counts;
-    const fleet = c ? Object.values(c).reduce((a, b) => a + b, 0) : st.total;
-    const parts = c ? Object.keys(STATUS_WORDS).filter((k) => c[k]).map((k) => `${c[k]} ${STATUS_WORDS[k]}`) : [];
-    const attention = c ? (c.down || 0) + (c.failed_over || 0) + (c.degraded || 0) + (c.paused || 0) : 0;
-    const pick = (only) => () => { st.problemOnly = only; st.limit = SITES_PAGE; refresh(); };
-    return h('div', { class: 'summary' },
-      h('p', { id: 'fleet-summary' }, `${fleet} site${fleet === 1 ? '' : 's'}${parts.length ? `: ${parts.join(' · ')}` : ''}`),
+    const c = st.counts || {};
+    const sum = st.summary;
+    const fleet = sum ? sum.sites : Object.values(c).reduce((a, b) => a + b, 0);
+    const attention = PROBLEMS.reduce((a, k) => a + (c[k] || 0), 0);
+    const chip = (k) => h('button', {
+      type: 'button', class: `count st-${k}`, 'aria-pressed': String(st.filter === k),
+      data: { key: `count:${k}`, count: k, n: String(c[k] || 0) }, onclick: () => setFilter(st.filter === k ? 'all' : k),
+      title: `Show only the ${STATUS_WORDS[k]} sites`,
+    }, h('span', { class: 'icon', 'aria-hidden': 'true' }, STATUS_ICONS[k]), ` ${c[k] || 0} ${STATUS_WORDS[k]}`);
+    const fact = (k, n, label, title) => h('p', { class: `fact${n ? ' lit' : ''}`, data: { fact: k, n: String(n) }, title }, h('strong', null, String(n)), ` ${label}`);
+    const facts = sum ? [
+      fact('off_top_level', sum.off_top_level, 'off the top level', 'Sites on a level other than their top one'),
+      fact('all_unhealthy', sum.all_unhealthy, 'all levels unhealthy', 'Sites whose every level is unhealthy: nothing healthy to serve'),
+      fact('failback_waiting', sum.failback_waiting, 'failback waiting', 'Off the top level, the top level healthy again, failback manual: a switch back is awaited'),
+    ] : [];
+    return h('div', { class: 'summary', id: 'summary' },
+      h('p', { id: 'fleet-summary', data: { n: String(fleet) } }, h('strong', null, String(fleet)), ` site${fleet === 1 ? '' : 's'}`),
+      h('div', { class: 'counts', role: 'group', 'aria-label': 'Sites by status' }, SEVERITY.map(chip)),
+      h('div', { class: 'facts-bar' }, facts),
       h('div', { class: 'filter', role: 'group', 'aria-label': 'Which sites' },
-        h('button', { type: 'button', 'aria-pressed': String(!st.problemOnly), data: { key: 'filter-all' }, onclick: pick(false) }, 'All sites'),
-        h('button', { type: 'button', 'aria-pressed': String(st.problemOnly), data: { key: 'filter-problem' }, onclick: pick(true) },
+        h('button', { type: 'button', 'aria-pressed': String(st.filter === 'all'), data: { key: 'filter-all' }, onclick: () => setFilter('all') }, 'All sites, problems first'),
+        h('button', { type: 'button', 'aria-pressed': String(st.filter === 'problems'), data: { key: 'filter-problem' }, onclick: () => setFilter('problems') },
           `Needs attention (${attention})`)));
+  }
+
+  // ---- compact rows ---------------------------------------------------------
+  const SVG = 'http://www.w3.org/2000/svg';
+  function svg(tag, attrs, ...kids) {
+    const el = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k === 'class') el.setAttribute('class', v);
+      else if (k === 'data') Object.assign(el.dataset, v);
+      else el.setAttribute(k, String(v));
+    }
+    for (const kid of kids.flat(Infinity)) if (kid) el.append(kid);
+    return el;
+  }
+
+  function expanded(name) {
+    return st.expanded.has(name) || (st.summary ? st.summary.sites : st.total) <= AUTO_OPEN;
+  }
+
+  function renderRow(site, idx) {
+    const open = expanded(site.site);
+    const origins = originsOf(site);
+    const row = h('section', { class: 'site-row', data: { site: site.site, status: site.status, expanded: String(open) }, 'aria-label': `Site ${site.site}` },
+      h('div', { class: 'row-line' },
+        h('button', {
+          type: 'button', class: 'expand', 'aria-expanded': String(open), data: { key: `expand:${site.site}`, expand: site.site },
+        }, h('span', { class: 'chev', 'aria-hidden': 'true' }, open ? '▾' : '▸'), ' ', h('span', { class: 'rname' }, site.site)),
+        h('span', { class: `status st-${site.status}` }, h('span', { class: 'icon', 'aria-hidden': 'true' }, STATUS_ICONS[site.status] || '?'), ` ${STATUS_WORDS[site.status] || site.status}`),
+        h('span', { class: 'rlevel' }, `level ${site.level}`),
+        h('span', { class: 'rhost' }, site.hostname),
+        h('span', { class: 'chips' }, origins.map((o) => h('span', {
+          class: `chip s-${(STATES[o.state] || [])[1] || o.state}`, data: { origin: o.name, state: o.state }, title: `${o.name}: ${o.state}, ${counter(o, site)}`,
+        }, h('span', { class: 'icon', 'aria-hidden': 'true' }, (STATES[o.state] || ['?'])[0]), ` ${o.name}`)))));
+    if (open) row.append(renderSite(site, idx, false));
+    return row;
+  }
+
+  // ---- history ----------------------------------------------------------------
+  // renderHistory draws, per origin, the last rounds' verdicts as a strip,
+  // the uptimes and a latency sparkline, from GET v1/sites/{site}/history.
+  function renderHistory(site) {
+    const got = st.history[site.site];
+    const box = h('div', { class: 'history', data: { history: site.site } }, h('h3', null, 'History'));
+    if (!got) return box.append(h('p', { class: 'muted' }, 'Loading history…')), box;
+    const d = got.data;
+    if (!d || !d.kept) {
+      box.append(h('p', { class: 'muted no-history' }, `No history: ${(d && d.note) || 'this agent keeps none'}.`));
+      return box;
+    }
+    const rows = originsOf(site).map((o) => {
+      const oh = (d.origins || {})[o.name] || { recent: [] };
+      return h('tr', { data: { origin: o.name } },
+        h('th', { scope: 'row' }, o.name),
+        h('td', { 'data-label': `Last ${d.rounds} rounds`, class: 'strip' }, strip(oh.recent || [], d.rounds)),
+        h('td', { 'data-label': 'Uptime 1h · 24h · 7d', class: 'uptime' }, pct(oh.uptime_1h), ' · ', pct(oh.uptime_24h), ' · ', pct(oh.uptime_7d)),
+        h('td', { 'data-label': 'Latency', class: 'latency' }, spark(oh.recent || [])),
+        h('td', { 'data-label': 'Counter', class: 'meter-cell' }, meter(o, site), ' ', counter(o, site)));
+    });
+    box.append(h('div', { class: 'scroll' }, tableRoles(h('table', { class: 'history-table' },
+      h('caption', { class: 'vh' }, `History of ${site.site}`),
+      h('thead', null, h('tr', null, ['Origin', `Last ${d.rounds} rounds (oldest left)`, 'Uptime 1h · 24h · 7d', 'Latency', 'Counter'].map((c) => h('th', { scope: 'col' }, c)))),
+      h('tbody', null, rows)))));
+    return box;
+  }
+
+  function pct(v) {
+    if (v === null || v === undefined) return h('span', { class: 'muted', title: 'no judged round in the window' }, '—');
+    const t = v >= 99.995 ? '100%' : `${v.toFixed(v >= 99 ? 2 : 1)}%`;
+    return h('span', { class: v < 99 ? 'low' : null }, t);
+  }
+
+  // strip: one bar per kept round, down tall and red, up short and green,
+  // none a dot; empty slots on the left until the ring is full.
+  function strip(points, rounds) {
+    const w = 5, gap = 1, H = 18;
+    const n = Math.max(rounds, points.length);
+    const pad = n - points.length;
+    const up = points.filter((p) => p.verdict === 'up').length;
+    const down = points.filter((p) => p.verdict === 'down').length;
+    const bars = [];
+    for (let i = 0; i < n; i++) {
+      const p = i >= pad ? points[i - pad] : null;
+      const v = p ? p.verdict : 'empty';
+      const bh = v === 'down' ? H : v === 'up' ? H * 0.6 : v === 'none' ? 4 : 2;
+      const r = svg('rect', { x: i * (w + gap), y: H - bh, width: w, height: bh, class: `hv hv-${v}`, data: p ? { verdict: v } : null });
+      if (p) r.append(svg('title', null, `${new Date(p.time).toLocaleTimeString()}: ${v}${p.latency_ms ? `, ${p.latency_ms} ms` : ''} (${p.state})`));
+      bars.push(r);
+    }
+    return svg('svg', {
+      class: 'strip-svg', width: n * (w + gap), height: H, viewBox: `0 0 ${n * (w + gap)} ${H}`, role: 'img',
+      'aria-label': `last ${points.length} rounds: ${up} up, ${down} down`, data: { up: String(up), down: String(down), points: String(points.length) },
+    }, bars);
+  }
+
+  function spark(points) {
+    const lat = points.filter((p) => p.verdict !== 'none').map((p) => p.latency_ms || 0);
+    if (!lat.length) return h('span', { class: 'muted' }, '—');
+    const W = 120, H = 18;
+    const max = Math.max(...lat, 0.1);
+    const step = lat.length > 1 ? W / (lat.length - 1) : 0;
+    const pts = lat.map((v, i) => `${(i * step).toFixed(1)},${(H - 1 - (v / max) * (H - 2)).toFixed(1)}`).join(' ');
+    return h('span', { class: 'spark' }, svg('svg', { class: 'spark-svg', width: W, height: H, viewBox: `0 0 ${W} ${H}`, 'aria-hidden': 'true' },
+      svg('polyline', { points: pts, class: 'spark-line' })),
+    ` ${lat[lat.length - 1].toFixed(1)} ms`, h('span', { class: 'muted small' }, ` (max ${max.toFixed(1)})`));
+  }
+
+  // meter: the consecutive counter as pips against its threshold.
+  function meter(o, site) {
+    const t = site.thresholds || {};
+    if (o.state === 'disabled') return null;
+    const bad = o.failures > 0;
+    const of = bad ? t.unhealthy : t.healthy;
+    const n = bad ? o.failures : o.successes;
+    if (!of) return null;
+    return svg('svg', { class: `meter ${bad ? 'm-bad' : 'm-good'}`, width: of * 8, height: 8, viewBox: `0 0 ${of * 8} 8`, 'aria-hidden': 'true' },
+      Array.from({ length: of }, (_, i) => svg('rect', { x: i * 8, y: 0, width: 6, height: 8, rx: 1, class: i < n ? 'pip on' : 'pip' })));
+  }
+
+  async function loadHistory(sites) {
+    await Promise.all(sites.map(async (s) => {
+      const got = st.history[s.site];
+      if (got && got.round === s.round && got.data) return;
+      try {
+        const data = await api('GET', `v1/sites/${encodeURIComponent(s.site)}/history`);
+        st.history[s.site] = { round: s.round, data };
+      } catch (err) {
+        st.history[s.site] = { round: s.round, data: { kept: false, note: err.status === 404 ? 'this agent has no history endpoint' : err.message } };
+      }
+    }));
   }
 
   function render(force) {
     const site = route();
-    const key = JSON.stringify([site, !!token(), st.sites, st.nodes, st.offline, st.counts, st.more, st.problemOnly,
+    const key = JSON.stringify([site, !!token(), st.sites, st.nodes, st.offline, st.counts, st.more, st.filter, st.summary,
+      [...st.expanded], Object.entries(st.history).map(([k, v]) => [k, v.round, !!v.data]),
       st.events.length && st.events[st.events.length - 1].seq]);
     if (!force && key === st.rendered) return;
     st.rendered = key;
@@ -398,17 +560,18 @@
       content = idx < 0
         ? h('p', { class: 'error' }, `There is no site ${site} on this agent. `, h('a', { href: '#/' }, 'See all sites.'))
         : renderSite(st.sites[idx], idx, true);
-    } else if (!st.sites.length && !st.problemOnly) {
+    } else if (!st.sites.length && st.filter === 'all' && !st.search) {
       content = h('p', { class: 'muted' }, 'This agent has no sites configured.');
     } else {
       content = h('div', null, renderSummary(),
-        st.sites.length ? h('div', { class: 'grid' }, st.sites.map((s, i) => renderSite(s, i, false)))
-          : h('p', { class: 'muted' }, 'No site needs attention.'),
+        st.sites.length ? h('div', { class: 'rows', id: 'rows' }, st.sites.map((s, i) => renderRow(s, i)))
+          : h('p', { class: 'muted', id: 'no-match' }, st.search ? `No site starts with ${st.search}${st.filter === 'all' ? '' : ' among these'}.` : 'No site needs attention.'),
         st.more ? h('p', { class: 'more' }, h('button', {
           type: 'button', data: { key: 'more' },
           onclick: () => { st.limit += SITES_PAGE; refresh(); },
         }, `Show ${Math.min(SITES_PAGE, st.total - st.sites.length)} more of ${st.total}`)) : null);
     }
+    $('search-box').hidden = !!site;
     morphChildren($('sites'), [content]);
     renderEvents();
     renderNodes();
@@ -491,17 +654,13 @@
           if (site) {
             try {
               st.sites = [await api('GET', `v1/sites/${encodeURIComponent(site)}`)];
+              await loadHistory(st.sites);
             } catch (err) {
               if (err.status !== 404) throw err;
               st.sites = [];
             }
           } else {
-            const data = await api('GET', `v1/sites?limit=${st.limit}${st.problemOnly ? '&problem=true' : ''}`);
-            st.sites = data.sites || [];
-            st.round = data.round;
-            st.total = data.total === undefined ? st.sites.length : data.total;
-            st.counts = data.counts || null;
-            st.more = !!data.next_cursor;
+            await refreshList();
           }
           st.loaded = true;
           st.needToken = false;
@@ -519,6 +678,48 @@
       renderConn();
     })();
     return refreshing;
+  }
+
+  // refreshList reads the list: with the filter 'all' the sites that need
+  // attention first (worst first), then the others, up to st.limit; a
+  // status or 'problems' filter reads only those. Only the rows that are
+  // open read their history.
+  async function refreshList() {
+    const pre = st.search ? `&prefix=${encodeURIComponent(st.search)}` : '';
+    const ask = (q, limit) => api('GET', `v1/sites?limit=${limit}${q}${pre}`);
+    const bySeverity = (a, b) => SEVERITY.indexOf(a.status) - SEVERITY.indexOf(b.status) || a.site.localeCompare(b.site);
+    let sites = [], total = 0, more = false, data;
+    if (st.filter === 'all') {
+      data = await ask(`&status=${PROBLEMS.join(',')}`, st.limit);
+      sites = (data.sites || []).sort(bySeverity);
+      total = data.total;
+      more = !!data.next_cursor;
+      const rest = await ask('&status=unknown,ok', Math.max(1, st.limit - sites.length));
+      total += rest.total;
+      if (sites.length < st.limit) {
+        sites = sites.concat((rest.sites || []).sort(bySeverity));
+        more = more || !!rest.next_cursor;
+      } else {
+        more = more || rest.total > 0;
+      }
+    } else {
+      data = await ask(st.filter === 'problems' ? '&problem=true' : `&status=${st.filter}`, st.limit);
+      sites = (data.sites || []).sort(bySeverity);
+      total = data.total;
+      more = !!data.next_cursor;
+    }
+    try {
+      st.summary = await api('GET', 'v1/summary');
+    } catch (err) {
+      if (err.status !== 404) throw err;
+      st.summary = null;
+    }
+    st.sites = sites;
+    st.round = data.round;
+    st.total = total === undefined ? sites.length : total;
+    st.counts = data.counts || null;
+    st.more = more;
+    await loadHistory(sites.filter((s) => expanded(s.site)));
   }
 
   async function refreshNodes() {
@@ -696,6 +897,15 @@
   }
 
   document.addEventListener('click', (e) => {
+    const x = e.target.closest('button[data-expand]');
+    if (x) {
+      const name = x.dataset.expand;
+      if (st.expanded.has(name)) st.expanded.delete(name); else st.expanded.add(name);
+      render(true);
+      const s = st.sites.find((v) => v.site === name);
+      if (s && expanded(name)) loadHistory([s]).then(() => render(true));
+      return;
+    }
     const b = e.target.closest('button[data-action]');
     if (!b) return;
     const d = b.dataset;
@@ -791,6 +1001,11 @@
   const qs = new URLSearchParams(window.location.search).get('site');
   if (qs && !route()) window.history.replaceState(null, '', `./#/site/${encodeURIComponent(qs)}`);
   $('page-title').setAttribute('tabindex', '-1');
+  let searchTimer = null;
+  $('search').addEventListener('input', () => {
+    clearTimeout(searchTimer);
+    searchTimer = setTimeout(() => { st.search = $('search').value.trim(); st.limit = SITES_PAGE; refresh(); }, 200);
+  });
   window.addEventListener('hashchange', () => onRoute(true));
   document.addEventListener('visibilitychange', () => { if (!document.hidden) refresh(); });
   tokenState();
