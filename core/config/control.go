@@ -1,0 +1,54 @@
+package config
+
+// The control block: the round, the data directory, the plugins, the API.
+
+import (
+	"fmt"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+var controlSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "round_interval"}, {Name: "sites_per_round"}, {Name: "data_dir"}, {Name: "plugin_dir"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "api"}, {Type: "store", LabelNames: []string{"kind"}}},
+}
+
+var apiSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "listen"}, {Name: "token_env"}, {Name: "token_file"}, {Name: "read_access"},
+	},
+}
+
+func (l *loader) control(b *hcl.Block) {
+	content, diags := b.Body.Content(controlSchema)
+	l.diags = append(l.diags, diags...)
+	c := &l.cfg.Control
+	l.duration(content.Attributes, "round_interval", &c.RoundInterval)
+	l.integer(content.Attributes, "sites_per_round", 1, &c.SitesPerRound)
+	l.nonEmpty(content.Attributes, "data_dir", &c.DataDir)
+	l.nonEmpty(content.Attributes, "plugin_dir", &c.PluginDir)
+	for _, ab := range content.Blocks {
+		if ab.Type == "store" {
+			l.store(ab)
+			continue
+		}
+		ac, diags := ab.Body.Content(apiSchema)
+		l.diags = append(l.diags, diags...)
+		l.nonEmpty(ac.Attributes, "listen", &c.API.Listen)
+		l.str(ac.Attributes, "token_env", &c.API.TokenEnv)
+		l.str(ac.Attributes, "token_file", &c.API.TokenFile)
+		if attr := ac.Attributes["read_access"]; attr != nil {
+			var s string
+			if l.decode(attr, &s) {
+				if s != "open" && s != "token" {
+					l.add(attr.Expr.Range(), "Invalid read_access",
+						fmt.Sprintf("read_access must be \"open\" (reads need no token) or \"token\"; got %q.", s))
+				} else {
+					c.API.ReadAccess = s
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,83 @@
+package config
+
+// The source blocks: the vote chain.
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/vigilcdn/vigil/core/vote"
+)
+
+var sourceSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "plugin", Required: true}, {Name: "min_votes"}, {Name: "tally"}, {Name: "timeout"},
+		{Name: "checksum"}, {Name: "env"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "config"}},
+}
+
+func (l *loader) source(b *hcl.Block) {
+	name := b.Labels[0]
+	if prev, ok := l.sourceAt[name]; ok {
+		l.add(b.DefRange, "Duplicate source name",
+			fmt.Sprintf("A source named %q was already declared at %s. Source names must be unique: rename or remove one of them.", name, prev))
+		return
+	}
+	l.sourceAt[name] = b.DefRange
+	content, diags := b.Body.Content(sourceSchema)
+	l.diags = append(l.diags, diags...)
+	s := &Source{Name: name, MinVotes: 1, Tally: vote.TallyOwn, DeclRange: b.DefRange}
+	l.nonEmpty(content.Attributes, "plugin", &s.Plugin)
+	l.integer(content.Attributes, "min_votes", 1, &s.MinVotes)
+	if attr := content.Attributes["tally"]; attr != nil {
+		var t string
+		if l.decode(attr, &t) {
+			if v, err := vote.ParseTally(t); err != nil {
+				l.add(attr.Expr.Range(), "Invalid tally",
+					fmt.Sprintf("tally must be \"own\" (judge on this source's votes alone) or \"carry\" (judge on every vote cast so far this round); got %q.", t))
+			} else {
+				s.Tally = v
+			}
+		}
+	}
+	if attr := content.Attributes["timeout"]; attr != nil {
+		s.TimeoutSet, s.TimeoutRange = true, attr.Expr.Range()
+		l.duration(content.Attributes, "timeout", &s.Timeout)
+	}
+	if attr := content.Attributes["checksum"]; attr != nil {
+		var c string
+		if l.decode(attr, &c) {
+			if !validChecksum(c) {
+				l.add(attr.Expr.Range(), "Invalid checksum",
+					"checksum must be \"sha256:\" followed by 64 hexadecimal digits, as printed by `sha256sum PLUGIN`.")
+			} else {
+				s.Checksum = c
+			}
+		}
+	}
+	l.strList(content.Attributes, "env", &s.Env)
+	for _, cb := range content.Blocks {
+		if s.Config != nil {
+			l.add(cb.DefRange, "Duplicate config block", "A source has at most one config block; merge them.")
+			continue
+		}
+		s.Config = cb.Body
+		s.ConfigText = blockText(l.cfg.Files, cb.Body)
+	}
+	l.cfg.Sources = append(l.cfg.Sources, s)
+}
+
+func validChecksum(c string) bool {
+	hex, ok := strings.CutPrefix(c, "sha256:")
+	if !ok || len(hex) != 64 {
+		return false
+	}
+	for _, r := range hex {
+		if !strings.ContainsRune("0123456789abcdefABCDEF", r) {
+			return false
+		}
+	}
+	return true
+}
