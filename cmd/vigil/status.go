@@ -18,9 +18,11 @@ import (
 func init() {
 	register(command{
 		name: "status", synopsis: "show the origin status card of every site, or of one",
-		usage: "vigil status [SITE] [-all | -problem | -status S,... | -prefix P] [-json]",
-		help: `A fleet of more than 20 sites prints its summary and the sites that need
-attention; -all prints every site.`,
+		usage: "vigil status [SITE] [-all | -problems | -status S,... | -prefix P] [-json]",
+		help: `A fleet of more than 20 sites prints its summary (the sites by status, off
+the top level, with every level unhealthy, waiting for a manual failback)
+and the sites that need attention; -all prints every site. -problem is the
+older spelling of -problems.`,
 		run: runStatus,
 	})
 }
@@ -37,15 +39,18 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("status")
 	addr, token, asJSON := clientFlags(fs)
 	all := fs.Bool("all", false, "print every site (by default a fleet of more than 20 sites shows only those that need attention)")
-	problem := fs.Bool("problem", false, "print only the sites that need attention: down, failed over, degraded or paused")
+	problems := fs.Bool("problems", false, "print only the sites that need attention: down, failed over, degraded or paused")
+	problemAlias := fs.Bool("problem", false, "the same as -problems")
 	status := fs.String("status", "", "print only the sites with these statuses, such as failed_over,down (ok, unknown, paused, degraded, failed_over, down)")
 	prefix := fs.String("prefix", "", "print only the sites whose name starts with this")
 	pos, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
 	}
+	problem := new(bool)
+	*problem = *problems || *problemAlias
 	if len(pos) > 1 {
-		fmt.Fprintln(stderr, "usage: vigil status [SITE] [-all | -problem | -status S,... | -prefix P] [-json]")
+		fmt.Fprintln(stderr, "usage: vigil status [SITE] [-all | -problems | -status S,... | -prefix P] [-json]")
 		return 2
 	}
 	c := newClient(*addr, *token)
@@ -97,7 +102,11 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	writeClusterLine(ctx, c, stdout)
 	if summarize || fleet > smallFleet {
-		fmt.Fprintf(stdout, "%s\n\n", fleetSummary(first.Counts))
+		fmt.Fprintf(stdout, "%s\n", fleetSummary(first.Counts))
+		if sum, err := c.Summary(ctx); err == nil {
+			fmt.Fprintf(stdout, "%s\n", summaryFacts(sum))
+		}
+		fmt.Fprintln(stdout)
 	}
 	printed := 0
 	for p := first; ; {
@@ -176,6 +185,13 @@ func fleetSummary(counts map[string]int) string {
 		total += counts[st]
 	}
 	return fmt.Sprintf("%d sites: %s", total, strings.Join(parts, ", "))
+}
+
+// summaryFacts is the summary's second line: "13 off the top level, 1
+// with every level unhealthy, 3 waiting for a manual failback".
+func summaryFacts(s *api.FleetSummary) string {
+	return fmt.Sprintf("%d off the top level, %d with every level unhealthy, %d waiting for a manual failback",
+		s.OffTopLevel, s.AllUnhealthy, s.FailbackWaiting)
 }
 
 // writeNodes prints what the sources report about themselves (the node
