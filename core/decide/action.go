@@ -18,6 +18,9 @@ func Switch(spec *SiteSpec, st *SiteState, level int) ([]Event, error) {
 	if level != st.Level {
 		events = append(events, Event{Kind: KindLevelSwitched, FromLevel: st.Level, ToLevel: level, Reason: ReasonManual})
 		st.Level = level
+		if st.AntiFlap != nil {
+			st.AntiFlap.LevelSince = 0 // a manual switch needs no dwell
+		}
 	}
 	st.ManualHold = level != spec.TopLevel()
 	return events, nil
@@ -36,7 +39,7 @@ func Disable(spec *SiteSpec, st *SiteState, origin string) ([]Event, error) {
 	}
 	from := o.State
 	*o = OriginState{State: Disabled}
-	return []Event{{Kind: KindOriginState, Origin: origin, From: from, To: Disabled}}, nil
+	return actionAntiFlap(spec, st, i, []Event{{Kind: KindOriginState, Origin: origin, From: from, To: Disabled}}), nil
 }
 
 // Enable puts a disabled origin back: state unknown, counters at 0. Nothing
@@ -51,7 +54,7 @@ func Enable(spec *SiteSpec, st *SiteState, origin string) ([]Event, error) {
 		return nil, nil
 	}
 	*o = OriginState{State: Unknown}
-	return []Event{{Kind: KindOriginState, Origin: origin, From: Disabled, To: Unknown}}, nil
+	return actionAntiFlap(spec, st, i, []Event{{Kind: KindOriginState, Origin: origin, From: Disabled, To: Unknown}}), nil
 }
 
 func levelList(levels []int) string {

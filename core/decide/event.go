@@ -18,9 +18,12 @@ const (
 	KindFailbackAvailable
 	// KindAllLevelsUnhealthy: every level is unhealthy; the site stays on Level.
 	KindAllLevelsUnhealthy
+	// KindOriginFlapping: an origin's flapping hold began (Flapping true)
+	// or ended (Flapping false); see docs/antiflap.md.
+	KindOriginFlapping
 )
 
-var kindNames = [...]string{"", "origin_state", "level_switched", "failback_available", "all_levels_unhealthy"}
+var kindNames = [...]string{"", "origin_state", "level_switched", "failback_available", "all_levels_unhealthy", "origin_flapping"}
 
 // String returns the spelling used in output and the API.
 func (k EventKind) String() string {
@@ -67,6 +70,8 @@ type Event struct {
 	Reason             Reason
 	// Level is the level of a KindFailbackAvailable or KindAllLevelsUnhealthy.
 	Level int
+	// Flapping says whether a KindOriginFlapping (Origin) began or ended.
+	Flapping bool
 }
 
 // MarshalJSON writes the event in the shape of shared/spec/simulate.md.
@@ -91,6 +96,12 @@ func (e Event) MarshalJSON() ([]byte, error) {
 			Kind  string `json:"kind"`
 			Level int    `json:"level"`
 		}{e.Kind.String(), e.Level})
+	case KindOriginFlapping:
+		return json.Marshal(struct {
+			Kind     string `json:"kind"`
+			Origin   string `json:"origin"`
+			Flapping bool   `json:"flapping"`
+		}{e.Kind.String(), e.Origin, e.Flapping})
 	}
 	return nil, fmt.Errorf("event kind %d has no JSON form", e.Kind)
 }
@@ -104,6 +115,8 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		To     any    `json:"to"`
 		Reason string `json:"reason"`
 		Level  int    `json:"level"`
+		// Flapping is read as a pointer: origin_flapping must say it.
+		Flapping *bool `json:"flapping"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return err
@@ -141,6 +154,11 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		}
 	case KindFailbackAvailable, KindAllLevelsUnhealthy:
 		e.Level = raw.Level
+	case KindOriginFlapping:
+		if raw.Flapping == nil {
+			return fmt.Errorf("origin_flapping without \"flapping\"")
+		}
+		e.Origin, e.Flapping = raw.Origin, *raw.Flapping
 	default:
 		return fmt.Errorf("event kind %q is unknown", raw.Kind)
 	}
@@ -158,6 +176,11 @@ func (e Event) String() string {
 		return fmt.Sprintf("level %d is healthy again (manual failback available)", e.Level)
 	case KindAllLevelsUnhealthy:
 		return fmt.Sprintf("all levels unhealthy; staying on level %d", e.Level)
+	case KindOriginFlapping:
+		if e.Flapping {
+			return fmt.Sprintf("origin %s is flapping: held unhealthy", e.Origin)
+		}
+		return fmt.Sprintf("origin %s is stable again: no longer held", e.Origin)
 	}
 	return e.Kind.String()
 }

@@ -62,9 +62,34 @@ func LevelHealth(spec *SiteSpec, st *SiteState, levels []Health) {
 // writes every level's health after the round into levels (len(spec.Levels))
 // and appends the events to events.
 func Round(spec *SiteSpec, st *SiteState, verdicts []vote.Verdict, levels []Health, events []Event) []Event {
+	return RoundAt(spec, st, verdicts, levels, events, 0)
+}
+
+// RoundAt is Round at time now (in the ticks of spec.AntiFlap), for a site
+// with anti-flap rules. Without them (spec.AntiFlap nil) now is not used
+// and RoundAt is Round.
+func RoundAt(spec *SiteSpec, st *SiteState, verdicts []vote.Verdict, levels []Health, events []Event, now int64) []Event {
+	af := spec.AntiFlap
+	if af != nil || st.AntiFlap != nil {
+		syncAntiFlap(spec, st)
+	}
 	// 1. Origin health.
 	for i := range st.Origins {
 		o := &st.Origins[i]
+		if af != nil && st.AntiFlap.Origins != nil {
+			if o.State == Disabled {
+				continue
+			}
+			from := o.State
+			flap := applyAntiFlap(af, o, &st.AntiFlap.Origins[i], verdicts[i], spec.HealthyThreshold, spec.UnhealthyThreshold, now)
+			if o.State != from {
+				events = append(events, Event{Kind: KindOriginState, Origin: spec.Origins[i].Name, From: from, To: o.State})
+			}
+			if flap != 0 {
+				events = append(events, Event{Kind: KindOriginFlapping, Origin: spec.Origins[i].Name, Flapping: flap > 0})
+			}
+			continue
+		}
 		if from, changed := ApplyVerdict(o, verdicts[i], spec.HealthyThreshold, spec.UnhealthyThreshold); changed {
 			events = append(events, Event{Kind: KindOriginState, Origin: spec.Origins[i].Name, From: from, To: o.State})
 		}
@@ -79,12 +104,16 @@ func Round(spec *SiteSpec, st *SiteState, verdicts []vote.Verdict, levels []Heal
 	eff := EffectiveFailback(spec, st)
 	switched := false
 
-	// 2. Automatic failback to the highest healthy level above cur.
-	if eff == FailbackAuto {
+	// 2. Automatic failback to the highest healthy level above cur (held
+	// by the failback dwell while cur is not unhealthy).
+	if eff == FailbackAuto && (af == nil || !dwellHolds(spec, st, levels[cur], now)) {
 		for i := 0; i < cur; i++ {
 			if levels[i] == Healthy {
 				events = append(events, Event{Kind: KindLevelSwitched, FromLevel: st.Level, ToLevel: spec.Levels[i], Reason: ReasonFailback})
 				st.Level, cur, switched = spec.Levels[i], i, true
+				if af != nil {
+					st.AntiFlap.LevelSince = now
+				}
 				break
 			}
 		}
@@ -100,6 +129,9 @@ func Round(spec *SiteSpec, st *SiteState, verdicts []vote.Verdict, levels []Heal
 		if target >= 0 {
 			events = append(events, Event{Kind: KindLevelSwitched, FromLevel: st.Level, ToLevel: spec.Levels[target], Reason: ReasonFailover})
 			st.Level, cur = spec.Levels[target], target
+			if af != nil {
+				st.AntiFlap.LevelSince = now
+			}
 		} else if !st.Alerted {
 			// 4. Every level is unhealthy: stay, alert once per incident.
 			events = append(events, Event{Kind: KindAllLevelsUnhealthy, Level: st.Level})

@@ -94,6 +94,9 @@ type SiteSpec struct {
 	UnhealthyThreshold int32
 	// HealthCheck is false when the site's health check is disabled.
 	HealthCheck bool
+	// AntiFlap is the site's anti-flap rules (antiflap.go); nil when none
+	// is configured.
+	AntiFlap *AntiFlapSpec
 }
 
 // NewSiteSpec builds a spec, computing Levels and each origin's LevelIndex.
@@ -160,6 +163,9 @@ type SiteState struct {
 	// Alerted is set once all_levels_unhealthy has been emitted and cleared
 	// when a round ends with some level not unhealthy.
 	Alerted bool
+	// AntiFlap is the anti-flap rules' memory; nil while the site has none
+	// of them (one pointer per site, nothing per origin).
+	AntiFlap *AntiFlapState
 }
 
 // NewSiteState is the state of a site never seen before: on the top level,
