@@ -256,6 +256,9 @@ type HealthCheck struct {
 	// MaxBody is the most bytes of a response body a probe reads; 0 means
 	// the probe's default (1 MiB).
 	MaxBody int64
+	// AntiFlap is the site's anti-flap rules (healthcheck.go); nil when
+	// none is set.
+	AntiFlap *AntiFlap
 }
 
 // ProbeTimeout is the probe timeout of this site's targets in a source

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 )
@@ -23,7 +24,31 @@ var healthCheckSchema = &hcl.BodySchema{
 		{Name: "expected_body"}, {Name: "max_latency"},
 		{Name: "ca_file"}, {Name: "tls_server_name"}, {Name: "insecure_skip_tls_verify"},
 		{Name: "headers"}, {Name: "follow_redirects"}, {Name: "max_body"},
+		{Name: "quarantine"}, {Name: "failback_dwell"},
 	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "flap"}},
+}
+
+// flapSchema is health_check { flap { ... } }: flap damping.
+var flapSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "changes", Required: true}, {Name: "within", Required: true}},
+}
+
+// AntiFlap is a site's anti-flap settings (docs/antiflap.md), from its
+// health_check block. A zero field is a rule that is off; a site with none
+// of them has no AntiFlap at all (HealthCheck.AntiFlap nil).
+type AntiFlap struct {
+	// Quarantine: an origin that became unhealthy is not shown healthy
+	// again before it has passed.
+	Quarantine time.Duration
+	// FailbackDwell: the least time on a level before an automatic
+	// failback leaves it.
+	FailbackDwell time.Duration
+	// FlapChanges and FlapWithin: more than FlapChanges state changes
+	// within FlapWithin hold the origin unhealthy until it has been stable
+	// for FlapWithin.
+	FlapChanges int
+	FlapWithin  time.Duration
 }
 
 // MaxBodyLimit bounds max_body.
@@ -117,7 +142,38 @@ func (l *loader) healthCheck(b *hcl.Block) *HealthCheck {
 	if attr := a["max_body"]; attr != nil {
 		l.maxBody(attr, &hc)
 	}
+	l.antiFlap(a, content.Blocks, &hc)
 	return &hc
+}
+
+// antiFlap reads quarantine, failback_dwell and the flap block. It leaves
+// hc.AntiFlap nil when none of them is set.
+func (l *loader) antiFlap(a hcl.Attributes, blocks hcl.Blocks, hc *HealthCheck) {
+	var af AntiFlap
+	l.duration(a, "quarantine", &af.Quarantine)
+	l.duration(a, "failback_dwell", &af.FailbackDwell)
+	var flap *hcl.Block
+	for _, b := range blocks {
+		if b.Type != "flap" {
+			continue
+		}
+		if flap != nil {
+			l.add(b.DefRange, "Duplicate flap block",
+				fmt.Sprintf("health_check has one flap block; the first is at %s.", flap.DefRange))
+			continue
+		}
+		flap = b
+		content, diags := b.Body.Content(flapSchema)
+		l.diags = append(l.diags, diags...)
+		l.integer(content.Attributes, "changes", 1, &af.FlapChanges)
+		l.duration(content.Attributes, "within", &af.FlapWithin)
+		if af.FlapChanges == 0 || af.FlapWithin == 0 {
+			af.FlapChanges, af.FlapWithin = 0, 0
+		}
+	}
+	if af != (AntiFlap{}) {
+		hc.AntiFlap = &af
+	}
 }
 
 type caFile struct {
@@ -326,6 +382,13 @@ func hcKey(b *strings.Builder, hc *HealthCheck) {
 	field(hc.CAName)
 	field(hc.TLSServerName)
 	num(hc.MaxBody)
+	if af := hc.AntiFlap; af != nil {
+		b.WriteString("af:")
+		num(int64(af.Quarantine))
+		num(int64(af.FailbackDwell))
+		num(int64(af.FlapChanges))
+		num(int64(af.FlapWithin))
+	}
 	names := make([]string, 0, len(hc.Headers))
 	for n := range hc.Headers {
 		names = append(names, n)

@@ -274,6 +274,25 @@ func Reference() []RefBlock {
 				{Name: "max_body", Type: "size", Default: hclString("1MiB"),
 					Meaning: `The most bytes of a body a probe reads: a whole number of bytes, or a string with a unit B, KB, KiB, MB, MiB, GB or GiB, such as "256KiB"; from 1 byte to 1GiB.`,
 					Example: `"256KiB"`},
+				{Name: "quarantine", Type: "duration", DefaultNote: "none: an origin is healthy again as soon as healthy_threshold says so",
+					Meaning: "Anti-flap: an origin that became unhealthy is not judged healthy again before this has passed since (its good rounds still count; the change waits for the quarantine's end). Counted in rounds of round_interval, rounded up. Greater than 0. See docs/antiflap.md.",
+					Example: `"5m"`},
+				{Name: "failback_dwell", Type: "duration", DefaultNote: "none: an automatic failback happens at the first round a higher level is healthy",
+					Meaning: "Anti-flap: the least time the site stays on a level that an automatic switch entered before an automatic failback leaves it. Never delays a failover, nor a failback away from an unhealthy level. Counted in rounds of round_interval, rounded up. Greater than 0. See docs/antiflap.md.",
+					Example: `"10m"`},
+			},
+		},
+		{
+			Path: "site.health_check.flap", Parent: "site.health_check", Type: "flap",
+			Repeat:  "At most one, in health_check. Without it there is no flap damping.",
+			Meaning: "Anti-flap: flap damping. More than changes state changes of an origin (between healthy and unhealthy, as the thresholds judge it) within within hold it unhealthy, with an origin_flapping event, until it has been stable for within. See docs/antiflap.md.",
+			Attributes: []RefAttribute{
+				{Name: "changes", Type: "whole number", Required: true,
+					Meaning: "The most state changes allowed within within; one more holds the origin. At least 1.",
+					Example: `4`},
+				{Name: "within", Type: "duration", Required: true,
+					Meaning: "The window the changes are counted in, and how long the origin must stay stable to be released. Counted in rounds of round_interval, rounded up. Greater than 0.",
+					Example: `"10m"`},
 			},
 		},
 		{
@@ -392,17 +411,18 @@ func Reference() []RefBlock {
 // change the loader.
 func Schemas() map[string]*hcl.BodySchema {
 	loader := map[string]*hcl.BodySchema{
-		"":                      rootSchema,
-		"control":               controlSchema,
-		"control.api":           apiSchema,
-		`control.store "etcd"`:  etcdSchema,
-		"source":                sourceSchema,
-		"site":                  siteSchema,
-		"site.health_check":     healthCheckSchema,
-		"site.origin":           originSchema,
-		`notify "webhook"`:      webhookSchema,
-		`notify "alertmanager"`: alertmanagerSchema,
-		`publish "dns"`:         dnsSchema,
+		"":                       rootSchema,
+		"control":                controlSchema,
+		"control.api":            apiSchema,
+		`control.store "etcd"`:   etcdSchema,
+		"source":                 sourceSchema,
+		"site":                   siteSchema,
+		"site.health_check":      healthCheckSchema,
+		"site.health_check.flap": flapSchema,
+		"site.origin":            originSchema,
+		`notify "webhook"`:       webhookSchema,
+		`notify "alertmanager"`:  alertmanagerSchema,
+		`publish "dns"`:          dnsSchema,
 	}
 	out := make(map[string]*hcl.BodySchema, len(loader))
 	for path, s := range loader {
