@@ -212,9 +212,9 @@ func (e *Engine) Events(ctx context.Context, after uint64, site string, limit in
 // configuration is installed is discarded.
 func (e *Engine) Reload(ctx context.Context, cfg *config.Config) hcl.Diagnostics {
 	e.mu.Lock()
-	oldSources, oldKeys := e.sources, e.sourceKeys
+	oldSet := e.set
 	e.mu.Unlock()
-	sources, keys, diags := e.startSources(ctx, cfg, oldSources, oldKeys)
+	set, diags := oldSet.Next(ctx, cfg, e.newSource(cfg.Control.PluginDir))
 	if diags.HasErrors() {
 		return diags
 	}
@@ -243,7 +243,7 @@ func (e *Engine) Reload(ctx context.Context, cfg *config.Config) hcl.Diagnostics
 		}
 		return oldLast[i]
 	}
-	closing := e.sources
+	closing := e.set
 	// A site the memory holds but a failed commit did not write stays owed:
 	// its record, rebuilt from memory, matches memory, so nothing else
 	// would mark it.
@@ -255,11 +255,11 @@ func (e *Engine) Reload(ctx context.Context, cfg *config.Config) hcl.Diagnostics
 			e.deleted = append(e.deleted, s.Spec.Name)
 		}
 	}
-	e.sources, e.sourceKeys = sources, keys
+	e.set, e.sources = set, set.Members()
 	e.setSourceStats()
 	e.settleLocked(ctx)
 	e.mu.Unlock()
-	closeSources(closing, sources)
+	closing.Retire(set)
 	e.log.Debug("new sources and sites installed", "sources", len(cfg.Sources), "sites", len(cfg.Sites))
 	return diags
 }

@@ -5,10 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"fmt"
 	"strings"
 
-	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/fleet"
 	"github.com/vigilcdn/vigil/core/store"
@@ -320,14 +318,6 @@ func (e *Engine) refreshViews() {
 	e.views.Store(next)
 	e.changed.clear()
 	e.allChanged, e.lastChanged = false, false
-}
-
-// sourceKey fingerprints what a source block means: a changed key means
-// the plugin must be restarted on reload. The config block counts by its
-// meaning (ConfigDigest), so a comment or a reformat restarts nothing.
-func sourceKey(cfg *config.Config, s *config.Source) string {
-	return fmt.Sprintf("%s|%s|%s|%v|%s|%d|%d|%s|%s", s.Name, s.Plugin, s.Checksum, s.Env, s.Timeout, s.MinVotes, s.Tally,
-		cfg.Control.PluginDir, s.ConfigDigest())
 }
 
 // storeHint is the hint of an action refused because the store failed.

@@ -128,8 +128,8 @@ type Engine struct {
 	fleet         *fleet.Fleet
 	info          []siteInfo // by fleet index
 	last          []lastRef  // by fleet index: the last round record of each site
-	sources       []VoteSource
-	sourceKeys    []string
+	set           pluginhost.Set[VoteSource] // the sources in force and their blocks' keys
+	sources       []VoteSource               // set.Members(), for the rounds
 	meta          store.Meta
 	pending       []store.Event // journaled, not yet committed
 	dirty         indexSet      // sites whose record must be written
@@ -262,10 +262,10 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Engine, hcl.Di
 		st, err := e.store.Load(ctx)
 		stateCh <- loaded{st, err}
 	}()
-	sources, keys, diags := e.startSources(ctx, cfg, nil, nil)
+	set, diags := pluginhost.Set[VoteSource]{}.Next(ctx, cfg, e.newSource(cfg.Control.PluginDir))
 	ld := <-stateCh
 	if ld.err != nil {
-		closeSources(sources, nil)
+		set.Close()
 		return nil, append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Cannot read the stored state", Detail: ld.err.Error()})
 	}
 	if diags.HasErrors() {
@@ -274,7 +274,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Engine, hcl.Di
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.meta = ld.state.Meta
-	e.sources, e.sourceKeys = sources, keys
+	e.set, e.sources = set, set.Members()
 	e.setSourceStats()
 	records := ld.state.Sites
 	e.install(cfg, func(name string) (store.Site, bool) {
@@ -310,75 +310,14 @@ func PluginSource(s *config.Source, pluginDir string, log hclog.Logger) VoteSour
 	})
 }
 
-// startSources starts the sources of cfg, reusing the running ones whose
-// block did not change. The sources start concurrently, each bounded by
-// its own start timeout.
-func (e *Engine) startSources(ctx context.Context, cfg *config.Config, old []VoteSource, oldKeys []string) ([]VoteSource, []string, hcl.Diagnostics) {
-	sources := make([]VoteSource, len(cfg.Sources))
-	keys := make([]string, len(cfg.Sources))
-	reused := map[int]bool{}
-	fresh := make([]bool, len(cfg.Sources))
-	for i, s := range cfg.Sources {
-		keys[i] = sourceKey(cfg, s)
-		for j, k := range oldKeys {
-			if k == keys[i] && !reused[j] {
-				sources[i], reused[j] = old[j], true
-				break
-			}
+// newSource builds one source (PluginSource unless Options.NewSource).
+func (e *Engine) newSource(pluginDir string) func(*config.Source) VoteSource {
+	return func(s *config.Source) VoteSource {
+		if e.opts.NewSource != nil {
+			return e.opts.NewSource(s, pluginDir, e.log)
 		}
-		if sources[i] != nil {
-			continue
-		}
-		newSource := e.opts.NewSource
-		if newSource == nil {
-			newSource = PluginSource
-		}
-		sources[i], fresh[i] = newSource(s, cfg.Control.PluginDir, e.log), true
+		return PluginSource(s, pluginDir, e.log)
 	}
-	diags := make([]hcl.Diagnostics, len(sources))
-	var wg sync.WaitGroup
-	for i, src := range sources {
-		if fresh[i] {
-			wg.Go(func() { diags[i] = src.Start(ctx) })
-		}
-	}
-	wg.Wait()
-	var all hcl.Diagnostics
-	for _, d := range diags {
-		all = append(all, d...)
-	}
-	if all.HasErrors() {
-		var started []VoteSource
-		for i, s := range sources {
-			if fresh[i] {
-				started = append(started, s)
-			}
-		}
-		closeSources(started, nil)
-		return nil, nil, all
-	}
-	return sources, keys, all
-}
-
-// closeSources closes every source of list that keep does not hold,
-// concurrently (a plugin may take a moment to exit).
-func closeSources(list, keep []VoteSource) {
-	var wg sync.WaitGroup
-	for _, s := range list {
-		if s != nil && !isOld(s, keep) {
-			wg.Go(s.Close)
-		}
-	}
-	wg.Wait()
-}
-
-func isOld(s VoteSource, old []VoteSource) bool {
-	for _, o := range old {
-		if o == s {
-			return true
-		}
-	}
-	return false
 }
 
 func (e *Engine) setSourceStats() {
@@ -471,10 +410,10 @@ func (e *Engine) install(cfg *config.Config, recordOf func(name string) (store.S
 // more than what it had.
 func (e *Engine) Close() {
 	e.mu.Lock()
-	sources := e.sources
-	e.sources = nil
+	set := e.set
+	e.set, e.sources = pluginhost.Set[VoteSource]{}, nil
 	e.mu.Unlock()
-	closeSources(sources, nil)
+	set.Close()
 }
 
 // JournalChanged returns a channel closed at the next commit that writes
