@@ -77,7 +77,11 @@ type Fleet struct {
 	// Owns, when set, limits the rounds to the sites it accepts (the
 	// share of a sharded instance).
 	Owns func(site string) bool
+	// Now is the wall clock of the anti-flap rules; nil is time.Now. A
+	// fleet made by NewRoundClock counts rounds instead.
+	Now func() time.Time
 
+	clock   clock
 	byName  map[string]int
 	walker  vote.Walker
 	picker  schedule.Picker
@@ -91,8 +95,20 @@ type Fleet struct {
 type span struct{ from, to int }
 
 // New builds a fleet from a configuration, every site in its initial state.
+// Its anti-flap rules count wall-clock time (Now).
 func New(cfg *config.Config) *Fleet {
-	f := &Fleet{SitesPerRound: cfg.Control.SitesPerRound, byName: map[string]int{}}
+	return newFleet(cfg, clock{interval: cfg.Control.RoundInterval})
+}
+
+// NewRoundClock is New for `vigil simulate`: the anti-flap rules count
+// rounds (a duration is a whole number of rounds of round_interval,
+// rounded up), so that a replay is deterministic.
+func NewRoundClock(cfg *config.Config) *Fleet {
+	return newFleet(cfg, clock{rounds: true, interval: cfg.Control.RoundInterval})
+}
+
+func newFleet(cfg *config.Config, clk clock) *Fleet {
+	f := &Fleet{SitesPerRound: cfg.Control.SitesPerRound, byName: map[string]int{}, clock: clk}
 	chainIdx := map[string]int{}
 	for i, s := range cfg.Sources {
 		f.Chain = append(f.Chain, ChainSource{Name: s.Name, Rule: s.Rule(), Deadline: s.Timeout})
@@ -101,7 +117,7 @@ func New(cfg *config.Config) *Fleet {
 	}
 	lists := map[uint64][]int{} // sites with the same sources share one list
 	for _, cs := range cfg.Sites {
-		s := newSite(cs, chainIdx)
+		s := newSite(cs, chainIdx, clk)
 		if l, ok := lists[s.Sources]; ok {
 			s.SourceList = l
 		} else {
@@ -117,18 +133,26 @@ func New(cfg *config.Config) *Fleet {
 	return f
 }
 
-// SpecOf builds the decision core's spec of a configured site.
+// SpecOf builds the decision core's spec of a configured site, its
+// anti-flap durations in wall-clock ticks (milliseconds) for the default
+// round_interval.
 func SpecOf(cs *config.Site) *decide.SiteSpec {
+	return specOf(cs, clock{})
+}
+
+func specOf(cs *config.Site, clk clock) *decide.SiteSpec {
 	origins := make([]decide.OriginSpec, len(cs.Origins))
 	for i, o := range cs.Origins {
 		origins[i] = decide.OriginSpec{Name: o.Name, Level: o.Level}
 	}
-	return decide.NewSiteSpec(cs.Name, origins, cs.Failback,
+	spec := decide.NewSiteSpec(cs.Name, origins, cs.Failback,
 		int32(cs.HealthCheck.HealthyThreshold), int32(cs.HealthCheck.UnhealthyThreshold), cs.HealthCheck.Enabled)
+	spec.AntiFlap = clk.antiFlapSpec(cs.HealthCheck.AntiFlap)
+	return spec
 }
 
-func newSite(cs *config.Site, chainIdx map[string]int) *Site {
-	spec := SpecOf(cs)
+func newSite(cs *config.Site, chainIdx map[string]int, clk clock) *Site {
+	spec := specOf(cs, clk)
 	enabled := make([]bool, len(cs.Origins))
 	for i, o := range cs.Origins {
 		enabled[i] = o.Enabled
@@ -241,6 +265,7 @@ func (p *Plan) Walk(ctx context.Context, src vote.Source) {
 // events are valid until the next Apply.
 func (f *Fleet) Apply(p *Plan) []Report {
 	f.Seq = p.Seq
+	now := f.now(p.Seq)
 	f.events = f.events[:0]
 	f.reports = f.reports[:0]
 	f.spans = f.spans[:0]
@@ -259,7 +284,7 @@ func (f *Fleet) Apply(p *Plan) []Report {
 			s.verdicts[o] = out.Verdict
 		}
 		from := len(f.events)
-		f.events = decide.Round(s.Spec, s.State, s.verdicts, s.Levels, f.events)
+		f.events = decide.RoundAt(s.Spec, s.State, s.verdicts, s.Levels, f.events, now)
 		s.LastProbed = p.Seq
 		f.reports = append(f.reports, Report{Site: s, Index: i})
 		f.spans = append(f.spans, span{from, len(f.events)})
