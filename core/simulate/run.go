@@ -22,6 +22,9 @@ type RoundLine struct {
 	Levels   map[string]string     `json:"levels"`
 	Origins  map[string]OriginLine `json:"origins"`
 	Events   []decide.Event        `json:"events"`
+	// DwellUntil is the round from which an automatic failback may leave
+	// the current level, while the failback dwell holds (docs/antiflap.md).
+	DwellUntil int64 `json:"dwell_until,omitempty"`
 }
 
 // OriginLine is one origin of a RoundLine.
@@ -30,6 +33,18 @@ type OriginLine struct {
 	Verdict string   `json:"verdict"`
 	By      *string  `json:"by"`
 	Asked   []string `json:"asked"`
+	// QuarantineUntil is the round from which the origin may be shown
+	// healthy again, while it is quarantined (docs/antiflap.md).
+	QuarantineUntil int64 `json:"quarantine_until,omitempty"`
+	// Flapping is set while the origin is held as flapping.
+	Flapping *FlapLine `json:"flapping,omitempty"`
+}
+
+// FlapLine is a flapping hold: the round it began and the round it ends
+// at the earliest (if the judged state does not change again).
+type FlapLine struct {
+	Since int64 `json:"since"`
+	Until int64 `json:"until"`
 }
 
 // ActionLine is the output for one operator action.
@@ -66,7 +81,13 @@ func (t *timelineSource) Ask(_ context.Context, source int, targets []vote.Targe
 // Run replays steps through a fresh fleet built from cfg and writes one JSON
 // line per probed site per round and one per action.
 func Run(cfg *config.Config, steps []Step, w io.Writer) error {
-	f := fleet.New(cfg)
+	return RunFleet(fleet.NewRoundClock(cfg), steps, w)
+}
+
+// RunFleet is Run through a fleet built by the caller (a test runs a
+// configuration without anti-flap rules through a wall-clock fleet too, to
+// show that the clock then changes nothing).
+func RunFleet(f *fleet.Fleet, steps []Step, w io.Writer) error {
 	enc := json.NewEncoder(w)
 	round := 0
 	for _, st := range steps {
@@ -154,7 +175,19 @@ func SiteLine(f *fleet.Fleet, s *fleet.Site, round int, events []decide.Event) R
 			name := f.Chain[out.By].Name
 			ol.By = &name
 		}
+		if af := s.State.AntiFlap; af != nil && af.Origins != nil {
+			x := &af.Origins[i]
+			ol.QuarantineUntil = x.QuarantineUntil
+			if x.Held {
+				ol.Flapping = &FlapLine{Since: x.HeldSince, Until: x.FlapUntil(s.Spec.AntiFlap)}
+			}
+		}
 		line.Origins[o.Name] = ol
+	}
+	if f.RoundClock() {
+		if until := decide.DwellUntil(s.Spec, s.State); until > int64(round) {
+			line.DwellUntil = until
+		}
 	}
 	return line
 }
