@@ -2,155 +2,18 @@ package engine
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"strings"
 
 	"github.com/vigilcdn/vigil/core/decide"
-	"github.com/vigilcdn/vigil/core/fleet"
+	"github.com/vigilcdn/vigil/core/publish"
 	"github.com/vigilcdn/vigil/core/store"
-	"github.com/vigilcdn/vigil/sdk/publication"
 )
 
 // pubState is the publication as last committed: one entry per site (by
-// fleet index) and a digest of the content, kept up to date site by site.
-type pubState struct {
-	entries []publication.Site
-	sums    [][16]byte
-	digest  [16]byte
-	// started is set once this process has published (or decided what
-	// version its content carries).
-	started bool
-}
-
-// digestPrefix marks the digest format in the stored meta.
-const digestPrefix = "x1:"
-
-// pubEntry is site s as published: its current level and that level's
-// enabled origins.
-func pubEntry(s *fleet.Site) publication.Site {
-	ps := publication.Site{Name: s.Spec.Name, Hostname: s.Config.Hostname, Level: s.State.Level}
-	n := 0
-	for i, o := range s.Spec.Origins {
-		if o.Level == s.State.Level && s.State.Origins[i].State != decide.Disabled {
-			n++
-		}
-	}
-	ps.Origins = make([]publication.Origin, 0, n)
-	for i, o := range s.Spec.Origins {
-		st := s.State.Origins[i].State
-		if o.Level != s.State.Level || st == decide.Disabled {
-			continue
-		}
-		ps.Origins = append(ps.Origins, publication.Origin{Name: o.Name, Address: s.Config.Origins[i].Address, State: st.String()})
-	}
-	return ps
-}
-
-func sameEntry(a, b *publication.Site) bool {
-	if a.Name != b.Name || a.Hostname != b.Hostname || a.Level != b.Level || len(a.Origins) != len(b.Origins) {
-		return false
-	}
-	for i := range a.Origins {
-		if a.Origins[i] != b.Origins[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// entrySum fingerprints one entry; the digest is the XOR of them all, so
-// that one site's change costs one hash.
-func entrySum(p *publication.Site) [16]byte {
-	h := sha256.New()
-	var n [8]byte
-	field := func(s string) {
-		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-		h.Write(n[:])
-		h.Write([]byte(s))
-	}
-	field(p.Name)
-	field(p.Hostname)
-	binary.BigEndian.PutUint64(n[:], uint64(p.Level))
-	h.Write(n[:])
-	for _, o := range p.Origins {
-		field(o.Name)
-		field(o.Address)
-		field(o.State)
-	}
-	var out [16]byte
-	copy(out[:], h.Sum(nil))
-	return out
-}
-
-func xor(a *[16]byte, b [16]byte) {
-	for i := range a {
-		a[i] ^= b[i]
-	}
-}
-
-// pubChange is a publication prepared for a commit: the new entries of the
-// changed sites, the digest and version they make.
-type pubChange struct {
-	idx     []int
-	entries []publication.Site
-	sums    [][16]byte
-	digest  [16]byte
-	version uint64
-	publish bool // a new snapshot goes to the hub after the commit
-}
-
 // preparePublication works out what the publication becomes with the
 // changed sites, without touching the committed one. Called with e.mu held.
-func (e *Engine) preparePublication() pubChange {
-	n := len(e.fleet.Sites)
-	pc := pubChange{digest: e.pub.digest, version: e.meta.Publication}
-	differs := false
-	if e.allChanged || e.pubBehind || len(e.pub.entries) != n {
-		var d [16]byte
-		pc.idx = make([]int, n)
-		pc.entries = make([]publication.Site, n)
-		pc.sums = make([][16]byte, n)
-		for i, s := range e.fleet.Sites {
-			pc.idx[i] = i
-			pc.entries[i] = pubEntry(s)
-			pc.sums[i] = entrySum(&pc.entries[i])
-			xor(&d, pc.sums[i])
-		}
-		pc.digest = d
-		differs = d != e.pub.digest || len(e.pub.entries) != n
-	} else {
-		for _, i := range e.changed.list {
-			ent := pubEntry(e.fleet.Sites[i])
-			if sameEntry(&ent, &e.pub.entries[i]) {
-				continue
-			}
-			sum := entrySum(&ent)
-			xor(&pc.digest, e.pub.sums[i])
-			xor(&pc.digest, sum)
-			pc.idx = append(pc.idx, i)
-			pc.entries = append(pc.entries, ent)
-			pc.sums = append(pc.sums, sum)
-			differs = true
-		}
-	}
-	digest := digestPrefix + hex.EncodeToString(pc.digest[:])
-	switch {
-	case !e.pub.started:
-		// The first publication of this process: content the store
-		// already knows under its version keeps that version, so that
-		// nodes holding it are not woken for nothing; any other content
-		// gets a new one.
-		if e.meta.Publication == 0 || digest != e.meta.PublicationDigest {
-			pc.version++
-		}
-		pc.publish = true
-	case differs:
-		pc.version++
-		pc.publish = true
-	}
-	return pc
+func (e *Engine) preparePublication() publish.Change {
+	return e.pub.Prepare(e.fleet.Sites, e.changed.list, e.allChanged || e.pubBehind, e.meta.Publication, e.meta.PublicationDigest)
 }
 
 // flushLocked commits what is pending (records, events, probe marks,
@@ -167,8 +30,8 @@ func (e *Engine) flushLocked(ctx context.Context) bool {
 	}
 	pc := e.preparePublication()
 	meta := e.meta
-	meta.Publication = pc.version
-	meta.PublicationDigest = digestPrefix + hex.EncodeToString(pc.digest[:])
+	meta.Publication = pc.Version
+	meta.PublicationDigest = pc.Digest()
 	b := store.Batch{Meta: meta, Events: e.pending, Deleted: e.deleted}
 	for _, i := range e.dirty.list {
 		b.Sites = append(b.Sites, record(e.fleet.Sites[i], &e.info[i]))
@@ -246,10 +109,9 @@ func (e *Engine) settleLocked(ctx context.Context) bool {
 // content under the same version. Called with e.mu held.
 func (e *Engine) mirrorLocked() {
 	pc := e.preparePublication()
-	digest := digestPrefix + hex.EncodeToString(pc.digest[:])
-	same := e.meta.PublicationDigest == "" || e.meta.PublicationDigest == digest
-	pc.version = e.meta.Publication
-	pc.publish = same && (pc.publish || e.hub.Current().Version != e.meta.Publication)
+	same := e.meta.PublicationDigest == "" || e.meta.PublicationDigest == pc.Digest()
+	pc.Version = e.meta.Publication
+	pc.Publish = same && (pc.Publish || e.hub.Current().Version != e.meta.Publication)
 	switch {
 	case !same && !e.mirrorDiffers:
 		e.log.Warn("this standby's publication differs from the stored one, so it publishes nothing until they agree: its configuration is probably not the active instance's; give every instance the same sites",
@@ -263,30 +125,13 @@ func (e *Engine) mirrorLocked() {
 
 // afterCommit takes the prepared publication in, publishes it when it is
 // new, and rebuilds the views of the changed sites. Called with e.mu held.
-func (e *Engine) afterCommit(pc pubChange) {
-	n := len(e.fleet.Sites)
-	if len(e.pub.sums) != n || e.allChanged {
-		e.pub.sums = make([][16]byte, n)
-	}
-	if len(pc.idx) > 0 {
-		// The entries are shared with the published snapshot, which readers
-		// hold: a change makes a new slice rather than writing into it.
-		entries := make([]publication.Site, n)
-		if len(e.pub.entries) == n && !e.allChanged {
-			copy(entries, e.pub.entries)
-		}
-		for k, i := range pc.idx {
-			entries[i], e.pub.sums[i] = pc.entries[k], pc.sums[k]
-		}
-		e.pub.entries = entries
-	}
-	e.pub.digest = pc.digest
-	e.pub.started = true
+func (e *Engine) afterCommit(pc publish.Change) {
+	snap := e.pub.Apply(pc, len(e.fleet.Sites), e.allChanged)
 	e.pubBehind = false // pc was worked out whole while it was set
-	e.meta.Publication = pc.version
-	if pc.publish {
-		e.hub.Publish(&publication.Snapshot{Version: pc.version, Sites: e.pub.entries})
-		e.metrics.publication.Set(float64(pc.version))
+	e.meta.Publication = pc.Version
+	if snap != nil {
+		e.hub.Publish(snap)
+		e.metrics.publication.Set(float64(pc.Version))
 	}
 	e.refreshViews()
 }

@@ -126,8 +126,8 @@ type Engine struct {
 	gen           uint64 // bumped by every install: a round of an older generation is discarded
 	cfg           *config.Config
 	fleet         *fleet.Fleet
-	info          []siteInfo // by fleet index
-	last          []lastRef  // by fleet index: the last round record of each site
+	info          []siteInfo                 // by fleet index
+	last          []lastRef                  // by fleet index: the last round record of each site
 	set           pluginhost.Set[VoteSource] // the sources in force and their blocks' keys
 	sources       []VoteSource               // set.Members(), for the rounds
 	meta          store.Meta
@@ -143,7 +143,7 @@ type Engine struct {
 	mirrorDiffers bool        // a standby's publication differs from the stored one (warned once)
 	inFlight      *fleet.Plan // the plan of the round whose sources are voting, if any
 	pubBehind     bool        // sites changed that the publication does not show yet (an inactive refresh)
-	pub           pubState
+	pub           publish.Builder
 	posBuf        []int32
 	intern        interner
 	verdictCounts map[verdictKey]int

@@ -54,7 +54,7 @@ func (e *Engine) RefreshSites(ctx context.Context, pick func(site string) bool) 
 		// Mirror the stored publication exactly: same version, same
 		// content as the instance that wrote it.
 		e.meta = st.Meta
-		e.pub.started = false
+		e.pub.Restart()
 	} else {
 		e.meta.Publication = max(e.meta.Publication, st.Meta.Publication)
 	}
@@ -108,7 +108,7 @@ func (e *Engine) settlePartial(ctx context.Context) {
 		return
 	}
 	pc := e.preparePublication()
-	if pc.publish {
+	if pc.Publish {
 		e.flushLocked(ctx)
 		return
 	}

@@ -1,0 +1,191 @@
+package publish
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+
+	"github.com/vigilcdn/vigil/core/decide"
+	"github.com/vigilcdn/vigil/core/fleet"
+	"github.com/vigilcdn/vigil/sdk/publication"
+)
+
+// DigestPrefix marks the digest format in the stored meta.
+const DigestPrefix = "x1:"
+
+// Entry is site s as published: its current level and that level's
+// enabled origins, with their states.
+func Entry(s *fleet.Site) publication.Site {
+	ps := publication.Site{Name: s.Spec.Name, Hostname: s.Config.Hostname, Level: s.State.Level}
+	n := 0
+	for i, o := range s.Spec.Origins {
+		if o.Level == s.State.Level && s.State.Origins[i].State != decide.Disabled {
+			n++
+		}
+	}
+	ps.Origins = make([]publication.Origin, 0, n)
+	for i, o := range s.Spec.Origins {
+		st := s.State.Origins[i].State
+		if o.Level != s.State.Level || st == decide.Disabled {
+			continue
+		}
+		ps.Origins = append(ps.Origins, publication.Origin{Name: o.Name, Address: s.Config.Origins[i].Address, State: st.String()})
+	}
+	return ps
+}
+
+func sameEntry(a, b *publication.Site) bool {
+	if a.Name != b.Name || a.Hostname != b.Hostname || a.Level != b.Level || len(a.Origins) != len(b.Origins) {
+		return false
+	}
+	for i := range a.Origins {
+		if a.Origins[i] != b.Origins[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// entrySum fingerprints one entry; the digest is the XOR of them all, so
+// that one site's change costs one hash.
+func entrySum(p *publication.Site) [16]byte {
+	h := sha256.New()
+	var n [8]byte
+	field := func(s string) {
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	field(p.Name)
+	field(p.Hostname)
+	binary.BigEndian.PutUint64(n[:], uint64(p.Level))
+	h.Write(n[:])
+	for _, o := range p.Origins {
+		field(o.Name)
+		field(o.Address)
+		field(o.State)
+	}
+	var out [16]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
+func xor(a *[16]byte, b [16]byte) {
+	for i := range a {
+		a[i] ^= b[i]
+	}
+}
+
+// Builder is the publication as the control plane builds it: one entry
+// per site of the fleet, by fleet index, each entry's fingerprint and the
+// digest of them all. It works out what a commit changes (Prepare) and
+// takes the change in once the commit is saved (Apply), so that nothing
+// leaves before it is stored. Its methods are called under the engine's
+// lock.
+type Builder struct {
+	entries []publication.Site
+	sums    [][16]byte
+	digest  [16]byte
+	// started is set once this process has published (or decided what
+	// version its content carries).
+	started bool
+}
+
+// Change is a publication prepared for a commit: the new entries of the
+// changed sites, the digest and version they make, and whether a new
+// snapshot goes to the hub after the commit. The caller may set Version
+// and Publish (a standby mirrors the stored version).
+type Change struct {
+	idx     []int
+	entries []publication.Site
+	sums    [][16]byte
+	digest  [16]byte
+	Version uint64
+	Publish bool
+}
+
+// Digest is the change's digest as the meta stores it.
+func (c *Change) Digest() string { return DigestPrefix + hex.EncodeToString(c.digest[:]) }
+
+// Restart makes the next Prepare decide the version anew, as the first
+// publication of a process does (after the state was reloaded from the
+// store).
+func (b *Builder) Restart() { b.started = false }
+
+// Prepare works out what the publication becomes with the sites' current
+// state, without touching b: every entry when all is set (or the fleet's
+// size changed), else the changed sites'. version and storedDigest are the
+// committed version and digest: the first publication of a process keeps
+// the stored version when its content is the one stored (nodes holding it
+// are not woken for nothing), and any other content gets a new version.
+func (b *Builder) Prepare(sites []*fleet.Site, changed []int, all bool, version uint64, storedDigest string) Change {
+	n := len(sites)
+	c := Change{digest: b.digest, Version: version}
+	differs := false
+	if all || len(b.entries) != n {
+		var d [16]byte
+		c.idx = make([]int, n)
+		c.entries = make([]publication.Site, n)
+		c.sums = make([][16]byte, n)
+		for i, s := range sites {
+			c.idx[i] = i
+			c.entries[i] = Entry(s)
+			c.sums[i] = entrySum(&c.entries[i])
+			xor(&d, c.sums[i])
+		}
+		c.digest = d
+		differs = d != b.digest || len(b.entries) != n
+	} else {
+		for _, i := range changed {
+			ent := Entry(sites[i])
+			if sameEntry(&ent, &b.entries[i]) {
+				continue
+			}
+			sum := entrySum(&ent)
+			xor(&c.digest, b.sums[i])
+			xor(&c.digest, sum)
+			c.idx = append(c.idx, i)
+			c.entries = append(c.entries, ent)
+			c.sums = append(c.sums, sum)
+			differs = true
+		}
+	}
+	switch {
+	case !b.started:
+		if version == 0 || c.Digest() != storedDigest {
+			c.Version++
+		}
+		c.Publish = true
+	case differs:
+		c.Version++
+		c.Publish = true
+	}
+	return c
+}
+
+// Apply takes a committed change in, for a fleet of n sites (all: every
+// entry was rebuilt), and returns the snapshot to publish, or nil when the
+// change publishes nothing new.
+func (b *Builder) Apply(c Change, n int, all bool) *publication.Snapshot {
+	if len(b.sums) != n || all {
+		b.sums = make([][16]byte, n)
+	}
+	if len(c.idx) > 0 {
+		// The entries are shared with the published snapshot, which readers
+		// hold: a change makes a new slice rather than writing into it.
+		entries := make([]publication.Site, n)
+		if len(b.entries) == n && !all {
+			copy(entries, b.entries)
+		}
+		for k, i := range c.idx {
+			entries[i], b.sums[i] = c.entries[k], c.sums[k]
+		}
+		b.entries = entries
+	}
+	b.digest = c.digest
+	b.started = true
+	if !c.Publish {
+		return nil
+	}
+	return &publication.Snapshot{Version: c.Version, Sites: b.entries}
+}
