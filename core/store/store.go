@@ -21,6 +21,9 @@ type Site struct {
 	LastProbed   uint64            `json:"last_probed,omitempty"`
 	LastProbedAt time.Time         `json:"last_probed_at,omitzero"`
 	Origins      map[string]Origin `json:"origins"`
+	// LevelSince is when an automatic switch last entered the current
+	// level, for the failback dwell (docs/antiflap.md); absent: none.
+	LevelSince time.Time `json:"level_since,omitzero"`
 }
 
 // Origin is what is kept of one origin.
@@ -34,6 +37,9 @@ type Origin struct {
 	Since time.Time `json:"since,omitzero"`
 	// DisabledBy says who disabled the origin: "config" or "operator".
 	DisabledBy string `json:"disabled_by,omitempty"`
+	// AntiFlap is the origin's anti-flap memory (antiflap.go); absent
+	// (nil) means none, as in every record written before issue 17.
+	AntiFlap *OriginAntiFlap `json:"anti_flap,omitempty"`
 }
 
 // Event is one journal entry.
