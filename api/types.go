@@ -91,6 +91,15 @@ type OriginView struct {
 	Since *time.Time `json:"since"`
 	// Votes are every vote cast for the origin in the site's last round.
 	Votes []VoteView `json:"votes"`
+	// Flapping is set while the origin is held unhealthy as flapping
+	// (docs/antiflap.md): since FlappingSince, until FlappingUntil at the
+	// earliest (it moves while the origin keeps changing).
+	Flapping      bool       `json:"flapping,omitempty"`
+	FlappingSince *time.Time `json:"flapping_since,omitempty"`
+	FlappingUntil *time.Time `json:"flapping_until,omitempty"`
+	// QuarantineUntil is set while the origin is quarantined: it is not
+	// shown healthy before then.
+	QuarantineUntil *time.Time `json:"quarantine_until,omitempty"`
 }
 
 // VoteView is one vote.
