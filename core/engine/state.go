@@ -86,6 +86,7 @@ func stateSum(s *fleet.Site, x *siteInfo) uint64 {
 		put(uint64(oi.disabledBy))
 		_, _ = h.Write([]byte(oi.cause))
 	}
+	antiflapSum(put, st)
 	return h.Sum64()
 }
 
@@ -128,6 +129,7 @@ func record(s *fleet.Site, x *siteInfo) store.Site {
 			Reason: oi.cause, Since: timeOf(oi.since), DisabledBy: disabledByNames[oi.disabledBy],
 		}
 	}
+	antiflapRecord(s, &r)
 	return r
 }
 
@@ -157,7 +159,7 @@ func sameState(s *fleet.Site, x *siteInfo, r *store.Site) bool {
 			return false
 		}
 	}
-	return true
+	return antiflapSame(s, r)
 }
 
 // restore applies a stored record to a freshly built site, following the
@@ -232,6 +234,7 @@ func restore(s *fleet.Site, x *siteInfo, r store.Site, configEnabled []bool, now
 		st.Origins[i] = decide.OriginState{State: h, Failures: ro.Failures, Successes: ro.Successes}
 		oi.since, oi.cause, oi.disabledBy = nanos(ro.Since), ro.Reason, parseDisabledBy(ro.DisabledBy)
 	}
+	antiflapRestore(s, &r)
 	decide.LevelHealth(s.Spec, st, s.Levels)
 	return events, changed
 }

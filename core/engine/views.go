@@ -48,6 +48,7 @@ type siteSnap struct {
 	origins  []originSnap
 	probedAt int64  // the restored last probe, when no round record has the site
 	probedSq uint64 // its round
+	af       *antiflapSnap
 }
 
 type originSnap struct {
@@ -61,7 +62,7 @@ func snapOf(s *fleet.Site, x *siteInfo) *siteSnap {
 		level: s.State.Level, hold: s.State.ManualHold,
 		levels:   append([]decide.Health(nil), s.Levels...),
 		origins:  make([]originSnap, len(s.Spec.Origins)),
-		probedAt: x.probedAt, probedSq: s.LastProbed,
+		probedAt: x.probedAt, probedSq: s.LastProbed, af: antiflapSnapOf(s),
 	}
 	for i := range v.origins {
 		o := &s.State.Origins[i]
@@ -227,6 +228,7 @@ func (v *Views) At(i int) *SiteView {
 			}
 			ov.Reason = reasonOf(t.out, votes, chain)
 		}
+		antiflapView(&ov, snap.af, oi)
 		out.Origins[o.Name] = ov
 	}
 	return out
