@@ -116,6 +116,15 @@ func NoticeOf(e store.Event) Notice {
 		n.Severity, n.Title = SeverityCritical, TitleAllLevelsUnhealthy
 		n.Levels = Levels{Current: ev.Level}
 		n.Text = fmt.Sprintf("Site %s: every origin level is unhealthy; it stays on level %d.", e.Site, ev.Level)
+	case decide.KindOriginFlapping:
+		n.Origin = &OriginChange{Name: ev.Origin}
+		if ev.Flapping {
+			n.Severity, n.Title = SeverityWarning, "Origin flapping (held unhealthy)"
+			n.Text = fmt.Sprintf("Site %s: origin %s changes state too often; it is held unhealthy until it has been stable (docs/antiflap.md).", e.Site, ev.Origin)
+		} else {
+			n.Severity, n.Title = SeverityInfo, "Origin stable again (no longer held)"
+			n.Text = fmt.Sprintf("Site %s: origin %s is no longer held as flapping.", e.Site, ev.Origin)
+		}
 	case decide.KindOriginState:
 		n.Severity, n.Title = SeverityInfo, TitleOriginState
 		if ev.To == decide.Unhealthy {
