@@ -191,6 +191,10 @@ type Source struct {
 	Checksum string
 	// Env names the host environment variables passed to the plugin.
 	Env []string
+	// PlaintextTransport is auto_mtls = false: the host talks to the
+	// plugin without go-plugin's AutoMTLS (for a plugin in a language that
+	// cannot do it; warned at every load and start).
+	PlaintextTransport bool
 	// Config is the plugin's own `config { }` block, undecoded (nil when
 	// absent). The plugin's schema decodes it.
 	Config hcl.Body

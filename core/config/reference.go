@@ -200,6 +200,9 @@ func Reference() []RefBlock {
 				{Name: "env", Type: "list of string", Default: "[]",
 					Meaning: "Names of the agent's environment variables passed to the plugin, which sees no others (a plugin setting ending in _env names one of these).",
 					Example: `["DNSPUP_API_KEY", "DNSPUP_API_SECRET"]`},
+				{Name: "auto_mtls", Type: "bool", Default: "true",
+					Meaning: "false talks to the plugin in plaintext over its socket instead of the mutual TLS go-plugin sets up for each start: only for a plugin that cannot do AutoMTLS (a warning at every load and start; see sdk/PROTOCOL.md).",
+					Example: `true`},
 			},
 		},
 		{

@@ -555,6 +555,7 @@ func TestReferenceDefaults(t *testing.T) {
 		"source.min_votes":                           strconv.Itoa(src.MinVotes),
 		"source.tally":                               q(src.Tally.String()),
 		"source.env":                                 list(src.Env),
+		"source.auto_mtls":                           strconv.FormatBool(!src.PlaintextTransport),
 		"site.failback":                              q(site.Failback.String()),
 		"site.health_check.enabled":                  strconv.FormatBool(hc.Enabled),
 		"site.health_check.path":                     q(hc.Path),

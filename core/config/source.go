@@ -13,7 +13,7 @@ import (
 var sourceSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "plugin", Required: true}, {Name: "min_votes"}, {Name: "tally"}, {Name: "timeout"},
-		{Name: "checksum"}, {Name: "env"},
+		{Name: "checksum"}, {Name: "env"}, {Name: "auto_mtls"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "config"}},
 }
@@ -58,6 +58,15 @@ func (l *loader) source(b *hcl.Block) {
 		}
 	}
 	l.strList(content.Attributes, "env", &s.Env)
+	if attr := content.Attributes["auto_mtls"]; attr != nil {
+		on := true
+		if l.decode(attr, &on) && !on {
+			s.PlaintextTransport = true
+			l.diags = append(l.diags, &hcl.Diagnostic{Severity: hcl.DiagWarning, Summary: "Plugin connection without TLS",
+				Detail:  fmt.Sprintf("Source %q: auto_mtls = false makes vigil talk to the plugin over its socket in plaintext, without the mutual TLS go-plugin sets up for each start. Use it only for a plugin that cannot do AutoMTLS (see sdk/PROTOCOL.md), and keep the machine's other users away from the plugin's socket.", name),
+				Subject: attr.Expr.Range().Ptr()})
+		}
+	}
 	for _, cb := range content.Blocks {
 		if s.Config != nil {
 			l.add(cb.DefRange, "Duplicate config block", "A source has at most one config block; merge them.")

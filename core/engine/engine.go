@@ -306,7 +306,7 @@ func (e *Engine) Config() *config.Config {
 func PluginSource(s *config.Source, pluginDir string, log hclog.Logger) VoteSource {
 	return pluginhost.New(pluginhost.Spec{
 		Name: s.Name, Plugin: s.Plugin, PluginDir: pluginDir, Checksum: s.Checksum,
-		Env: s.Env, Timeout: s.Timeout, Config: s.Config, Range: s.DeclRange, Logger: log,
+		Env: s.Env, PlaintextTransport: s.PlaintextTransport, Timeout: s.Timeout, Config: s.Config, Range: s.DeclRange, Logger: log,
 	})
 }
 

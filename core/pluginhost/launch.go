@@ -165,6 +165,9 @@ func (s *Source) launch() (*process, error) {
 		secure = &plugin.SecureConfig{Checksum: s.checksum, Hash: sha256.New()}
 	}
 	env, missing := hostEnv(s.spec.Env)
+	if s.spec.PlaintextTransport {
+		s.log.Warn("starting the plugin without mutual TLS (auto_mtls = false): its socket carries votes and configuration in plaintext", "plugin", path)
+	}
 	if len(missing) > 0 {
 		s.log.Warn("environment variables named in env are not set in vigil's environment", "names", missing)
 	}
@@ -178,7 +181,7 @@ func (s *Source) launch() (*process, error) {
 		Cmd:              cmd,
 		SecureConfig:     secure,
 		SkipHostEnv:      true,
-		AutoMTLS:         true,
+		AutoMTLS:         !s.spec.PlaintextTransport,
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		StartTimeout:     s.startTimeout(),
 		Logger:           exitLog,

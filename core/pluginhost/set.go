@@ -37,7 +37,7 @@ func (s Set[T]) Members() []T { return s.members }
 // counts by its meaning (config.Source.ConfigDigest), so a comment or a
 // reformat restarts nothing.
 func Key(pluginDir string, s *config.Source) string {
-	return fmt.Sprintf("%s|%s|%s|%v|%s|%d|%d|%s|%s", s.Name, s.Plugin, s.Checksum, s.Env, s.Timeout, s.MinVotes, s.Tally,
+	return fmt.Sprintf("%s|%s|%s|%v|%v|%s|%d|%d|%s|%s", s.Name, s.Plugin, s.Checksum, s.Env, s.PlaintextTransport, s.Timeout, s.MinVotes, s.Tally,
 		pluginDir, s.ConfigDigest())
 }
 

@@ -40,6 +40,9 @@ type Spec struct {
 	// Env names the host environment variables passed to the plugin. The
 	// plugin gets nothing else of the host's environment.
 	Env []string
+	// PlaintextTransport turns go-plugin's AutoMTLS off, for a plugin
+	// that cannot do it: the host warns at every start.
+	PlaintextTransport bool
 	// Timeout is the deadline of every call to the plugin. Zero means
 	// DefaultTimeout.
 	Timeout time.Duration
