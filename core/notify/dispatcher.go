@@ -32,7 +32,6 @@ const (
 )
 
 type options struct {
-	originStates       bool
 	retryMin, retryMax time.Duration
 	maxRetryAfter      time.Duration
 	externalURL        func() string
@@ -44,21 +43,12 @@ type options struct {
 // Option changes a Dispatcher's defaults.
 type Option func(*options)
 
-// WithOriginStates makes origin_state events notices for json and slack
-// webhooks too. By default they only go to the log: a fleet's origins
-// change state often, and the level events are what needs a person.
-func WithOriginStates() Option { return func(o *options) { o.originStates = true } }
-
 // WithRetryWait sets the exponential backoff between webhook attempts: the
 // first retry waits about minWait, each next one twice as long, up to
 // maxWait (defaults DefaultRetryMin and DefaultRetryMax).
 func WithRetryWait(minWait, maxWait time.Duration) Option {
 	return func(o *options) { o.retryMin, o.retryMax = minWait, maxWait }
 }
-
-// WithMaxRetryAfter caps how long a Retry-After header can hold a webhook
-// back (default DefaultMaxRetryAfter).
-func WithMaxRetryAfter(d time.Duration) Option { return func(o *options) { o.maxRetryAfter = d } }
 
 // WithExternalURL is the address the API and the status page are reached
 // at (such as "https://vigil.example.net:8470"), asked for each time it is

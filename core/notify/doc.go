@@ -18,9 +18,9 @@
 // from_level, to_level, level, available_level, origin, actor and text
 // (those that apply); all_levels_unhealthy logs at error level, failovers,
 // configuration resets and origins turning unhealthy at warn, the rest at
-// info. Webhooks do not get origin_state notices unless WithOriginStates is
-// given: a fleet's origins change state often, and the level events are
-// what needs a person.
+// info. Webhooks do not get origin_state notices unless their events list
+// them: a fleet's origins change state often, and the level events are what
+// needs a person.
 //
 // # Webhook bodies
 //
@@ -48,8 +48,8 @@
 // a context line with the site, kind, seq and time]}.
 //
 // A webhook gets the event kinds its events attribute lists (by default
-// level_switched, failback_available and all_levels_unhealthy; with
-// WithOriginStates, origin_state too). Its URL may come from url_env or
+// level_switched, failback_available and all_levels_unhealthy; origin_state
+// when it is listed). Its URL may come from url_env or
 // url_file, and its extra headers from headers and header_env: those are
 // read when the dispatcher is made, and never logged.
 //
@@ -97,7 +97,7 @@
 // stops (at least once: the cursor waits). The wait is exponential from
 // 1 s to 1 min (WithRetryWait), each wait drawn uniformly from [d/2, d];
 // a 429 or 503 with Retry-After (delay-seconds or an HTTP date) waits
-// exactly that long instead, capped at 15 min (WithMaxRetryAfter). Each
+// exactly that long instead, capped at 15 min (DefaultMaxRetryAfter). Each
 // attempt is bounded by the notifier's timeout. Redirects are not
 // followed. Any other status (a 4xx other than 408 and 429, a 3xx) is a
 // permanent failure of that notice: it is logged at error level with the

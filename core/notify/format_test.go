@@ -32,12 +32,27 @@ func story() []store.Event {
 // bodies it received.
 func deliverStory(t *testing.T, format string, want int, opts ...notify.Option) []request {
 	t.Helper()
+	return deliverStoryTo(t, hook("h", "", format), want, opts...)
+}
+
+// hookWithEvents is a webhook of the format that gets the event kinds.
+func hookWithEvents(format string, events ...string) *config.Notifier {
+	n := hook("h", "", format)
+	n.Events = events
+	return n
+}
+
+// deliverStoryTo sends the story to the webhook n (its URL set here) and
+// returns the bodies it received.
+func deliverStoryTo(t *testing.T, n *config.Notifier, want int, opts ...notify.Option) []request {
+	t.Helper()
 	st := openStore(t, t.TempDir(), 0)
 	t.Cleanup(func() { st.Close() })
 	rc := newReceiver(t, nil)
 	startAt(t, st, 0, "h")
 	commit(t, st, story()...)
-	d, err := notify.New(st, []*config.Notifier{hook("h", rc.URL+"/hook", format)}, nil, opts...)
+	n.URL = rc.URL + "/hook"
+	d, err := notify.New(st, []*config.Notifier{n}, nil, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,9 +120,9 @@ func TestJSONBody(t *testing.T) {
 			check(t, got[i], w)
 		}
 	})
-	t.Run("origin states with WithOriginStates", func(t *testing.T) {
+	t.Run("origin states when the webhook lists them", func(t *testing.T) {
 		t.Parallel()
-		got := deliverStory(t, "json", 7, notify.WithOriginStates())
+		got := deliverStoryTo(t, hookWithEvents("json", "origin_state", "level_switched", "failback_available", "all_levels_unhealthy"), 7)
 		var b notify.JSONBody
 		if err := json.Unmarshal(got[0].Body, &b); err != nil {
 			t.Fatal(err)

@@ -67,7 +67,7 @@ func newWebhook(n *config.Notifier, o *options, log hclog.Logger, m *metrics) (*
 		name:    n.Name,
 		format:  f,
 		url:     target,
-		events:  webhookEvents(n, o),
+		events:  webhookEvents(n),
 		headers: headers,
 		redact:  newRedactor(target),
 		metrics: m,
@@ -305,13 +305,10 @@ func notifierHeaders(n *config.Notifier) (http.Header, error) {
 }
 
 // webhookEvents are the event kinds the webhook gets.
-func webhookEvents(n *config.Notifier, o *options) map[decide.EventKind]bool {
+func webhookEvents(n *config.Notifier) map[decide.EventKind]bool {
 	names := n.Events
 	if names == nil {
 		names = config.DefaultWebhookEvents
-		if o.originStates {
-			names = append([]string{"origin_state"}, names...)
-		}
 	}
 	out := map[decide.EventKind]bool{}
 	for k := decide.KindOriginState; k <= decide.KindAllLevelsUnhealthy; k++ {
