@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/vigilcdn/vigil/plugins/node/edge"
 	"github.com/vigilcdn/vigil/plugins/node/proxy"
 	"github.com/vigilcdn/vigil/sdk"
 	"github.com/vigilcdn/vigil/sdk/probe"
@@ -92,6 +93,13 @@ type Config struct {
 	// MetricsListen serves /metrics (host:port); empty: none.
 	MetricsListen string
 
+	// Edges are the edge software the node drives from each publication
+	// (HAProxy's runtime API, templates); empty: none.
+	Edges []edge.Driver
+	// Edge tunes the edge hub (its Drivers, ControlPlane, Token, Log and
+	// Registerer are filled from this Config).
+	Edge edge.HubOptions
+
 	// Concurrency bounds the probes in flight at once, over every batch
 	// (0: DefaultConcurrency). It is lowered to what the open-file limit
 	// allows: the limit less a reserve, and half of that when the proxy
@@ -148,6 +156,7 @@ type Agent struct {
 	cfg     Config
 	log     hclog.Logger
 	proxy   *proxy.Proxy
+	edge    *edge.Hub
 	metrics *agentMetrics
 	current atomic.Pointer[publication.Snapshot]
 	// backOff gives each reconnect loop its wait policy (newBackOff within
@@ -186,6 +195,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.ProxyListen != "" && cfg.ControlPlane == "" && cfg.StateDir == "" {
 		return nil, errors.New("-proxy-listen needs a publication: give -control-plane (and -state-dir to survive its absence)")
+	}
+	if len(cfg.Edges) > 0 && cfg.ControlPlane == "" && cfg.StateDir == "" {
+		return nil, errors.New("driving an edge needs a publication: give -control-plane (and -state-dir to survive its absence)")
 	}
 	if cfg.Log == nil {
 		cfg.Log = hclog.NewNullLogger()
@@ -234,6 +246,18 @@ func New(cfg Config) (*Agent, error) {
 		}
 		a.proxy = p
 	}
+	if len(cfg.Edges) > 0 {
+		opts := cfg.Edge
+		opts.Drivers, opts.ControlPlane, opts.Token, opts.Registerer = cfg.Edges, cfg.ControlPlane, cfg.ControlPlaneToken, cfg.Registry
+		if opts.Log == nil {
+			opts.Log = cfg.Log.Named("edge")
+		}
+		h, err := edge.NewHub(opts)
+		if err != nil {
+			return nil, err
+		}
+		a.edge = h
+	}
 	return a, nil
 }
 
@@ -263,6 +287,15 @@ func (a *Agent) event(e Event) {
 	if a.cfg.OnEvent != nil {
 		a.cfg.OnEvent(e)
 	}
+}
+
+// EdgeStatus returns each driven edge's state (nil without -haproxy-socket
+// or -template).
+func (a *Agent) EdgeStatus() []edge.Status {
+	if a.edge == nil {
+		return nil
+	}
+	return a.edge.Status()
 }
 
 // Snapshot returns the publication in use, or nil.
@@ -337,6 +370,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.event(Event{Kind: EventListening, Addr: a.ProxyAddr()})
 	}
 	var wg sync.WaitGroup
+	if a.edge != nil {
+		wg.Go(func() { a.edge.Run(ctx) })
+	}
 	if a.cfg.ControlPlane != "" {
 		wg.Go(func() { a.follow(ctx) })
 	}

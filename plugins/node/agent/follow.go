@@ -63,6 +63,9 @@ func (a *Agent) apply(snap *publication.Snapshot, save bool) {
 	if a.proxy != nil {
 		a.proxy.SetSnapshot(snap)
 	}
+	if a.edge != nil {
+		a.edge.SetSnapshot(snap)
+	}
 	a.metrics.version.Set(float64(snap.Version))
 	a.event(Event{Kind: EventPublication, Version: snap.Version})
 	if save && a.cfg.StateDir != "" {

@@ -16,11 +16,13 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/vigilcdn/vigil/plugins/node/agent"
+	"github.com/vigilcdn/vigil/plugins/node/edge"
 	"github.com/vigilcdn/vigil/plugins/node/internal/labels"
 	"github.com/vigilcdn/vigil/plugins/node/proxy"
 )
@@ -58,9 +60,23 @@ func run(args []string) error {
 		replayMax    = fs.Int64("retry-body-max", proxy.DefaultMaxReplayBody, "proxy: largest request body (bytes) buffered so it can be retried")
 		connTimeout  = fs.Duration("connect-timeout", proxy.DefaultConnectTimeout, "proxy: timeout connecting to an origin")
 		respTimeout  = fs.Duration("response-timeout", proxy.DefaultResponseTimeout, "proxy: timeout waiting for an origin's response headers")
+		haSocket     = fs.String("haproxy-socket", "", "drive a local HAProxy live through its Runtime API: its stats socket, a unix socket `path` or host:port, at level admin")
+		haSrvArgs    = fs.String("haproxy-server-args", "", "HAProxy: `arguments` of every server vigil-node adds, e.g. \"check inter 2s\"")
+		haTLSArgs    = fs.String("haproxy-tls-args", edge.DefaultHAProxyTLSArgs, "HAProxy: `arguments` added for https origins ({sni}: the site's hostname)")
+		haFallback   = fs.String("haproxy-fallback", "", "HAProxy: `SRC:DEST` template of the whole haproxy.cfg (SRC a file or builtin:haproxy), written at every publication and reloaded when the runtime API cannot apply one")
+		haFbCheck    = fs.String("haproxy-fallback-check", "haproxy -c -q -f "+edge.CandidatePlaceholder, "HAProxy: `command` checking the fallback configuration")
+		haFbReload   = fs.String("haproxy-fallback-reload", "", "HAProxy: `command` reloading HAProxy gracefully with the fallback configuration, e.g. \"systemctl reload haproxy\"")
+		tmplCheck    = fs.String("template-check", "", "`command` (sh) checking the rendered -template files; a failure keeps the old ones ("+edge.CandidatePlaceholder+": the path of a single rendered file before it replaces the old one)")
+		tmplReload   = fs.String("template-reload", "", "`command` (sh) reloading the edge after the -template files changed and passed -template-check")
+		reloadMin    = fs.Duration("reload-min-interval", edge.DefaultMinReloadInterval, "least time between two reloads of an edge")
+		edgePrefix   = fs.String("edge-backend-prefix", "", "`prefix` of every backend (HAProxy) and upstream (templates) name; the rest is the site's name")
+		edgeResync   = fs.Duration("edge-resync", edge.DefaultResync, "re-apply the publication to the edges this often, to undo a restart or a hand edit")
 		logLevel     = fs.String("log-level", "info", "log level: debug, info, warn, error")
 		logJSON      = fs.Bool("log-json", false, "log JSON lines")
 	)
+	var templates, tmplVars multiFlag
+	fs.Var(&templates, "template", "render `SRC:DEST` at every publication (SRC a Go text/template file, or builtin:nginx / builtin:haproxy); repeatable, one -template-check and -template-reload for all")
+	fs.Var(&tmplVars, "template-var", "`k=v` handed to templates as .Vars (builtin:nginx: listen; builtin:haproxy: listen, stats_socket, pidfile); repeatable")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -77,6 +93,23 @@ func run(args []string) error {
 		Proxy: proxy.Options{FailCount: *failCount, FailWindow: *failWindow, SkipFor: *skipFor, Retries: *retries,
 			RetryBudget: *retryBudget, MaxReplayBody: *replayMax, ConnectTimeout: *connTimeout, ResponseTimeout: *respTimeout},
 		Log: hclog.New(&hclog.LoggerOptions{Name: "vigil-node", Level: hclog.LevelFromString(*logLevel), JSONFormat: *logJSON, Output: os.Stderr}),
+	}
+	edges, err := edgeDrivers(edgeFlags{haSocket: *haSocket, haSrvArgs: *haSrvArgs, haTLSArgs: *haTLSArgs, haFallback: *haFallback,
+		haFbCheck: *haFbCheck, haFbReload: *haFbReload, templates: templates, check: *tmplCheck, reload: *tmplReload, minInterval: *reloadMin})
+	if err != nil {
+		return err
+	}
+	cfg.Edges = edges
+	cfg.Edge.Prefix, cfg.Edge.Resync = *edgePrefix, *edgeResync
+	if len(tmplVars) > 0 {
+		cfg.Edge.Vars = map[string]string{}
+		for _, kv := range tmplVars {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return fmt.Errorf("-template-var %q: write k=v", kv)
+			}
+			cfg.Edge.Vars[k] = v
+		}
 	}
 	if *retries == 0 {
 		cfg.Proxy.Retries = proxy.NoRetries

@@ -17,6 +17,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	snap    *publication.Snapshot
+	sites   []byte // GET /v1/sites, when SetSites gave it
 	changed chan struct{}
 	quit    chan struct{}
 	closed  bool
@@ -47,6 +48,20 @@ func (s *Server) Publish(sites []publication.Site) uint64 {
 	return v
 }
 
+// SetSites makes GET /v1/sites answer {"sites": sites} (each element a
+// site view: "site", and "origins" by name with "level", "address" and
+// "state"); until then it answers 404.
+func (s *Server) SetSites(sites any) error {
+	b, err := json.Marshal(map[string]any{"sites": sites})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.sites = b
+	s.mu.Unlock()
+	return nil
+}
+
 // Close stops the server: waiting followers get an error, later ones a
 // refused connection.
 func (s *Server) Close() {
@@ -63,6 +78,18 @@ func (s *Server) Close() {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/v1/sites" && r.Method == http.MethodGet {
+		s.mu.Lock()
+		b := s.sites
+		s.mu.Unlock()
+		if b == nil {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(b)
+		return
+	}
 	if r.URL.Path != "/v1/publication" || r.Method != http.MethodGet {
 		http.NotFound(w, r)
 		return

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/vigilcdn/vigil/plugins/node/edge"
+	"github.com/vigilcdn/vigil/plugins/node/templates"
+)
+
+// multiFlag is a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(s string) error { *m = append(*m, s); return nil }
+
+type edgeFlags struct {
+	haSocket, haSrvArgs, haTLSArgs, haFallback, haFbCheck, haFbReload string
+	templates                                                         []string
+	check, reload                                                     string
+	minInterval                                                       time.Duration
+}
+
+// edgeDrivers builds the edge drivers the flags ask for.
+func edgeDrivers(f edgeFlags) ([]edge.Driver, error) {
+	var out []edge.Driver
+	if f.haSocket != "" {
+		opts := edge.HAProxyOptions{Socket: f.haSocket, ServerArgs: f.haSrvArgs, TLSArgs: f.haTLSArgs}
+		if f.haFallback != "" {
+			if f.haFbReload == "" {
+				return nil, fmt.Errorf("-haproxy-fallback needs -haproxy-fallback-reload: the command that reloads HAProxy gracefully (e.g. \"systemctl reload haproxy\")")
+			}
+			file, _, err := templateFile(f.haFallback)
+			if err != nil {
+				return nil, fmt.Errorf("-haproxy-fallback: %w", err)
+			}
+			t, err := edge.NewTemplate(edge.TemplateOptions{Name: "haproxy-fallback", Files: []edge.File{file}, Check: f.haFbCheck, Reload: f.haFbReload, MinInterval: f.minInterval})
+			if err != nil {
+				return nil, fmt.Errorf("-haproxy-fallback: %w", err)
+			}
+			opts.Fallback = t
+		}
+		h, err := edge.NewHAProxy(opts)
+		if err != nil {
+			return nil, fmt.Errorf("-haproxy-socket: %w", err)
+		}
+		out = append(out, h)
+	} else if f.haFallback != "" {
+		return nil, fmt.Errorf("-haproxy-fallback needs -haproxy-socket (for a template-only HAProxy, use -template builtin:haproxy:DEST)")
+	}
+	if len(f.templates) > 0 {
+		var files []edge.File
+		name := ""
+		for _, spec := range f.templates {
+			file, n, err := templateFile(spec)
+			if err != nil {
+				return nil, fmt.Errorf("-template: %w", err)
+			}
+			if name == "" {
+				name = n
+			}
+			files = append(files, file)
+		}
+		t, err := edge.NewTemplate(edge.TemplateOptions{Name: name, Files: files, Check: f.check, Reload: f.reload, MinInterval: f.minInterval})
+		if err != nil {
+			return nil, fmt.Errorf("-template: %w", err)
+		}
+		out = append(out, t)
+	} else if f.check != "" || f.reload != "" {
+		return nil, fmt.Errorf("-template-check and -template-reload need -template SRC:DEST")
+	}
+	return out, nil
+}
+
+// templateFile reads SRC:DEST (SRC a file or builtin:NAME) and names it.
+func templateFile(spec string) (edge.File, string, error) {
+	var src, dest, name, text string
+	if rest, ok := strings.CutPrefix(spec, "builtin:"); ok {
+		var found bool
+		name, dest, found = strings.Cut(rest, ":")
+		if !found || dest == "" {
+			return edge.File{}, "", fmt.Errorf("%q: write builtin:NAME:DEST", spec)
+		}
+		t, err := templates.Get(name)
+		if err != nil {
+			return edge.File{}, "", err
+		}
+		text = t
+	} else {
+		var found bool
+		src, dest, found = strings.Cut(spec, ":")
+		if !found || src == "" || dest == "" {
+			return edge.File{}, "", fmt.Errorf("%q: write SRC:DEST (a template file and the file it renders)", spec)
+		}
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return edge.File{}, "", err
+		}
+		text = string(b)
+		name, _, _ = strings.Cut(filepath.Base(src), ".")
+	}
+	return edge.File{Name: filepath.Base(dest), Text: text, Dest: dest}, name, nil
+}

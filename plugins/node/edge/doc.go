@@ -1,0 +1,27 @@
+// Package edge drives the edge software a CDN already runs (HAProxy,
+// nginx, Varnish, Traffic Server...) from vigil's publication, so that an
+// operator keeps their edge and vigil only tells it which origins to use.
+//
+// vigil-node hands every publication it applies to a Hub, which turns it
+// into a View (one entry per site: the current level's enabled origins, the
+// next level's as backups, and the other levels' as known servers) and
+// passes the newest View to each Driver in its own goroutine. A driver that
+// fails is retried with backoff on the newest View; the edge keeps its last
+// good state meanwhile. Two drivers ship:
+//
+//   - HAProxy (NewHAProxy): live, through the Runtime API (the stats
+//     socket), with no reload. One backend per site; the current level's
+//     origins are ready servers, the others in maintenance; servers are
+//     added and re-addressed at run time (HAProxy 2.4 or later). Where the
+//     runtime cannot do it (the backend is not declared, or the HAProxy is
+//     too old for add server), a fallback Template renders the whole
+//     configuration and reloads it gracefully.
+//   - Template (NewTemplate): Go text/templates rendered from the View into
+//     files, written atomically, then a check command and a reload command,
+//     at most one reload per minimum interval. A failing check leaves the
+//     old file in place and reports the failure.
+//
+// The View's levels other than the current one come from the control
+// plane's GET /v1/sites (Topology), fetched after each publication; without
+// it the View knows only the published level and the levels seen before.
+package edge

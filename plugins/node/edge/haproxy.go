@@ -1,0 +1,481 @@
+package edge
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// HAProxy server admin state bits (srv_admin_state of show servers state).
+const (
+	adminFMaint = 0x01 // forced maintenance (set server state maint)
+	adminFDrain = 0x08 // forced drain (set server state drain)
+)
+
+// DefaultHAProxyTimeout bounds one Runtime API command.
+const DefaultHAProxyTimeout = 5 * time.Second
+
+// DefaultHAProxyTLSArgs are the server arguments of an added https origin;
+// {sni} is replaced by the site's hostname.
+const DefaultHAProxyTLSArgs = "ssl verify required ca-file @system-ca sni str({sni})"
+
+// HAProxyOptions configure the HAProxy runtime driver.
+type HAProxyOptions struct {
+	// Socket is the Runtime API: a unix socket path ("/run/haproxy/admin.sock"
+	// or "unix:/path") or a TCP address ("tcp:127.0.0.1:9999" or
+	// "127.0.0.1:9999"). It must be at level admin.
+	Socket string
+	// ServerArgs are appended to every added server ("check inter 2s"...).
+	// With "check", the added server's health check is enabled too.
+	ServerArgs string
+	// TLSArgs are appended for https origins (default DefaultHAProxyTLSArgs).
+	TLSArgs string
+	// Fallback, when set, is a template of the whole HAProxy configuration:
+	// it is written (and checked) at every publication, and reloaded when
+	// the runtime cannot apply it (a backend that is not declared, a server
+	// HAProxy cannot add).
+	Fallback *Template
+	// Timeout bounds each command (default 5s).
+	Timeout time.Duration
+	// Resolve turns a hostname origin into an address (default: the system
+	// resolver, IPv4 first).
+	Resolve func(ctx context.Context, host string) (netip.Addr, error)
+}
+
+// HAProxy applies Views through HAProxy's Runtime API, with no reload.
+type HAProxy struct {
+	opts HAProxyOptions
+	net  string
+	addr string
+
+	mu      sync.Mutex
+	version string // HAProxy's version, once asked
+	canAdd  bool
+}
+
+// NewHAProxy returns the driver; nothing is dialled until Apply.
+func NewHAProxy(opts HAProxyOptions) (*HAProxy, error) {
+	h := &HAProxy{opts: opts}
+	switch s := opts.Socket; {
+	case s == "":
+		return nil, errors.New("haproxy: no Runtime API socket: give the path of haproxy.cfg's `stats socket` (at level admin)")
+	case strings.HasPrefix(s, "unix:"):
+		h.net, h.addr = "unix", strings.TrimPrefix(s, "unix:")
+	case strings.HasPrefix(s, "/") || strings.HasPrefix(s, "."):
+		h.net, h.addr = "unix", s
+	default:
+		h.net, h.addr = "tcp", strings.TrimPrefix(s, "tcp:")
+		if _, _, err := net.SplitHostPort(h.addr); err != nil {
+			return nil, fmt.Errorf("haproxy: socket %q is neither a unix socket path nor host:port: %w", s, err)
+		}
+	}
+	if h.opts.TLSArgs == "" {
+		h.opts.TLSArgs = DefaultHAProxyTLSArgs
+	}
+	if h.opts.Timeout <= 0 {
+		h.opts.Timeout = DefaultHAProxyTimeout
+	}
+	if h.opts.Resolve == nil {
+		h.opts.Resolve = resolve
+	}
+	return h, nil
+}
+
+// Name implements Driver.
+func (h *HAProxy) Name() string { return "haproxy" }
+
+// ErrRuntimeUnreachable wraps the errors of a socket that is missing or
+// refuses connections.
+var ErrRuntimeUnreachable = errors.New("haproxy runtime API unreachable")
+
+// Command sends one Runtime API command and returns HAProxy's answer.
+func (h *HAProxy) Command(ctx context.Context, line string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, h.opts.Timeout)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, h.net, h.addr)
+	if err != nil {
+		return "", fmt.Errorf("%w: %s %s: %v (check the `stats socket` line of haproxy.cfg, that HAProxy runs, and that vigil-node may open the socket)", ErrRuntimeUnreachable, h.net, h.addr, err)
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	if _, err := io.WriteString(c, line+"\n"); err != nil {
+		return "", fmt.Errorf("%w: sending %q: %v", ErrRuntimeUnreachable, verb(line), err)
+	}
+	b, err := io.ReadAll(bufio.NewReader(io.LimitReader(c, 64<<20)))
+	if err != nil {
+		return "", fmt.Errorf("%w: reading the answer to %q: %v", ErrRuntimeUnreachable, verb(line), err)
+	}
+	out := strings.TrimSpace(string(b))
+	if strings.HasPrefix(out, "Permission denied") {
+		return out, fmt.Errorf("haproxy refused %q: %s (the stats socket must be at `level admin`)", verb(line), out)
+	}
+	return out, nil
+}
+
+func verb(line string) string {
+	f := strings.Fields(line)
+	if len(f) > 3 {
+		f = f[:3]
+	}
+	return strings.Join(f, " ")
+}
+
+// server is one line of show servers state.
+type server struct {
+	name, addr, port string
+	admin            int
+}
+
+// serversState reads every backend's servers.
+func (h *HAProxy) serversState(ctx context.Context) (map[string]map[string]server, error) {
+	out, err := h.Command(ctx, "show servers state")
+	if err != nil {
+		return nil, err
+	}
+	lines := strings.Split(out, "\n")
+	if len(lines) < 2 || !strings.HasPrefix(lines[1], "# ") {
+		return nil, fmt.Errorf("haproxy: unexpected answer to show servers state: %.200q", out)
+	}
+	col := map[string]int{}
+	for i, name := range strings.Fields(strings.TrimPrefix(lines[1], "# ")) {
+		col[name] = i
+	}
+	for _, c := range []string{"be_name", "srv_name", "srv_addr", "srv_admin_state", "srv_port"} {
+		if _, ok := col[c]; !ok {
+			return nil, fmt.Errorf("haproxy: show servers state has no %s column", c)
+		}
+	}
+	state := map[string]map[string]server{}
+	for _, l := range lines[2:] {
+		f := strings.Fields(l)
+		if len(f) <= col["srv_port"] || strings.HasPrefix(l, "#") {
+			continue
+		}
+		admin, _ := strconv.Atoi(f[col["srv_admin_state"]])
+		be := f[col["be_name"]]
+		if state[be] == nil {
+			state[be] = map[string]server{}
+		}
+		state[be][f[col["srv_name"]]] = server{name: f[col["srv_name"]], addr: f[col["srv_addr"]], port: f[col["srv_port"]], admin: admin}
+	}
+	// Backends without any server are not listed: ask for them by name.
+	return state, nil
+}
+
+// probeVersion asks HAProxy its version once: add server needs 2.4.
+func (h *HAProxy) probeVersion(ctx context.Context) error {
+	h.mu.Lock()
+	known := h.version != ""
+	h.mu.Unlock()
+	if known {
+		return nil
+	}
+	out, err := h.Command(ctx, "show info")
+	if err != nil {
+		return err
+	}
+	v := ""
+	for _, l := range strings.Split(out, "\n") {
+		if s, ok := strings.CutPrefix(l, "Version: "); ok {
+			v = strings.TrimSpace(s)
+		}
+	}
+	if v == "" {
+		return fmt.Errorf("haproxy: show info gave no version: %.200q", out)
+	}
+	major, minor := 0, 0
+	fmt.Sscanf(v, "%d.%d", &major, &minor)
+	h.mu.Lock()
+	h.version, h.canAdd = v, major > 2 || major == 2 && minor >= 4
+	h.mu.Unlock()
+	return nil
+}
+
+// Version returns HAProxy's version once an Apply reached it.
+func (h *HAProxy) Version() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.version
+}
+
+// needsConfig is what the runtime cannot do: the fallback's job.
+type needsConfig struct{ what []string }
+
+func (e *needsConfig) Error() string {
+	return "the runtime API cannot " + strings.Join(e.what, "; ") + ": declare them in haproxy.cfg, or give vigil-node a fallback template (-haproxy-fallback) to render and reload"
+}
+
+// Apply implements Driver: for every site, the backend's servers become the
+// current level's origins (ready, or drain when unhealthy while another is
+// not), every other server goes to maintenance, and the other known levels'
+// origins are added in maintenance so that a switch is a state change.
+func (h *HAProxy) Apply(ctx context.Context, v *View) (Result, error) {
+	var res Result
+	if f := h.opts.Fallback; f != nil {
+		r, err := f.Write(ctx, v)
+		if err != nil {
+			return res, fmt.Errorf("haproxy fallback configuration: %w", err)
+		}
+		res.Changes += r.Changes
+	}
+	if err := h.probeVersion(ctx); err != nil {
+		return res, err
+	}
+	state, err := h.serversState(ctx)
+	if err != nil {
+		return res, err
+	}
+	need := &needsConfig{}
+	var errs []error
+	var backends map[string]bool // show backend, asked once when needed
+	exists := func(be string) (bool, error) {
+		if backends == nil {
+			out, err := h.Command(ctx, "show backend")
+			if err != nil {
+				return false, err
+			}
+			backends = map[string]bool{}
+			for _, l := range strings.Split(out, "\n") {
+				backends[strings.TrimSpace(l)] = true
+			}
+		}
+		return backends[be], nil
+	}
+	for i := range v.Sites {
+		n, err := h.site(ctx, &v.Sites[i], state, exists, need)
+		res.Changes += n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("site %q (backend %s): %w", v.Sites[i].Name, v.Sites[i].Backend, err))
+		}
+		if errors.Is(err, ErrRuntimeUnreachable) {
+			break
+		}
+	}
+	if len(need.what) > 0 {
+		if h.opts.Fallback == nil {
+			errs = append(errs, need)
+		} else {
+			r, err := h.opts.Fallback.Apply(ctx, v)
+			res.Changes += r.Changes
+			res.Reloaded = r.Reloaded
+			if err != nil {
+				return res, fmt.Errorf("%v; the fallback: %w", need, err)
+			}
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+type wanted struct {
+	o      Origin
+	addr   string
+	state  string // ready, drain, maint
+	active bool
+}
+
+func (h *HAProxy) site(ctx context.Context, s *Site, state map[string]map[string]server, backendExists func(string) (bool, error), need *needsConfig) (int, error) {
+	servers, ok := state[s.Backend]
+	if !ok {
+		exists, err := backendExists(s.Backend)
+		if err != nil {
+			return 0, err
+		}
+		if !exists {
+			need.what = append(need.what, "create backend "+s.Backend)
+			return 0, nil
+		}
+		servers = map[string]server{}
+	}
+	someHealthy := false
+	for _, o := range s.Origins {
+		someHealthy = someHealthy || !o.Unhealthy
+	}
+	var want []wanted
+	var errs []error
+	for _, o := range s.Origins {
+		addr, err := h.opts.Resolve(ctx, o.Host)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("origin %s: %w", o.Name, err))
+			continue
+		}
+		st := "ready"
+		if o.Unhealthy && someHealthy {
+			st = "drain"
+		}
+		want = append(want, wanted{o: o, addr: addr.String(), state: st, active: true})
+	}
+	changes := 0
+	activeOK := len(errs) == 0
+	taken := map[string]bool{}
+	for _, w := range want {
+		taken[w.o.Server] = true
+		n, err := h.ensure(ctx, s, servers, w, need)
+		changes += n
+		if err != nil {
+			activeOK = false
+			errs = append(errs, err)
+		}
+	}
+	if !activeOK {
+		// Keep the servers in service as they are: taking the old level out
+		// before the new one serves would leave the site without a server.
+		return changes, errors.Join(append(errs, errors.New("the other servers are left as they were"))...)
+	}
+	for _, name := range sortedKeys(servers) {
+		srv := servers[name]
+		if taken[name] || srv.admin&adminFMaint != 0 {
+			continue
+		}
+		if err := h.expect(ctx, "set server "+s.Backend+"/"+name+" state maint", ""); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		changes++
+	}
+	// Other levels' origins: created in maintenance where HAProxy can, so
+	// that the stats page shows them and a switch only changes states.
+	h.mu.Lock()
+	canAdd := h.canAdd
+	h.mu.Unlock()
+	for _, o := range s.Others {
+		if taken[o.Server] {
+			continue
+		}
+		taken[o.Server] = true
+		if _, ok := servers[o.Server]; ok || !canAdd {
+			continue
+		}
+		addr, err := h.opts.Resolve(ctx, o.Host)
+		if err != nil {
+			continue // resolved again when it is published
+		}
+		n, err := h.ensure(ctx, s, servers, wanted{o: o, addr: addr.String(), state: "maint"}, &needsConfig{})
+		changes += n
+		if errors.Is(err, ErrRuntimeUnreachable) {
+			errs = append(errs, err)
+		}
+	}
+	return changes, errors.Join(errs...)
+}
+
+// ensure makes one server exist with w's address and state.
+func (h *HAProxy) ensure(ctx context.Context, s *Site, servers map[string]server, w wanted, need *needsConfig) (int, error) {
+	id := s.Backend + "/" + w.o.Server
+	changes := 0
+	srv, exists := servers[w.o.Server]
+	if !exists {
+		h.mu.Lock()
+		canAdd := h.canAdd
+		h.mu.Unlock()
+		if !canAdd {
+			need.what = append(need.what, "add server "+id+" (HAProxy "+h.Version()+" has no add server; 2.4 has)")
+			return 0, errors.New("server " + id + " is not declared")
+		}
+		args := h.opts.ServerArgs
+		if w.o.TLS {
+			args += " " + strings.ReplaceAll(h.opts.TLSArgs, "{sni}", s.Hostname)
+		}
+		line := strings.TrimSpace("add server " + id + " " + net.JoinHostPort(w.addr, w.o.Port) + " " + args)
+		out, err := h.Command(ctx, line)
+		if err != nil {
+			return 0, err
+		}
+		if !strings.Contains(out, "New server registered") {
+			if strings.Contains(out, "not compatible") || strings.Contains(out, "Unknown command") || strings.Contains(out, "dynamic server") {
+				need.what = append(need.what, "add server "+id+" ("+firstLine(out)+")")
+			}
+			return 0, fmt.Errorf("add server %s: %s", id, firstLine(out))
+		}
+		changes++
+		if strings.Contains(" "+h.opts.ServerArgs+" ", " check ") {
+			if err := h.expect(ctx, "enable health "+id, ""); err != nil {
+				return changes, err
+			}
+		}
+		srv = server{name: w.o.Server, addr: w.addr, port: w.o.Port, admin: adminFMaint} // dynamic servers start in maintenance
+		servers[w.o.Server] = srv
+	} else if srv.addr != w.addr || srv.port != w.o.Port {
+		out, err := h.Command(ctx, "set server "+id+" addr "+w.addr+" port "+w.o.Port)
+		if err != nil {
+			return 0, err
+		}
+		if !strings.Contains(out, "changed") && !strings.Contains(out, "no need to change") {
+			return 0, fmt.Errorf("set server %s addr: %s", id, firstLine(out))
+		}
+		changes++
+	}
+	cur := "ready"
+	switch {
+	case srv.admin&adminFMaint != 0:
+		cur = "maint"
+	case srv.admin&adminFDrain != 0:
+		cur = "drain"
+	}
+	if cur != w.state {
+		if err := h.expect(ctx, "set server "+id+" state "+w.state, ""); err != nil {
+			return changes, err
+		}
+		changes++
+	}
+	return changes, nil
+}
+
+// expect sends line and checks the answer is want.
+func (h *HAProxy) expect(ctx context.Context, line, want string) error {
+	out, err := h.Command(ctx, line)
+	if err != nil {
+		return err
+	}
+	if out != want {
+		return fmt.Errorf("%s: %s", line, firstLine(out))
+	}
+	return nil
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
+}
+
+func sortedKeys(m map[string]server) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slicesSort(keys)
+	return keys
+}
+
+// resolve returns host's address: itself when it is an IP, else the first
+// IPv4 address the system resolver gives (the first IPv6 one without).
+func resolve(ctx context.Context, host string) (netip.Addr, error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a.Unmap(), nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("resolving %s: %w", host, err)
+	}
+	for _, a := range addrs {
+		if a.Unmap().Is4() {
+			return a.Unmap(), nil
+		}
+	}
+	if len(addrs) == 0 {
+		return netip.Addr{}, fmt.Errorf("resolving %s: no address", host)
+	}
+	return addrs[0], nil
+}

@@ -1,0 +1,51 @@
+// Package templates holds the edge templates vigil-node ships, for its
+// template mode (-template builtin:NAME:DEST): nginx.conf.tmpl (an
+// http-level include: an upstream per site, the next level as backup
+// servers, and a server block per hostname) and haproxy.cfg.tmpl (a whole
+// haproxy.cfg: one backend per site, a stats socket at level admin for the
+// runtime driver, the other levels' origins as disabled servers). They are
+// Go text/templates executed with an *edge.View; the package documentation
+// of plugins/node/edge and plugins/node/README.md say what a View holds.
+package templates
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+)
+
+//go:embed *.tmpl
+var files embed.FS
+
+// Get returns the shipped template NAME ("nginx" or "haproxy").
+func Get(name string) (string, error) {
+	b, err := files.ReadFile(name + tmplExt(name))
+	if err != nil {
+		return "", fmt.Errorf("no shipped template %q: the shipped ones are %s", name, strings.Join(Names(), ", "))
+	}
+	return string(b), nil
+}
+
+func tmplExt(name string) string {
+	switch name {
+	case "nginx":
+		return ".conf.tmpl"
+	case "haproxy":
+		return ".cfg.tmpl"
+	}
+	return ".tmpl"
+}
+
+// Names lists the shipped templates.
+func Names() []string {
+	var out []string
+	entries, _ := fs.ReadDir(files, ".")
+	for _, e := range entries {
+		n, _, _ := strings.Cut(e.Name(), ".")
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
