@@ -14,7 +14,7 @@ func ExampleValidateVotes() {
 	votes := []sdk.Vote{
 		{Site: "www", Origin: "a1", Voter: "edge-1", Value: sdk.Up, Reason: sdk.ReasonOK},
 		{Site: "www", Origin: "a1", Voter: "edge-1", Value: sdk.Down, Reason: sdk.ReasonTimeout}, // a second vote of edge-1
-		{Site: "www", Origin: "zz", Voter: "edge-1", Value: sdk.Up, Reason: sdk.ReasonOK},       // not in the ballot
+		{Site: "www", Origin: "zz", Voter: "edge-1", Value: sdk.Up, Reason: sdk.ReasonOK},        // not in the ballot
 	}
 	err := sdktest.ValidateVotes(ballot, votes)
 	dropped := err.(interface{ Unwrap() []error }).Unwrap()
