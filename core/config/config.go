@@ -101,6 +101,10 @@ type DNSPublisher struct {
 	Zone string
 	TTL  int
 	NS   []string
+	// NSAddresses are the addresses of the name servers in NS that lie
+	// inside Zone (fully qualified name -> IPv4 and IPv6 addresses),
+	// answered as their A and AAAA records and as glue.
+	NSAddresses map[string][]string
 	// FailClosed answers SERVFAIL instead of failing open when every
 	// enabled origin of the current level is unhealthy.
 	FailClosed bool
