@@ -67,6 +67,7 @@ FUZZTIME ?= 20s
 fuzz:
 	$(GO) test ./core/config -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME)
 	$(GO) test ./core/decide -run '^$$' -fuzz FuzzDecide -fuzztime $(FUZZTIME)
+	$(GO) test ./core/decide -run '^$$' -fuzz FuzzAntiFlap -fuzztime $(FUZZTIME)
 	$(GO) test ./core/simulate -run '^$$' -fuzz FuzzTimeline -fuzztime $(FUZZTIME)
 	$(GO) test ./plugins/dnspup/api -run '^$$' -fuzz FuzzParseProbeResponse -fuzztime $(FUZZTIME)
 	$(GO) test ./core/publish/dns -run '^$$' -fuzz FuzzReply -fuzztime $(FUZZTIME)
