@@ -4,6 +4,7 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 var dnsSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "listen", Required: true}, {Name: "zone", Required: true}, {Name: "ttl"},
-		{Name: "ns"}, {Name: "fail_closed"},
+		{Name: "ns"}, {Name: "ns_addresses"}, {Name: "fail_closed"},
 	},
 }
 
@@ -59,8 +60,66 @@ func (l *loader) publish(b *hcl.Block) {
 			d.NS = ns
 		}
 	}
+	l.nsAddresses(content.Attributes["ns_addresses"], d)
 	l.boolean(content.Attributes, "fail_closed", &d.FailClosed)
 	l.cfg.DNS = d
+}
+
+// nsAddresses decodes ns_addresses: every key a name of ns inside the
+// zone, every value a list of IP addresses. An in-zone name server with no
+// address is warned about: resolvers could not reach it.
+func (l *loader) nsAddresses(attr *hcl.Attribute, d *DNSPublisher) {
+	listed := map[string]bool{}
+	for _, n := range d.NS {
+		listed[strings.ToLower(n)] = true
+	}
+	if attr != nil {
+		var m map[string][]string
+		if !l.decode(attr, &m) {
+			return
+		}
+		out := make(map[string][]string, len(m))
+		for name, addrs := range m {
+			key := strings.ToLower(name)
+			switch {
+			case !listed[key]:
+				l.add(attr.Expr.Range(), "Invalid name server address",
+					fmt.Sprintf("ns_addresses names %q, which is not in ns; list it in ns too, or remove it.", name))
+				return
+			case d.Zone != "" && !inZone(key, d.Zone):
+				l.add(attr.Expr.Range(), "Invalid name server address",
+					fmt.Sprintf("%q is outside the zone %s: its addresses come from its own zone, not from this server; remove it from ns_addresses.", name, d.Zone))
+				return
+			case len(addrs) == 0:
+				l.add(attr.Expr.Range(), "Invalid name server address",
+					fmt.Sprintf("ns_addresses gives %q no address; give at least one, such as [\"192.0.2.53\"].", name))
+				return
+			}
+			for _, a := range addrs {
+				if _, err := netip.ParseAddr(a); err != nil || strings.Contains(a, "%") {
+					l.add(attr.Expr.Range(), "Invalid name server address",
+						fmt.Sprintf("ns_addresses[%q]: %q is not an IPv4 or IPv6 address.", name, a))
+					return
+				}
+			}
+			out[key] = addrs
+		}
+		d.NSAddresses = out
+	}
+	if d.Zone == "" {
+		return
+	}
+	for _, n := range d.NS {
+		n = strings.ToLower(n)
+		if inZone(n, d.Zone) && len(d.NSAddresses[n]) == 0 {
+			l.diags = append(l.diags, &hcl.Diagnostic{
+				Severity: hcl.DiagWarning,
+				Summary:  "In-zone name server without an address",
+				Detail:   fmt.Sprintf("Name server %s is inside the zone %s but has no address: it would answer NXDOMAIN and resolvers could not reach it. Give its addresses with ns_addresses = { %q = [\"192.0.2.53\"] }.", n, d.Zone, n),
+				Subject:  d.DeclRange.Ptr(),
+			})
+		}
+	}
 }
 
 // dnsWarnings warns when the DNS TTL outlives a site's detection time
