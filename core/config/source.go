@@ -3,6 +3,8 @@ package config
 // The source blocks: the vote chain.
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -79,14 +81,18 @@ func (l *loader) source(b *hcl.Block) {
 }
 
 func validChecksum(c string) bool {
-	hex, ok := strings.CutPrefix(c, "sha256:")
-	if !ok || len(hex) != 64 {
-		return false
+	_, err := ParseChecksum(c)
+	return err == nil
+}
+
+// ParseChecksum reads a source's checksum, "sha256:" and the 64
+// hexadecimal digits sha256sum prints, into the digest's bytes. The loader
+// and the plugin host both read checksums with it.
+func ParseChecksum(s string) ([]byte, error) {
+	hexSum, ok := strings.CutPrefix(s, "sha256:")
+	sum, err := hex.DecodeString(hexSum)
+	if !ok || err != nil || len(sum) != sha256.Size {
+		return nil, fmt.Errorf("checksum %q: want \"sha256:\" and 64 hex digits (sha256sum prints them)", s)
 	}
-	for _, r := range hex {
-		if !strings.ContainsRune("0123456789abcdefABCDEF", r) {
-			return false
-		}
-	}
-	return true
+	return sum, nil
 }

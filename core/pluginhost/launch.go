@@ -3,7 +3,6 @@ package pluginhost
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +17,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 
+	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/sdk"
 	"github.com/vigilcdn/vigil/sdk/host"
 )
@@ -66,17 +66,8 @@ func isExecutable(path string) error {
 }
 
 // parseChecksum parses "sha256:<64 hex digits>".
-func parseChecksum(s string) ([]byte, error) {
-	hexSum, ok := strings.CutPrefix(s, "sha256:")
-	if !ok {
-		return nil, fmt.Errorf("checksum %q: want \"sha256:\" and 64 hex digits (sha256sum prints them)", s)
-	}
-	sum, err := hex.DecodeString(hexSum)
-	if err != nil || len(sum) != sha256.Size {
-		return nil, fmt.Errorf("checksum %q: want \"sha256:\" and 64 hex digits (sha256sum prints them)", s)
-	}
-	return sum, nil
-}
+// parseChecksum is config.ParseChecksum: one reader of checksums.
+func parseChecksum(s string) ([]byte, error) { return config.ParseChecksum(s) }
 
 // verifyChecksum compares the file's SHA-256 with want and says both sums
 // on a mismatch.
