@@ -6,8 +6,14 @@
 // # Answers
 //
 // The server answers for the configured zone only; a question outside it
-// gets REFUSED. Inside the zone:
+// gets REFUSED. Names are compared label by label: www\.cdn.example.net.
+// (one label "www.cdn" under example.net.) is outside cdn.example.net.
+// Inside the zone:
 //
+//   - the name servers of ns that lie inside the zone have the A and AAAA
+//     records ns_addresses gives them, also sent as glue in the additional
+//     section of the apex's NS answer (without ns_addresses such a name
+//     server answers NXDOMAIN, and the agent warns at load);
 //   - the apex has the SOA and the NS records; the SOA serial is the
 //     publication version (its low 32 bits; serial arithmetic copes with the
 //     wrap), so a switch also shows as a new serial;
@@ -43,8 +49,10 @@
 // The server listens on UDP and TCP on the same port. It speaks EDNS0:
 // a UDP answer is sized to the client's advertised buffer (at least 512,
 // at most 4096 bytes), to 512 bytes without EDNS0, and gets the TC bit
-// when records had to be left out; TCP answers are complete. A request
-// with no question or several questions gets FORMERR, an opcode other than
+// when records had to be left out; TCP answers are complete. Names are
+// always compressed (RFC 1035 4.1.4). A request
+// with no question or several questions, or with more than one OPT record
+// (RFC 6891 6.1.1), gets FORMERR, an opcode other than
 // QUERY or a class other than IN gets NOTIMP, an EDNS version other than 0
 // gets BADVERS; a request the library cannot parse gets FORMERR, and one
 // too short for a header gets nothing.
@@ -69,6 +77,7 @@
 //	  zone        = "cdn.example.net."
 //	  ttl         = 30
 //	  ns          = ["ns1.cdn.example.net."]
+//	  ns_addresses = { "ns1.cdn.example.net." = ["192.0.2.53"] }
 //	  fail_closed = false
 //	}
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -88,7 +89,25 @@ func New(cfg *config.DNSPublisher, hub *publish.Hub, logger hclog.Logger) (*Serv
 		}
 		st.ns = append(st.ns, n)
 	}
+	for name, addrs := range cfg.NSAddresses {
+		n := dns.Fqdn(strings.ToLower(name))
+		for _, raw := range addrs {
+			a, err := netip.ParseAddr(raw)
+			if err != nil {
+				return nil, fmt.Errorf("dns publisher: ns_addresses[%q]: %w", name, err)
+			}
+			if st.nsAddrs == nil {
+				st.nsAddrs = map[string][]netip.Addr{}
+			}
+			st.nsAddrs[n] = append(st.nsAddrs[n], a.WithZone("").Unmap())
+		}
+	}
 	s := &Server{st: st, listen: cfg.Listen, hub: hub, log: logger.Named("dns")}
+	for _, n := range st.ns {
+		if inZone(n, zone) && len(st.nsAddrs[n]) == 0 {
+			s.log.Warn("in-zone name server has no address: it answers NXDOMAIN and resolvers cannot reach it; give ns_addresses", "ns", n)
+		}
+	}
 	s.swap(hub.Current())
 	return s, nil
 }

@@ -43,24 +43,45 @@ type table struct {
 	zone    string
 	soa     []dns.RR // the apex SOA, alone: the authority section of NXDOMAIN and NODATA
 	ns      []dns.RR
-	names   map[string]*node
+	// glue are the in-zone name servers' A and AAAA records, the
+	// additional section of the apex's NS answer.
+	glue  []dns.RR
+	names map[string]*node
 }
 
 // settings are the parts of the configuration the table depends on.
 type settings struct {
-	zone       string // lower case, fully qualified
-	ttl        uint32
-	ns         []string // fully qualified
+	zone string // lower case, fully qualified
+	ttl  uint32
+	ns   []string // fully qualified
+	// nsAddrs are the addresses of in-zone name servers, by name.
+	nsAddrs    map[string][]netip.Addr
 	failClosed bool
 }
 
 // inZone reports whether the lower-case fully qualified name is the zone
-// apex or below it.
+// apex or below it, label by label: an escaped dot (www\.cdn.example.net.
+// is the label "www.cdn" under example.net.) does not end a label.
 func inZone(name, zone string) bool {
 	if zone == "." {
 		return true
 	}
-	return name == zone || (strings.HasSuffix(name, zone) && name[len(name)-len(zone)-1] == '.')
+	if !strings.HasSuffix(name, zone) {
+		return false
+	}
+	if len(name) == len(zone) {
+		return true
+	}
+	if name[len(name)-len(zone)-1] != '.' {
+		return false
+	}
+	// The dot before the zone ends a label unless it is escaped, i.e.
+	// preceded by an odd number of backslashes.
+	bs := 0
+	for i := len(name) - len(zone) - 2; i >= 0 && name[i] == '\\'; i-- {
+		bs++
+	}
+	return bs%2 == 0
 }
 
 // origin is one origin reduced to what DNS can publish: an address or a
@@ -127,6 +148,24 @@ func build(st settings, snap *publication.Snapshot) (*table, []string) {
 		t.ns = append(t.ns, &dns.NS{Hdr: hdr(st.zone, dns.TypeNS), Ns: n})
 	}
 	t.names[st.zone] = &node{}
+	for _, n := range st.ns {
+		addrs := st.nsAddrs[n]
+		if len(addrs) == 0 || !inZone(n, st.zone) {
+			continue
+		}
+		nn := &node{}
+		for _, a := range addrs {
+			if a.Is4() {
+				nn.a = append(nn.a, &dns.A{Hdr: hdr(n, dns.TypeA), A: a.AsSlice()})
+			} else {
+				nn.aaaa = append(nn.aaaa, &dns.AAAA{Hdr: hdr(n, dns.TypeAAAA), AAAA: a.AsSlice()})
+			}
+		}
+		t.glue = append(append(t.glue, nn.a...), nn.aaaa...)
+		if n != st.zone {
+			t.names[n] = nn
+		}
+	}
 
 	published := make(map[string]string) // hostname -> site name
 	for i := range snap.Sites {
@@ -137,6 +176,10 @@ func build(st settings, snap *publication.Snapshot) (*table, []string) {
 		}
 		if other, ok := published[name]; ok {
 			notes = append(notes, fmt.Sprintf("site %q: hostname %s is already published by site %q; skipped", site.Name, name, other))
+			continue
+		}
+		if len(st.nsAddrs[name]) > 0 {
+			notes = append(notes, fmt.Sprintf("site %q: hostname %s is a name server of the zone with ns_addresses; skipped", site.Name, name))
 			continue
 		}
 		published[name] = site.Name
@@ -247,6 +290,7 @@ func (t *table) resolve(m *dns.Msg, name string, qtype uint16) {
 		m.Answer = t.soa
 	case apex && qtype == dns.TypeNS:
 		m.Answer = t.ns
+		m.Extra = t.glue
 	case n.cname != nil:
 		m.Answer = t.chase(n.cname, qtype)
 	case qtype == dns.TypeA:
