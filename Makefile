@@ -62,6 +62,11 @@ lint:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+# vigil-node's proxy against HAProxy and nginx, same origin, same load, one
+# run: ratios of throughput and p99 latency (skips without haproxy, nginx).
+bench-edge:
+	$(GO) test -run '^$$' -bench EdgeCompare -benchtime 20000x ./plugins/node/edge
+
 # Short fuzz passes over every fuzz target (longer: FUZZTIME=5m make fuzz).
 FUZZTIME ?= 20s
 fuzz:
