@@ -291,6 +291,14 @@ func counterWords(o api.OriginView, t api.Thresholds) string {
 	return "-"
 }
 
+// until formats a time ahead.
+func until(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return "unknown"
+	}
+	return t.Local().Format("15:04:05")
+}
+
 // writeCard prints the origin status card of one site.
 func writeCard(w io.Writer, s *api.SiteView, now time.Time) {
 	probing := "probed " + ago(s.LastProbe, now)
@@ -326,6 +334,12 @@ func writeCard(w io.Writer, s *api.SiteView, now time.Time) {
 				by = *o.By
 			}
 			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\tsince %s\tverdict %s\tby %s\t%s\n", n, o.Address, mark(o.State), counterWords(o, s.Thresholds), ago(o.Since, now), o.Verdict, by, o.Reason)
+			if o.Flapping {
+				fmt.Fprintf(tw, "    \t  flapping since %s: held unhealthy until %s at least (docs/antiflap.md)\n", ago(o.FlappingSince, now), until(o.FlappingUntil))
+			}
+			if o.QuarantineUntil != nil && o.QuarantineUntil.After(now) {
+				fmt.Fprintf(tw, "    \t  quarantined until %s\n", until(o.QuarantineUntil))
+			}
 			if len(o.Votes) > 0 {
 				var parts []string
 				for _, v := range o.Votes {

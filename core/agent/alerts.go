@@ -17,6 +17,9 @@ func (a *Agent) notifyOptions(eng *engine.Engine) []notify.Option {
 				for _, o := range s.Unhealthy {
 					out.Unhealthy = append(out.Unhealthy, notify.UnhealthyOrigin{Name: o.Name, Level: o.Level, Since: o.Since})
 				}
+				for _, o := range s.Flapping {
+					out.Flapping = append(out.Flapping, notify.UnhealthyOrigin{Name: o.Name, Level: o.Level, Since: o.Since})
+				}
 				yield(out)
 			})
 		}),

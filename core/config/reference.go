@@ -337,7 +337,7 @@ func Reference() []RefBlock {
 					Meaning: `"json": vigil's own body; "slack": a Slack incoming-webhook message. (For Alertmanager, declare notify "alertmanager".)`,
 					Example: `"slack"`},
 				{Name: "events", Type: "list of string", DefaultNote: `["level_switched", "failback_available", "all_levels_unhealthy"]`,
-					Meaning: "The event kinds this webhook gets: origin_state (an origin became healthy, unhealthy, disabled...), level_switched, failback_available, all_levels_unhealthy. Route origin changes to the team that pages on them.",
+					Meaning: "The event kinds this webhook gets: origin_state (an origin became healthy, unhealthy, disabled...), level_switched, failback_available, all_levels_unhealthy, origin_flapping (a flapping hold began or ended). Route origin changes to the team that pages on them.",
 					Example: `["origin_state", "level_switched"]`},
 				{Name: "headers", Type: "map of string", DefaultNote: "none",
 					Meaning: "Extra request headers, as written (not for secrets: see header_env). Content-Type, Content-Length and Host are vigil's.",
@@ -357,7 +357,7 @@ func Reference() []RefBlock {
 				{Name: "name", Meaning: "The notifier's name, unique among the notifiers: a plain word.", Example: "am"},
 			},
 			Repeat:  "Any number.",
-			Meaning: "Alerts for Prometheus Alertmanager, sent as Prometheus sends them: states, not events. While a site is off its top level, every level of a site is unhealthy, a manual failback waits, or an origin is unhealthy, its alert (VigilSiteOnBackupLevel, VigilAllLevelsUnhealthy, VigilFailbackAvailable, VigilOriginUnhealthy) is posted to each Alertmanager's /api/v2/alerts every resend_interval with an end a few intervals ahead, so that an Alertmanager restarted meanwhile has it back within one interval; when the state ends the alert is sent resolved. Alertmanager's grouping, inhibition and silences then work unchanged. Only the instance that leads sends.",
+			Meaning: "Alerts for Prometheus Alertmanager, sent as Prometheus sends them: states, not events. While a site is off its top level, every level of a site is unhealthy, a manual failback waits, or an origin is unhealthy or flapping, its alert (VigilSiteOnBackupLevel, VigilAllLevelsUnhealthy, VigilFailbackAvailable, VigilOriginUnhealthy, VigilOriginFlapping) is posted to each Alertmanager's /api/v2/alerts every resend_interval with an end a few intervals ahead, so that an Alertmanager restarted meanwhile has it back within one interval; when the state ends the alert is sent resolved. Alertmanager's grouping, inhibition and silences then work unchanged. Only the instance that leads sends.",
 			Attributes: []RefAttribute{
 				{Name: "urls", Type: "list of string", Required: true,
 					Meaning: "The Alertmanagers' base URLs: each gets every alert (an HA pair of Alertmanagers deduplicates them).",

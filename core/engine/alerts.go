@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/vigilcdn/vigil/core/decide"
+	"github.com/vigilcdn/vigil/core/fleet"
 )
 
 // AlertingSite is a site in some state worth an alert: off its top level,
@@ -18,6 +19,8 @@ type AlertingSite struct {
 	FailbackLevel int
 	ManualHold    bool
 	Unhealthy     []AlertingOrigin
+	// Flapping are the origins held out as flapping (docs/antiflap.md).
+	Flapping []AlertingOrigin
 }
 
 // AlertingOrigin is an unhealthy origin.
@@ -58,7 +61,18 @@ func (v *Views) Alerting(yield func(AlertingSite)) {
 				a.Unhealthy = append(a.Unhealthy, u)
 			}
 		}
-		if a.Level != a.TopLevel || a.AllUnhealthy || a.FailbackLevel != 0 || len(a.Unhealthy) > 0 {
+		if snap.af != nil {
+			for oi, o := range snap.af.origins {
+				if o.held {
+					f := AlertingOrigin{Name: spec.Origins[oi].Name, Level: spec.Origins[oi].Level}
+					if o.since != 0 {
+						f.Since = fleet.TickTime(o.since)
+					}
+					a.Flapping = append(a.Flapping, f)
+				}
+			}
+		}
+		if a.Level != a.TopLevel || a.AllUnhealthy || a.FailbackLevel != 0 || len(a.Unhealthy) > 0 || len(a.Flapping) > 0 {
 			yield(a)
 		}
 	}

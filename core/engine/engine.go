@@ -359,6 +359,7 @@ func (e *Engine) install(cfg *config.Config, recordOf func(name string) (store.S
 	f := fleet.New(cfg)
 	f.Seq = e.meta.Round
 	f.Owns = e.opts.Owns
+	f.Now = e.opts.Now // the anti-flap rules keep the engine's clock
 	n := len(f.Sites)
 	e.info = make([]siteInfo, n)
 	e.last = make([]lastRef, n)

@@ -31,6 +31,8 @@ const (
 	AlertFailbackAvailable = "VigilFailbackAvailable"
 	// AlertOriginUnhealthy fires while an origin is unhealthy.
 	AlertOriginUnhealthy = "VigilOriginUnhealthy"
+	// AlertOriginFlapping fires while an origin is held out as flapping.
+	AlertOriginFlapping = "VigilOriginFlapping"
 )
 
 // alertLifetimes is how many resend intervals ahead an alert's endsAt is:
@@ -61,6 +63,8 @@ type SiteAlerts struct {
 	ManualHold bool
 	// Unhealthy are the site's unhealthy origins.
 	Unhealthy []UnhealthyOrigin
+	// Flapping are the origins held out as flapping.
+	Flapping []UnhealthyOrigin
 }
 
 // UnhealthyOrigin is an unhealthy origin and since when.
@@ -320,6 +324,18 @@ func (s *alertSender) current(now time.Time) map[string]*Alert {
 				fmt.Sprintf("Site %s can fail back to level %d", st.Site, st.FailbackLevel),
 				fmt.Sprintf("Level %d of site %s is healthy again; failback is manual, so the site stays on level %d until someone switches it.", st.FailbackLevel, st.Site, st.Level))
 			a.Annotations["command"] = fmt.Sprintf("vigil switch %s %d", st.Site, st.FailbackLevel)
+			add(a)
+		}
+		for _, o := range st.Flapping {
+			a := s.alert(AlertOriginFlapping, st, now, SeverityWarning,
+				fmt.Sprintf("Origin %s of site %s is flapping", o.Name, st.Site),
+				fmt.Sprintf("Origin %s (level %d) of site %s changed state too often; it is held unhealthy until it has been stable for the flap rule's window.", o.Name, o.Level, st.Site))
+			a.Labels["origin"] = o.Name
+			a.Labels["level"] = strconv.Itoa(o.Level)
+			a.Annotations["command"] = "vigil status " + st.Site
+			if !o.Since.IsZero() {
+				a.StartsAt = o.Since
+			}
 			add(a)
 		}
 		for _, o := range st.Unhealthy {

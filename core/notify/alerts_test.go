@@ -94,7 +94,8 @@ func TestAlertmanagerGetsStates(t *testing.T) {
 	am1, am2 := newFakeAM(t), newFakeAM(t)
 	var mu sync.Mutex
 	states := []notify.SiteAlerts{
-		{Site: "www", Level: 2, TopLevel: 1, Unhealthy: []notify.UnhealthyOrigin{{Name: "a1", Level: 1}, {Name: "a2", Level: 1}}},
+		{Site: "www", Level: 2, TopLevel: 1, Unhealthy: []notify.UnhealthyOrigin{{Name: "a1", Level: 1}, {Name: "a2", Level: 1}},
+			Flapping: []notify.UnhealthyOrigin{{Name: "a1", Level: 1}}},
 		{Site: "shop", Level: 2, TopLevel: 1, AllUnhealthy: true},
 	}
 	source := func(yield func(notify.SiteAlerts)) {
@@ -126,6 +127,9 @@ func TestAlertmanagerGetsStates(t *testing.T) {
 		}
 		if _, ok := am.firing("VigilOriginUnhealthy/www/a2", now); !ok {
 			t.Errorf("no VigilOriginUnhealthy for a2")
+		}
+		if a, ok := am.firing("VigilOriginFlapping/www/a1", now); !ok || a.Labels["level"] != "1" {
+			t.Errorf("VigilOriginFlapping for a1: %+v %v", a, ok)
 		}
 		if a, ok := am.firing("VigilAllLevelsUnhealthy/shop/", now); !ok || a.Labels["severity"] != "critical" {
 			t.Errorf("VigilAllLevelsUnhealthy: %+v %v", a, ok)
