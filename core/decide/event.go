@@ -21,9 +21,28 @@ const (
 	// KindOriginFlapping: an origin's flapping hold began (Flapping true)
 	// or ended (Flapping false); see docs/antiflap.md.
 	KindOriginFlapping
+	// KindPathPartitionSuspected: every voter of one group (a source and a
+	// voter label's value) voted an origin down for Rounds rounds in a row
+	// while voters outside the group voted it up (Suspected true), or that
+	// suspicion ended (Suspected false); see docs/partition.md. It never
+	// switches anything.
+	KindPathPartitionSuspected
+
+	// LastKind is the highest kind, for loops over every kind.
+	LastKind = KindPathPartitionSuspected
 )
 
-var kindNames = [...]string{"", "origin_state", "level_switched", "failback_available", "all_levels_unhealthy", "origin_flapping"}
+var kindNames = [...]string{"", "origin_state", "level_switched", "failback_available", "all_levels_unhealthy", "origin_flapping", "path_partition_suspected"}
+
+// ParseKind returns the kind spelled s, or 0 and false.
+func ParseKind(s string) (EventKind, bool) {
+	for i, n := range kindNames {
+		if n == s && i != 0 {
+			return EventKind(i), true
+		}
+	}
+	return 0, false
+}
 
 // String returns the spelling used in output and the API.
 func (k EventKind) String() string {
@@ -72,6 +91,12 @@ type Event struct {
 	Level int
 	// Flapping says whether a KindOriginFlapping (Origin) began or ended.
 	Flapping bool
+	// Group, Rounds and Suspected describe a KindPathPartitionSuspected
+	// (Origin): the voter group ("node/pop=eu"), the rounds in a row it
+	// voted alone against the others, and whether the suspicion began.
+	Group     string
+	Rounds    int
+	Suspected bool
 }
 
 // MarshalJSON writes the event in the shape of shared/spec/simulate.md.
@@ -102,6 +127,14 @@ func (e Event) MarshalJSON() ([]byte, error) {
 			Origin   string `json:"origin"`
 			Flapping bool   `json:"flapping"`
 		}{e.Kind.String(), e.Origin, e.Flapping})
+	case KindPathPartitionSuspected:
+		return json.Marshal(struct {
+			Kind      string `json:"kind"`
+			Origin    string `json:"origin"`
+			Group     string `json:"group"`
+			Rounds    int    `json:"rounds"`
+			Suspected bool   `json:"suspected"`
+		}{e.Kind.String(), e.Origin, e.Group, e.Rounds, e.Suspected})
 	}
 	return nil, fmt.Errorf("event kind %d has no JSON form", e.Kind)
 }
@@ -117,16 +150,16 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		Level  int    `json:"level"`
 		// Flapping is read as a pointer: origin_flapping must say it.
 		Flapping *bool `json:"flapping"`
+		// Suspected is read as a pointer: path_partition_suspected must say it.
+		Suspected *bool  `json:"suspected"`
+		Group     string `json:"group"`
+		Rounds    int    `json:"rounds"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return err
 	}
 	*e = Event{}
-	for i, n := range kindNames {
-		if n == raw.Kind && i != 0 {
-			e.Kind = EventKind(i)
-		}
-	}
+	e.Kind, _ = ParseKind(raw.Kind)
 	switch e.Kind {
 	case KindOriginState:
 		from, _ := raw.From.(string)
@@ -159,6 +192,11 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 			return fmt.Errorf("origin_flapping without \"flapping\"")
 		}
 		e.Origin, e.Flapping = raw.Origin, *raw.Flapping
+	case KindPathPartitionSuspected:
+		if raw.Suspected == nil {
+			return fmt.Errorf("path_partition_suspected without \"suspected\"")
+		}
+		e.Origin, e.Group, e.Rounds, e.Suspected = raw.Origin, raw.Group, raw.Rounds, *raw.Suspected
 	default:
 		return fmt.Errorf("event kind %q is unknown", raw.Kind)
 	}
@@ -181,6 +219,11 @@ func (e Event) String() string {
 			return fmt.Sprintf("origin %s is flapping: held unhealthy", e.Origin)
 		}
 		return fmt.Sprintf("origin %s is stable again: no longer held", e.Origin)
+	case KindPathPartitionSuspected:
+		if e.Suspected {
+			return fmt.Sprintf("origin %s: path partition suspected: every voter of %s voted down for %d rounds while the others voted up", e.Origin, e.Group, e.Rounds)
+		}
+		return fmt.Sprintf("origin %s: path partition of %s no longer suspected (after %d rounds)", e.Origin, e.Group, e.Rounds)
 	}
 	return e.Kind.String()
 }

@@ -83,7 +83,7 @@ func newMetrics(reg prometheus.Registerer, e *Engine) *metrics {
 	for _, r := range []decide.Reason{decide.ReasonFailover, decide.ReasonFailback, decide.ReasonManual, decide.ReasonConfig} {
 		m.switches.WithLabelValues(r.String())
 	}
-	for _, k := range []decide.EventKind{decide.KindOriginState, decide.KindLevelSwitched, decide.KindFailbackAvailable, decide.KindAllLevelsUnhealthy, decide.KindOriginFlapping} {
+	for _, k := range []decide.EventKind{decide.KindOriginState, decide.KindLevelSwitched, decide.KindFailbackAvailable, decide.KindAllLevelsUnhealthy, decide.KindOriginFlapping, decide.KindPathPartitionSuspected} {
 		m.events.WithLabelValues(k.String())
 	}
 	m.storeHealthy.Set(1)

@@ -125,6 +125,15 @@ func NoticeOf(e store.Event) Notice {
 			n.Severity, n.Title = SeverityInfo, "Origin stable again (no longer held)"
 			n.Text = fmt.Sprintf("Site %s: origin %s is no longer held as flapping.", e.Site, ev.Origin)
 		}
+	case decide.KindPathPartitionSuspected:
+		n.Origin = &OriginChange{Name: ev.Origin}
+		if ev.Suspected {
+			n.Severity, n.Title = SeverityWarning, "Path partition suspected"
+			n.Text = fmt.Sprintf("Site %s: every voter of %s voted origin %s down for %d rounds in a row while the other voters saw it up: probably a transit problem of that group, not the origin. Nothing was switched for it (docs/partition.md).", e.Site, ev.Group, ev.Origin, ev.Rounds)
+		} else {
+			n.Severity, n.Title = SeverityInfo, "Path partition no longer suspected"
+			n.Text = fmt.Sprintf("Site %s: the voters of %s no longer disagree alone about origin %s (suspected for %d rounds).", e.Site, ev.Group, ev.Origin, ev.Rounds)
+		}
 	case decide.KindOriginState:
 		n.Severity, n.Title = SeverityInfo, TitleOriginState
 		if ev.To == decide.Unhealthy {

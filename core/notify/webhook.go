@@ -311,7 +311,7 @@ func webhookEvents(n *config.Notifier) map[decide.EventKind]bool {
 		names = config.DefaultWebhookEvents
 	}
 	out := map[decide.EventKind]bool{}
-	for k := decide.KindOriginState; k <= decide.KindOriginFlapping; k++ {
+	for k := decide.KindOriginState; k <= decide.LastKind; k++ {
 		if slices.Contains(names, k.String()) {
 			out[k] = true
 		}
