@@ -121,6 +121,9 @@ type Control struct {
 	// Store is the `store "etcd"` block; nil keeps the embedded bbolt
 	// store in DataDir.
 	Store *EtcdStore
+	// Partition is the `partition` block (path-partition detection,
+	// docs/partition.md); nil: off.
+	Partition *Partition
 }
 
 // Store modes of the etcd block.

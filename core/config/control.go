@@ -12,7 +12,7 @@ var controlSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "round_interval"}, {Name: "sites_per_round"}, {Name: "data_dir"}, {Name: "plugin_dir"},
 	},
-	Blocks: []hcl.BlockHeaderSchema{{Type: "api"}, {Type: "store", LabelNames: []string{"kind"}}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "api"}, {Type: "store", LabelNames: []string{"kind"}}, {Type: "partition"}},
 }
 
 var apiSchema = &hcl.BodySchema{
@@ -32,6 +32,10 @@ func (l *loader) control(b *hcl.Block) {
 	for _, ab := range content.Blocks {
 		if ab.Type == "store" {
 			l.store(ab)
+			continue
+		}
+		if ab.Type == "partition" {
+			l.partition(ab)
 			continue
 		}
 		ac, diags := ab.Body.Content(apiSchema)

@@ -139,6 +139,19 @@ func Reference() []RefBlock {
 			},
 		},
 		{
+			Path: "control.partition", Parent: "control", Type: "partition",
+			Repeat:  "At most one, in control. Without it (the default) no path partition is looked for.",
+			Meaning: "Path-partition detection: after each round the votes of each origin are grouped by source and by the value of a voter label (the node source's node labels); a group whose every voter votes the origin down for rounds rounds in a row while voters outside it vote up is a suspected path partition, announced with a path_partition_suspected event and shown on the status card. It never switches anything. See docs/partition.md.",
+			Attributes: []RefAttribute{
+				{Name: "label", Type: "string", Required: true,
+					Meaning: "The voter label that groups the votes, such as the nodes' pop or region (vigil-node -labels pop=eu). Not empty.",
+					Example: `"pop"`},
+				{Name: "rounds", Type: "whole number", Default: strconv.Itoa(DefaultPartitionRounds),
+					Meaning: "How many probed rounds of the site in a row a group must be alone against the others before the suspicion is announced. At least 1.",
+					Example: `3`},
+			},
+		},
+		{
 			Path: `control.store "etcd"`, Parent: "control", Type: "store",
 			Labels:  []RefLabel{{Name: "kind", Fixed: "etcd", Meaning: `The store kind; "etcd" is the only one.`}},
 			Repeat:  "At most one, in control. Without it the state is kept in data_dir. A change needs a restart.",
@@ -420,6 +433,7 @@ func Schemas() map[string]*hcl.BodySchema {
 		"":                       rootSchema,
 		"control":                controlSchema,
 		"control.api":            apiSchema,
+		"control.partition":      partitionSchema,
 		`control.store "etcd"`:   etcdSchema,
 		"source":                 sourceSchema,
 		"site":                   siteSchema,
