@@ -100,6 +100,22 @@ type OriginView struct {
 	// QuarantineUntil is set while the origin is quarantined: it is not
 	// shown healthy before then.
 	QuarantineUntil *time.Time `json:"quarantine_until,omitempty"`
+	// Partitions are the voter groups suspected of a path partition to
+	// this origin at the site's last round: each voted it down alone
+	// while other voters voted it up (docs/partition.md). Never switches
+	// anything; absent when none.
+	Partitions []PartitionView `json:"partitions,omitempty"`
+}
+
+// PartitionView is one suspected path partition of an origin.
+type PartitionView struct {
+	// Group is the voter group: a source and a value of the configured
+	// voter label, such as "node/pop=eu", or the source alone ("direct").
+	Group string `json:"group"`
+	// Rounds is how many probed rounds in a row it has been alone.
+	Rounds int `json:"rounds"`
+	// Since is the start of the first of those rounds.
+	Since time.Time `json:"since"`
 }
 
 // VoteView is one vote.
