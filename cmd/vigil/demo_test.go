@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vigilcdn/vigil/internal/testnet"
 )
 
 // The demo's own binaries, which TestMain does not build: they join the
@@ -54,28 +56,20 @@ func demoBinaries(t *testing.T) string {
 // the API's port, the others are free ports.
 func demoEnv(t *testing.T, bin, data string, api int) []string {
 	t.Helper()
-	// Hold every listener until all are picked, so the ports differ.
-	var free []int
-	for range 6 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		free = append(free, ln.Addr().(*net.TCPAddr).Port)
+	free := make([]int, 6)
+	for i := range free {
+		_, p, _ := net.SplitHostPort(testnet.Addr(t)) // reserved for the test, not only picked
+		free[i], _ = strconv.Atoi(p)
 	}
-	env := os.Environ()
-	for _, kv := range []string{
-		"VIGIL_DEMO_API_PORT=" + strconv.Itoa(api),
-		"VIGIL_DEMO_GATEWAY_PORT=" + strconv.Itoa(free[0]),
-		"VIGIL_DEMO_DNSPUP_PORT=" + strconv.Itoa(free[1]),
-		"VIGIL_DEMO_PROXY_PORT=" + strconv.Itoa(free[2]),
+	env := append(os.Environ(), // the last value of a name wins
+		"VIGIL_DEMO_API_PORT="+strconv.Itoa(api),
+		"VIGIL_DEMO_GATEWAY_PORT="+strconv.Itoa(free[0]),
+		"VIGIL_DEMO_DNSPUP_PORT="+strconv.Itoa(free[1]),
+		"VIGIL_DEMO_PROXY_PORT="+strconv.Itoa(free[2]),
 		fmt.Sprintf("VIGIL_DEMO_ORIGIN_PORTS=%d,%d,%d", free[3], free[4], free[5]),
-		"VIGIL_DEMO_DATA_DIR=" + data,
-		"VIGIL_DEMO_BIN=" + bin,
-	} {
-		env = append(env, kv) // the last value of a name wins
-	}
+		"VIGIL_DEMO_DATA_DIR="+data,
+		"VIGIL_DEMO_BIN="+bin,
+	)
 	return env
 }
 

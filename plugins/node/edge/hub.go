@@ -98,7 +98,6 @@ type run struct {
 	view    *View
 	applied uint64
 	err     error
-	ok      bool
 }
 
 // NewHub checks opts and returns a Hub; Run starts it.
