@@ -337,6 +337,9 @@ func writeCard(w io.Writer, s *api.SiteView, now time.Time) {
 			if o.Flapping {
 				fmt.Fprintf(tw, "    \t  flapping since %s: held unhealthy until %s at least (docs/antiflap.md)\n", ago(o.FlappingSince, now), until(o.FlappingUntil))
 			}
+			for _, p := range o.Partitions {
+				fmt.Fprintf(tw, "    \t  path partition suspected: every voter of %s votes down, the others up (%d rounds, since %s; docs/partition.md)\n", p.Group, p.Rounds, ago(&p.Since, now))
+			}
 			if o.QuarantineUntil != nil && o.QuarantineUntil.After(now) {
 				fmt.Fprintf(tw, "    \t  quarantined until %s\n", until(o.QuarantineUntil))
 			}

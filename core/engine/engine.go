@@ -147,6 +147,7 @@ type Engine struct {
 	posBuf        []int32
 	intern        interner
 	verdictCounts map[verdictKey]int
+	part          *partitionDetector // nil unless control { partition } (partition.go)
 
 	statsMu     sync.Mutex
 	srcStats    []func() namedStats

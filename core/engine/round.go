@@ -25,6 +25,9 @@ type roundRecord struct {
 	targets []roundTarget
 	votes   []voteRecord
 	events  []decide.Event
+	// partitions are the suspected path partitions by site position, nil
+	// when there are none (partition.go).
+	partitions map[int32][]partSuspect
 }
 
 type roundSite struct {
@@ -347,7 +350,8 @@ func (e *Engine) recordRound(f *fleet.Fleet, plan *fleet.Plan, reports []fleet.R
 				e.verdictCounts[verdictKey{by, t.out.Verdict}]++
 			}
 		}
-		for _, ev := range rep.Events {
+		siteEvents := e.partitionEvents(f, rec, &rs, s, rep.Events, at)
+		for _, ev := range siteEvents {
 			if ev.Kind == decide.KindOriginState {
 				if oi := s.Spec.OriginIndex(ev.Origin); oi >= 0 {
 					t := &rec.targets[rs.firstTarget+uint32(oi)]
@@ -357,7 +361,7 @@ func (e *Engine) recordRound(f *fleet.Fleet, plan *fleet.Plan, reports []fleet.R
 			}
 			e.addEvent(s.Spec.Name, plan.Seq, "", ev)
 		}
-		rec.events = append(rec.events, rep.Events...)
+		rec.events = append(rec.events, siteEvents...)
 		rs.eventsTo = uint32(len(rec.events))
 		e.last[i] = lastRef{rec: rec, site: int32(len(rec.sites))}
 		rec.sites = append(rec.sites, rs)

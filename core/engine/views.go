@@ -229,6 +229,7 @@ func (v *Views) At(i int) *SiteView {
 			ov.Reason = reasonOf(t.out, votes, chain)
 		}
 		antiflapView(&ov, snap.af, oi)
+		partitionView(&ov, last, oi)
 		out.Origins[o.Name] = ov
 	}
 	return out

@@ -1,0 +1,258 @@
+package engine
+
+import (
+	"context"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/vigilcdn/vigil/api"
+	"github.com/vigilcdn/vigil/core/decide"
+	"github.com/vigilcdn/vigil/core/fleet"
+	"github.com/vigilcdn/vigil/sdk"
+)
+
+// Path-partition detection (docs/partition.md): after each round, the
+// votes of each origin are grouped by source and by the value of the
+// configured voter label; a group whose every vote is down while a vote
+// outside it is up is "alone". Alone for Rounds probed rounds in a row is
+// a suspected path partition: an event at its start and at its end, and
+// the origin view's partitions while it lasts. Nothing here changes a
+// verdict, a state or a level.
+//
+// Memory: with control { partition } absent the engine keeps a nil
+// pointer. With it, one entry per origin and group currently alone (a few
+// words), dropped as soon as the group is not alone any more, and the
+// voter labels copied from the sources' status.
+
+// labelRefresh is the least time between two reads of the sources' status
+// for the voters' labels.
+const labelRefresh = 5 * time.Second
+
+// partitionDetector is the engine's memory of the rule. Its streaks are
+// guarded by the engine's mu; the labels are swapped atomically by the
+// background refresh.
+type partitionDetector struct {
+	label  string
+	rounds int
+
+	labels     atomic.Pointer[map[string]string] // source \x00 voter -> the label's value
+	refreshing atomic.Bool
+	lastAsked  atomic.Int64 // Unix nanoseconds of the last refresh start
+
+	streaks map[partOrigin][]partStreak
+	fleet   *fleet.Fleet // the fleet the streaks were last checked against
+}
+
+type partOrigin struct{ site, origin string }
+
+type partStreak struct {
+	group     string
+	rounds    int
+	since     int64 // Unix nanoseconds: the start of the streak's first round
+	suspected bool
+	seen      bool // alone in the round being looked at
+}
+
+// partSuspect is a suspicion as a round record keeps it for the views.
+type partSuspect struct {
+	origin int
+	group  string
+	rounds int
+	since  int64
+}
+
+// partitionSetup makes, keeps or drops the detector for the configuration
+// in force. Called with e.mu held.
+func (e *Engine) partitionSetup() *partitionDetector {
+	pc := e.cfg.Control.Partition
+	if pc == nil {
+		e.part = nil
+		return nil
+	}
+	if e.part == nil || e.part.label != pc.Label {
+		e.part = &partitionDetector{label: pc.Label, streaks: map[partOrigin][]partStreak{}}
+	}
+	e.part.rounds = pc.Rounds
+	return e.part
+}
+
+// refreshLabels starts a background read of the sources' status when the
+// last one is older than labelRefresh and none runs: the round never waits
+// for it.
+func (e *Engine) refreshLabels(p *partitionDetector, now time.Time) {
+	if now.UnixNano()-p.lastAsked.Load() < int64(labelRefresh) || !p.refreshing.CompareAndSwap(false, true) {
+		return
+	}
+	p.lastAsked.Store(now.UnixNano())
+	go func() {
+		defer p.refreshing.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), labelRefresh)
+		defer cancel()
+		m := map[string]string{}
+		for _, st := range e.SourceStatuses(ctx) {
+			for _, it := range st.Items {
+				if v, ok := it.Labels[p.label]; ok {
+					m[st.Source+"\x00"+it.ID] = v
+				}
+			}
+		}
+		p.labels.Store(&m)
+	}()
+}
+
+// partGroup counts one group's votes for an origin in a round.
+type partGroup struct {
+	name     string
+	up, down int
+}
+
+// partitionEvents applies the rule to the site of rep after its round,
+// appending any start or end of a suspicion to events (a copy of the
+// round's events is made first). It records the site's current suspicions
+// in rec for the views. Called with e.mu held.
+func (e *Engine) partitionEvents(f *fleet.Fleet, rec *roundRecord, rs *roundSite, s *fleet.Site, events []decide.Event, at int64) []decide.Event {
+	p := e.partitionSetup()
+	if p == nil {
+		return events
+	}
+	if p.fleet != f {
+		p.prune(f)
+	}
+	e.refreshLabels(p, e.opts.Now())
+	var labels map[string]string
+	if m := p.labels.Load(); m != nil {
+		labels = *m
+	}
+	var groups []partGroup
+	var out []decide.Event
+	site := s.Spec.Name
+	for oi := range s.Spec.Origins {
+		t := &rec.targets[rs.firstTarget+uint32(oi)]
+		if t.out.Skip {
+			continue
+		}
+		groups = groups[:0]
+		ups := 0
+		for _, v := range rec.votes[t.votesFrom:t.votesTo] {
+			if v.value != uint8(sdk.Up) && v.value != uint8(sdk.Down) {
+				continue
+			}
+			src := f.Chain[v.source].Name
+			name := src
+			if val, ok := labels[src+"\x00"+v.voter]; ok {
+				name = src + "/" + p.label + "=" + val
+			}
+			g := -1
+			for i := range groups {
+				if groups[i].name == name {
+					g = i
+					break
+				}
+			}
+			if g < 0 {
+				groups = append(groups, partGroup{name: name})
+				g = len(groups) - 1
+			}
+			if v.value == uint8(sdk.Up) {
+				groups[g].up++
+				ups++
+			} else {
+				groups[g].down++
+			}
+		}
+		key := partOrigin{site, s.Spec.Origins[oi].Name}
+		streaks := p.streaks[key]
+		if len(streaks) == 0 && !anyAlone(groups, ups) {
+			continue
+		}
+		for i := range streaks {
+			streaks[i].seen = false
+		}
+		for _, g := range groups {
+			if g.up > 0 || g.down == 0 || ups == 0 {
+				continue
+			}
+			j := -1
+			for i := range streaks {
+				if streaks[i].group == g.name {
+					j = i
+				}
+			}
+			if j < 0 {
+				streaks = append(streaks, partStreak{group: g.name, since: at})
+				j = len(streaks) - 1
+			}
+			st := &streaks[j]
+			st.seen = true
+			st.rounds++
+			if !st.suspected && st.rounds >= p.rounds {
+				st.suspected = true
+				out = append(out, decide.Event{Kind: decide.KindPathPartitionSuspected, Origin: key.origin, Group: g.name, Rounds: st.rounds, Suspected: true})
+			}
+		}
+		kept := streaks[:0]
+		for _, st := range streaks {
+			switch {
+			case st.seen:
+				kept = append(kept, st)
+				if st.suspected {
+					if rec.partitions == nil {
+						rec.partitions = map[int32][]partSuspect{}
+					}
+					n := int32(len(rec.sites))
+					rec.partitions[n] = append(rec.partitions[n], partSuspect{origin: oi, group: st.group, rounds: st.rounds, since: st.since})
+				}
+			case st.suspected:
+				out = append(out, decide.Event{Kind: decide.KindPathPartitionSuspected, Origin: key.origin, Group: st.group, Rounds: st.rounds, Suspected: false})
+			}
+		}
+		if len(kept) == 0 {
+			delete(p.streaks, key)
+		} else {
+			p.streaks[key] = kept
+		}
+	}
+	if len(out) == 0 {
+		return events
+	}
+	return append(append(make([]decide.Event, 0, len(events)+len(out)), events...), out...)
+}
+
+func anyAlone(groups []partGroup, ups int) bool {
+	if ups == 0 {
+		return false
+	}
+	for _, g := range groups {
+		if g.up == 0 && g.down > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// prune forgets the streaks of sites and origins f no longer has (after
+// a reload).
+func (p *partitionDetector) prune(f *fleet.Fleet) {
+	for k := range p.streaks {
+		s := f.Site(k.site)
+		if s == nil || s.Spec.OriginIndex(k.origin) < 0 {
+			delete(p.streaks, k)
+		}
+	}
+	p.fleet = f
+}
+
+// partitionView fills the origin view's suspicions from the site's last
+// round record.
+func partitionView(ov *OriginView, last lastRef, origin int) {
+	if last.rec == nil || last.rec.partitions == nil {
+		return
+	}
+	for _, ps := range last.rec.partitions[last.site] {
+		if ps.origin == origin {
+			ov.Partitions = append(ov.Partitions, api.PartitionView{Group: ps.group, Rounds: ps.rounds, Since: timeOf(ps.since)})
+		}
+	}
+	sort.Slice(ov.Partitions, func(a, b int) bool { return ov.Partitions[a].Group < ov.Partitions[b].Group })
+}
