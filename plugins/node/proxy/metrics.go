@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"errors"
+	"strconv"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -46,4 +48,33 @@ func (m *metrics) register(r prometheus.Registerer) error {
 		errs = append(errs, r.Register(c))
 	}
 	return errors.Join(errs...)
+}
+
+// siteMetrics caches one site's request counters and duration histogram, so
+// that a request does not hash its label values. Each series is created on
+// first use, as WithLabelValues would, so /metrics shows the same series.
+type siteMetrics struct {
+	codes    [10]atomic.Pointer[prometheus.Counter] // by status class (code/100)
+	duration atomic.Pointer[prometheus.Observer]
+}
+
+func (sm *siteMetrics) code(m *metrics, site string, class int) prometheus.Counter {
+	if class < 0 || class >= len(sm.codes) {
+		return m.requests.WithLabelValues(site, strconv.Itoa(class)+"xx")
+	}
+	if c := sm.codes[class].Load(); c != nil {
+		return *c
+	}
+	c := m.requests.WithLabelValues(site, strconv.Itoa(class)+"xx")
+	sm.codes[class].Store(&c)
+	return c
+}
+
+func (sm *siteMetrics) observer(m *metrics, site string) prometheus.Observer {
+	if o := sm.duration.Load(); o != nil {
+		return *o
+	}
+	o := m.duration.WithLabelValues(site)
+	sm.duration.Store(&o)
+	return o
 }

@@ -120,6 +120,13 @@ type site struct {
 	origins   []origin
 	rr        atomic.Uint64
 	transport *http.Transport
+	// pools are the keep-alive connections of the fast path, by origin
+	// host:port (http origins only); kept across publications like transport.
+	pools map[string]*upstream
+	// fast: every origin is plain http, so requests that qualify take the
+	// fast path (fast.go) rather than httputil.ReverseProxy.
+	fast bool
+	m    *siteMetrics
 }
 
 type origin struct {
@@ -127,6 +134,8 @@ type origin struct {
 	url       *url.URL
 	key       originKey
 	unhealthy bool
+	h         *health   // the tracker's entry for key
+	up        *upstream // the fast path's pool (http origins)
 }
 
 // New returns a proxy with opts.
@@ -147,6 +156,7 @@ func New(opts Options) (*Proxy, error) {
 		Transport:    (*retrier)(p),
 		ErrorHandler: p.fail,
 		ErrorLog:     nil,
+		BufferPool:   copyBuffers{},
 	}
 	return p, nil
 }
@@ -168,7 +178,16 @@ func (p *Proxy) SetSnapshot(snap *publication.Snapshot) {
 	next := &state{snap: snap, sites: make(map[string]*site, len(snap.Sites))}
 	live := map[originKey]bool{}
 	for _, ps := range snap.Sites {
-		s := &site{pub: ps}
+		s := &site{pub: ps, fast: true}
+		var prev *site
+		if old != nil {
+			prev = old.sites[NormalizeHost(ps.Hostname)]
+		}
+		if prev != nil && prev.pub.Name == ps.Name {
+			s.m = prev.m
+		} else {
+			s.m = &siteMetrics{}
+		}
 		for _, o := range ps.Origins {
 			u, err := url.Parse(o.Address)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -177,12 +196,16 @@ func (p *Proxy) SetSnapshot(snap *publication.Snapshot) {
 			}
 			k := originKey{ps.Name, o.Name, o.Address}
 			live[k] = true
-			s.origins = append(s.origins, origin{pub: o, url: u, key: k, unhealthy: o.State == "unhealthy"})
-		}
-		if old != nil {
-			if prev, ok := old.sites[NormalizeHost(ps.Hostname)]; ok {
-				s.transport = prev.transport
+			og := origin{pub: o, url: u, key: k, unhealthy: o.State == "unhealthy", h: p.track.get(k)}
+			if u.Scheme == "http" {
+				og.up = p.pool(s, prev, u)
+			} else {
+				s.fast = false
 			}
+			s.origins = append(s.origins, og)
+		}
+		if prev != nil {
+			s.transport = prev.transport
 		}
 		if s.transport == nil {
 			s.transport = p.newTransport(ps.Hostname)
@@ -193,6 +216,9 @@ func (p *Proxy) SetSnapshot(snap *publication.Snapshot) {
 		for h, s := range old.sites {
 			if _, ok := next.sites[h]; !ok {
 				s.transport.CloseIdleConnections()
+				for _, u := range s.pools {
+					u.closeIdle()
+				}
 			}
 		}
 	}
@@ -248,14 +274,16 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	start := p.opts.Now()
 	rw := &recorder{ResponseWriter: w}
-	req := &request{site: ss, start: start}
-	p.reverse.ServeHTTP(rw, r.WithContext(context.WithValue(r.Context(), ctxKey{}, req)))
+	if !p.serveFast(rw, r, ss, start) {
+		req := &request{site: ss, start: start}
+		p.reverse.ServeHTTP(rw, r.WithContext(context.WithValue(r.Context(), ctxKey{}, req)))
+	}
 	code := rw.code
 	if code == 0 {
 		code = http.StatusOK
 	}
-	p.m.requests.WithLabelValues(ss.pub.Name, strconv.Itoa(code/100)+"xx").Inc()
-	p.m.duration.WithLabelValues(ss.pub.Name).Observe(p.opts.Now().Sub(start).Seconds())
+	ss.m.code(p.m, ss.pub.Name, code/100).Inc()
+	ss.m.observer(p.m, ss.pub.Name).Observe(p.opts.Now().Sub(start).Seconds())
 }
 
 // fail answers a request that no origin answered.
@@ -264,6 +292,10 @@ func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if req, ok := r.Context().Value(ctxKey{}).(*request); ok {
 		name = req.site.pub.Name
 	}
+	p.failSite(w, r, name, err)
+}
+
+func (p *Proxy) failSite(w http.ResponseWriter, r *http.Request, name string, err error) {
 	if r.Context().Err() != nil {
 		w.WriteHeader(499) // the visitor went away; nobody reads this
 		return
@@ -303,12 +335,7 @@ func (rt *retrier) RoundTrip(out *http.Request) (*http.Response, error) {
 		if outcome == "" || out.Context().Err() != nil {
 			return resp, err
 		}
-		p.m.originErrors.WithLabelValues(s.pub.Name, o.pub.Name, outcome).Inc()
-		if p.track.failed(o.key) {
-			p.m.skips.WithLabelValues(s.pub.Name, o.pub.Name).Inc()
-			p.opts.Log.Warn("origin skipped after repeated failures", "site", s.pub.Name, "origin", o.pub.Name,
-				"failures", p.opts.FailCount, "within", p.opts.FailWindow.String(), "skip_for", p.opts.SkipFor.String())
-		}
+		p.failed(s, o, outcome)
 		if !retryable || req.retries >= p.opts.Retries || p.opts.Now().Sub(req.start) >= p.opts.RetryBudget || !untried(tried) {
 			return resp, err
 		}
@@ -321,12 +348,23 @@ func (rt *retrier) RoundTrip(out *http.Request) (*http.Response, error) {
 	}
 }
 
+// failed counts a failed attempt on o and tracks it.
+func (p *Proxy) failed(s *site, o *origin, outcome string) {
+	p.m.originErrors.WithLabelValues(s.pub.Name, o.pub.Name, outcome).Inc()
+	if p.track.failed(o.h) {
+		p.m.skips.WithLabelValues(s.pub.Name, o.pub.Name).Inc()
+		p.opts.Log.Warn("origin skipped after repeated failures", "site", s.pub.Name, "origin", o.pub.Name,
+			"failures", p.opts.FailCount, "within", p.opts.FailWindow.String(), "skip_for", p.opts.SkipFor.String())
+	}
+}
+
 // pick returns the next origin to try: round-robin over the untried origins
 // of the best tier (neither skipped nor unhealthy; then not skipped; then
 // any). Some origin is untried when pick is called.
 func (p *Proxy) pick(s *site, tried []bool) int {
 	n := len(s.origins)
 	start := int(s.rr.Add(1) % uint64(n))
+	now := p.opts.Now()
 	for tier := 0; tier < 3; tier++ {
 		for j := 0; j < n; j++ {
 			i := (start + j) % n
@@ -336,11 +374,11 @@ func (p *Proxy) pick(s *site, tried []bool) int {
 			}
 			switch tier {
 			case 0:
-				if o.unhealthy || p.track.skipped(o.key) {
+				if o.unhealthy || p.track.skipped(o.h, now) {
 					continue
 				}
 			case 1:
-				if p.track.skipped(o.key) {
+				if p.track.skipped(o.h, now) {
 					continue
 				}
 			}

@@ -2,10 +2,16 @@ package proxy
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // tracker counts recent failures per origin and says which are skipped.
+//
+// The map is only touched when a publication is applied: each origin of the
+// served state holds its *health, so a request reads an origin's skip with
+// one atomic load and records a failure under that origin's own lock, never
+// a lock shared by every request.
 type tracker struct {
 	now     func() time.Time
 	count   int
@@ -19,26 +25,34 @@ type tracker struct {
 type originKey struct{ site, origin, address string }
 
 type health struct {
+	mu        sync.Mutex
 	fails     []time.Time // within the window, oldest first
-	skipUntil time.Time
+	skipUntil atomic.Pointer[time.Time]
 }
 
 func newTracker(now func() time.Time, count int, window, skipFor time.Duration) *tracker {
 	return &tracker{now: now, count: count, window: window, skipFor: skipFor, m: map[originKey]*health{}}
 }
 
-// failed records a failure of k and reports whether k is now skipped
-// (it was not before).
-func (t *tracker) failed(k originKey) bool {
+// get returns k's health, created when k is new.
+func (t *tracker) get(k originKey) *health {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	now := t.now()
 	h := t.m[k]
 	if h == nil {
 		h = &health{}
 		t.m[k] = h
 	}
-	if now.Before(h.skipUntil) {
+	return h
+}
+
+// failed records a failure of h and reports whether h is now skipped
+// (it was not before).
+func (t *tracker) failed(h *health) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := t.now()
+	if u := h.skipUntil.Load(); u != nil && now.Before(*u) {
 		return false // already skipped (it was tried because all were)
 	}
 	cut := 0
@@ -48,18 +62,17 @@ func (t *tracker) failed(k originKey) bool {
 	h.fails = append(h.fails[cut:], now)
 	if len(h.fails) >= t.count {
 		h.fails = h.fails[:0]
-		h.skipUntil = now.Add(t.skipFor)
+		until := now.Add(t.skipFor)
+		h.skipUntil.Store(&until)
 		return true
 	}
 	return false
 }
 
-// skipped reports whether k is skipped now.
-func (t *tracker) skipped(k originKey) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	h := t.m[k]
-	return h != nil && t.now().Before(h.skipUntil)
+// skipped reports whether h is skipped at now.
+func (t *tracker) skipped(h *health, now time.Time) bool {
+	u := h.skipUntil.Load()
+	return u != nil && now.Before(*u)
 }
 
 // keep forgets origins not in live (after a new publication).
