@@ -6,7 +6,7 @@ STATICCHECK_VERSION := v0.8.2
 # Every main package (the vigil binary, the plugins, the examples) lands in bin/.
 MAIN_PKGS = $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./...)
 
-.PHONY: all build deps test test-short lint bench demo proto proto-check fuzz clean
+.PHONY: all build deps test test-short lint bench bench-edge bench-ratios demo proto proto-check fuzz clean
 
 all: build
 
@@ -61,11 +61,22 @@ lint:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+	@$(MAKE) --no-print-directory bench-ratios
 
 # vigil-node's proxy against HAProxy and nginx, same origin, same load, one
 # run: ratios of throughput and p99 latency (skips without haproxy, nginx).
 bench-edge:
 	$(GO) test -run '^$$' -bench EdgeCompare -benchtime 20000x ./plugins/node/edge
+	$(GO) test -run '^$$' -bench EdgeLean -benchtime 60000x ./plugins/node/edge
+
+# The data plane against itself and its peers, as ratios measured in one run
+# (issue 19): the proxy's fast path against the old path, vigil-node against
+# HAProxy and nginx under a lean load (EdgeLean), the DNS server against NSD
+# and Knot (DNSCompare). Absent peers are skipped.
+bench-ratios:
+	$(GO) test -run '^$$' -bench ProxyCompare -benchtime 30000x ./plugins/node/proxy
+	$(GO) test -run '^$$' -bench EdgeLean -benchtime 60000x ./plugins/node/edge
+	$(GO) test -run '^$$' -bench DNSCompare -benchtime 200000x ./core/publish/dns
 
 # Short fuzz passes over every fuzz target (longer: FUZZTIME=5m make fuzz).
 FUZZTIME ?= 20s

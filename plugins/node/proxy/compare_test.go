@@ -245,3 +245,22 @@ func readResponse(br *bufio.Reader) error {
 }
 
 var _ = io.EOF
+
+// BenchmarkProxyLean is the current path alone under the lean load, for
+// profiling: go test -run '^$' -bench ProxyLean -cpuprofile cpu.out
+func BenchmarkProxyLean(b *testing.B) {
+	origin := leanOrigin(b)
+	p, err := New(Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.SetSnapshot(&publication.Snapshot{Version: 1, Sites: []publication.Site{{Name: "www", Hostname: "www.example.com", Level: 1,
+		Origins: []publication.Origin{{Name: "a1", Address: "http://" + origin, State: "healthy"}}}}})
+	addr := serve(b, p)
+	leanLoad(b, addr, 64, 2000)
+	b.ResetTimer()
+	rps, p50, p99 := leanLoad(b, addr, 64, b.N)
+	b.ReportMetric(rps, "rps")
+	b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
+	b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
+}
