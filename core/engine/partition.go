@@ -26,8 +26,20 @@ import (
 // voter labels copied from the sources' status.
 
 // labelRefresh is the least time between two reads of the sources' status
-// for the voters' labels.
-const labelRefresh = 5 * time.Second
+// for the voters' labels; labelRefreshSoon when a round saw a voter that a
+// reporting source did not list (a node that attached since).
+const (
+	labelRefresh     = 5 * time.Second
+	labelRefreshSoon = time.Second
+)
+
+// voterLabels is the copy of the voters' labels: by source \x00 voter the
+// label's value ("" for a listed voter without the label), and the sources
+// that report their voters.
+type voterLabels struct {
+	values    map[string]string
+	reporting map[string]bool
+}
 
 // partitionDetector is the engine's memory of the rule. Its streaks are
 // guarded by the engine's mu; the labels are swapped atomically by the
@@ -36,7 +48,7 @@ type partitionDetector struct {
 	label  string
 	rounds int
 
-	labels     atomic.Pointer[map[string]string] // source \x00 voter -> the label's value
+	labels     atomic.Pointer[voterLabels]
 	refreshing atomic.Bool
 	lastAsked  atomic.Int64 // Unix nanoseconds of the last refresh start
 
@@ -80,8 +92,12 @@ func (e *Engine) partitionSetup() *partitionDetector {
 // refreshLabels starts a background read of the sources' status when the
 // last one is older than labelRefresh and none runs: the round never waits
 // for it.
-func (e *Engine) refreshLabels(p *partitionDetector, now time.Time) {
-	if now.UnixNano()-p.lastAsked.Load() < int64(labelRefresh) || !p.refreshing.CompareAndSwap(false, true) {
+func (e *Engine) refreshLabels(p *partitionDetector, now time.Time, soon bool) {
+	every := labelRefresh
+	if soon {
+		every = labelRefreshSoon
+	}
+	if now.UnixNano()-p.lastAsked.Load() < int64(every) || !p.refreshing.CompareAndSwap(false, true) {
 		return
 	}
 	p.lastAsked.Store(now.UnixNano())
@@ -89,15 +105,14 @@ func (e *Engine) refreshLabels(p *partitionDetector, now time.Time) {
 		defer p.refreshing.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), labelRefresh)
 		defer cancel()
-		m := map[string]string{}
+		vl := &voterLabels{values: map[string]string{}, reporting: map[string]bool{}}
 		for _, st := range e.SourceStatuses(ctx) {
+			vl.reporting[st.Source] = true
 			for _, it := range st.Items {
-				if v, ok := it.Labels[p.label]; ok {
-					m[st.Source+"\x00"+it.ID] = v
-				}
+				vl.values[st.Source+"\x00"+it.ID] = it.Labels[p.label]
 			}
 		}
-		p.labels.Store(&m)
+		p.labels.Store(vl)
 	}()
 }
 
@@ -119,11 +134,11 @@ func (e *Engine) partitionEvents(f *fleet.Fleet, rec *roundRecord, rs *roundSite
 	if p.fleet != f {
 		p.prune(f)
 	}
-	e.refreshLabels(p, e.opts.Now())
-	var labels map[string]string
-	if m := p.labels.Load(); m != nil {
-		labels = *m
+	vl := p.labels.Load()
+	if vl == nil {
+		vl = &voterLabels{}
 	}
+	unknown := vl.values == nil
 	var groups []partGroup
 	var out []decide.Event
 	site := s.Spec.Name
@@ -140,8 +155,10 @@ func (e *Engine) partitionEvents(f *fleet.Fleet, rec *roundRecord, rs *roundSite
 			}
 			src := f.Chain[v.source].Name
 			name := src
-			if val, ok := labels[src+"\x00"+v.voter]; ok {
+			if val, ok := vl.values[src+"\x00"+v.voter]; ok && val != "" {
 				name = src + "/" + p.label + "=" + val
+			} else if !ok && vl.reporting[src] {
+				unknown = true
 			}
 			g := -1
 			for i := range groups {
@@ -213,6 +230,7 @@ func (e *Engine) partitionEvents(f *fleet.Fleet, rec *roundRecord, rs *roundSite
 			p.streaks[key] = kept
 		}
 	}
+	e.refreshLabels(p, e.opts.Now(), unknown)
 	if len(out) == 0 {
 		return events
 	}
