@@ -34,6 +34,11 @@ func (s *Server) serveDNS(w dns.ResponseWriter, req *dns.Msg) {
 // reply builds the answer to req, received over TCP or UDP, sized for the
 // client. It returns nil when nothing should be sent (req is a response).
 func (s *Server) reply(req *dns.Msg, tcp bool) *dns.Msg {
+	return s.replyFrom(s.table.Load(), req, tcp)
+}
+
+// replyFrom is reply answering from table t.
+func (s *Server) replyFrom(t *table, req *dns.Msg, tcp bool) *dns.Msg {
 	if req.Response {
 		return nil
 	}
@@ -64,7 +69,7 @@ func (s *Server) reply(req *dns.Msg, tcp bool) *dns.Msg {
 		case q.Qtype == dns.TypeOPT:
 			m.Rcode = dns.RcodeFormatError
 		default:
-			s.table.Load().resolve(m, strings.ToLower(q.Name), q.Qtype)
+			t.resolve(m, strings.ToLower(q.Name), q.Qtype)
 		}
 	}
 	size := dns.MaxMsgSize

@@ -44,6 +44,8 @@ type Server struct {
 
 	table    atomic.Pointer[table]
 	counters counters
+	// noFast turns the UDP fast path off (benchmarks compare both).
+	noFast bool
 
 	mu      sync.Mutex
 	state   int // 0 new, 1 started, 2 closed
@@ -144,6 +146,7 @@ func (s *Server) Start(ctx context.Context) error {
 	mk := func() *dns.Server {
 		return &dns.Server{
 			Handler:           dns.HandlerFunc(s.serveDNS),
+			DecorateReader:    s.decorateReader,
 			UDPSize:           readBuffer,
 			MsgAcceptFunc:     s.accept,
 			NotifyStartedFunc: func() { started <- struct{}{} },

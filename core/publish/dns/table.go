@@ -47,6 +47,8 @@ type table struct {
 	// additional section of the apex's NS answer.
 	glue  []dns.RR
 	names map[string]*node
+	// packed caches the packed UDP answers of the fast path (fast.go).
+	packed answerCache
 }
 
 // settings are the parts of the configuration the table depends on.
