@@ -77,6 +77,10 @@ type upConn struct {
 	idleAt time.Time
 	reused bool
 	stop   func() bool // ends the watch on the visitor's context
+	// deadline is the read deadline set on c (zero: none). It is moved
+	// only when it would end within ResponseTimeout, so that most
+	// requests set no deadline at all.
+	deadline time.Time
 }
 
 // pool returns the fast path's pool for u's address, the previous
@@ -340,8 +344,13 @@ func (p *Proxy) roundTrip(w http.ResponseWriter, uc *upConn, r *http.Request, bo
 	if err := uc.bw.Flush(); err != nil {
 		return nil, err
 	}
-	if err := uc.c.SetReadDeadline(time.Now().Add(p.opts.ResponseTimeout)); err != nil {
-		return nil, err
+	// The wait for the response header is bounded by ResponseTimeout and
+	// at most an eighth more.
+	if now := time.Now(); uc.deadline.IsZero() || uc.deadline.Before(now.Add(p.opts.ResponseTimeout)) {
+		uc.deadline = now.Add(p.opts.ResponseTimeout + p.opts.ResponseTimeout/8)
+		if err := uc.c.SetReadDeadline(uc.deadline); err != nil {
+			return nil, err
+		}
 	}
 	for n1xx := 0; ; {
 		resp, err := http.ReadResponse(uc.br, r)
@@ -364,8 +373,13 @@ func (p *Proxy) roundTrip(w http.ResponseWriter, uc *upConn, r *http.Request, bo
 			clear(h)
 			continue
 		}
-		if err := uc.c.SetReadDeadline(time.Time{}); err != nil {
-			return nil, err
+		// A body still to be read is not bounded (as http.Transport's):
+		// the deadline goes, unless the body is already buffered.
+		if resp.ContentLength < 0 || int64(uc.br.Buffered()) < resp.ContentLength {
+			uc.deadline = time.Time{}
+			if err := uc.c.SetReadDeadline(time.Time{}); err != nil {
+				return nil, err
+			}
 		}
 		if r.Context().Err() != nil {
 			_ = uc.c.SetDeadline(aLongTimeAgo)
