@@ -13,10 +13,15 @@ import (
 func init() {
 	register(command{
 		name: "simulate", synopsis: "replay a timeline of votes and actions through the real decision engine",
-		usage: "vigil simulate -config PATH -timeline FILE",
+		usage: "vigil simulate -config PATH (-timeline FILE | -history DATA_DIR_OR_EXPORT)",
 		help: `Reads the timeline (JSON lines: votes per round, operator actions) and
 prints every event the engine emits, round by round. Nothing is saved and no
-origin is probed. The formats are in docs/simulate.md.`,
+origin is probed. The formats are in docs/simulate.md.
+
+With -history, replays the recorded verdicts of an agent's data_dir (its
+history.ring) or of a vigil history export through the configuration, and
+prints the recorded and the replayed switches side by side with a one-line
+verdict ("1 fewer switch, failover 2 s later"). See docs/replay.md.`,
 		run: runSimulate,
 	})
 }
@@ -24,7 +29,8 @@ origin is probed. The formats are in docs/simulate.md.`,
 func runSimulate(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("simulate")
 	path := fs.String("config", "", "configuration file or folder of *.hcl files (required)")
-	timeline := fs.String("timeline", "", "timeline file, JSON lines (required; - for standard input)")
+	timeline := fs.String("timeline", "", "timeline file, JSON lines (- for standard input)")
+	hist := fs.String("history", "", "replay the recorded verdicts of this data_dir or `export` (vigil history export) instead of a timeline")
 	pos, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -33,14 +39,17 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vigil simulate: unexpected argument %q: give the files with -config and -timeline\n", pos[0])
 		return 2
 	}
-	if *path == "" || *timeline == "" {
-		fmt.Fprintln(stderr, "vigil simulate: -config and -timeline are required, such as: vigil simulate -config site.hcl -timeline incident.jsonl")
+	if *path == "" || (*timeline == "") == (*hist == "") {
+		fmt.Fprintln(stderr, "vigil simulate: -config and one of -timeline or -history are required, such as: vigil simulate -config site.hcl -timeline incident.jsonl")
 		return 2
 	}
 	cfg, diags := config.Load(*path)
 	if diags.HasErrors() {
 		_ = config.WriteDiagnostics(stderr, cfg.Files, diags)
 		return 2
+	}
+	if *hist != "" {
+		return replayHistory(*hist, cfg, stdout, stderr)
 	}
 	var in io.Reader = os.Stdin
 	if *timeline != "-" {
@@ -62,6 +71,45 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vigil simulate: %v\n", err)
 		return 1
 	}
+	if err := out.Flush(); err != nil {
+		fmt.Fprintf(stderr, "vigil simulate: writing output: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// replayHistory is vigil simulate -history.
+func replayHistory(from string, cfg *config.Config, stdout, stderr io.Writer) int {
+	var x *simulate.Export
+	if st, err := os.Stat(from); err == nil && st.IsDir() {
+		if x, err = exportHistory(from, nil); err != nil {
+			// The names from the replay's own configuration: the file
+			// keeps their hashes.
+			if x, err = exportHistory(from, cfg); err != nil {
+				fmt.Fprintf(stderr, "vigil simulate: %v\n", err)
+				return 2
+			}
+			x.Header.RoundInterval, x.Header.Sources, x.Header.Names = "", nil, "the replayed configuration"
+		}
+	} else {
+		f, err := os.Open(from)
+		if err != nil {
+			fmt.Fprintf(stderr, "vigil simulate: cannot read the history: %v\n", err)
+			return 2
+		}
+		defer f.Close()
+		if x, err = simulate.ReadExport(f); err != nil {
+			fmt.Fprintf(stderr, "vigil simulate: %s: %v\n", from, err)
+			return 2
+		}
+	}
+	res, err := simulate.Replay(x, cfg)
+	if err != nil {
+		fmt.Fprintf(stderr, "vigil simulate: %v\n", err)
+		return 1
+	}
+	out := bufio.NewWriter(stdout)
+	res.WriteText(out)
 	if err := out.Flush(); err != nil {
 		fmt.Fprintf(stderr, "vigil simulate: writing output: %v\n", err)
 		return 1

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vigilcdn/vigil/core/simulate"
+	demoorigin "github.com/vigilcdn/vigil/examples/demo-origin"
+)
+
+// TestEndToEndHistoryReplay records a real incident with the agent binary
+// (a demo origin made to fail and recover), exports its history, and
+// replays it under another unhealthy_threshold: the replayed failover comes
+// exactly at the recorded round of a1's fifth down verdict in a row, the
+// failback at the same round as recorded, and the same configuration
+// replays to the recorded switches.
+func TestEndToEndHistoryReplay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test builds and runs the real binaries")
+	}
+	a1 := demoorigin.New("a1")
+	srvA := httptest.NewServer(a1)
+	t.Cleanup(srvA.Close)
+	srvB := httptest.NewServer(demoorigin.New("b1"))
+	t.Cleanup(srvB.Close)
+
+	dir := t.TempDir()
+	write := func(name string, unhealthy int) string {
+		p := filepath.Join(dir, name)
+		cfg := fmt.Sprintf(`
+control {
+  round_interval = "1s"
+  data_dir       = %q
+  plugin_dir     = %q
+  api {
+    listen    = "127.0.0.1:0"
+    token_env = "VIGIL_TOKEN"
+  }
+}
+source "direct" { plugin = "vigil-source-direct" }
+site "www" {
+  hostname = "www.example.com"
+  health_check {
+    unhealthy_threshold = %d
+    healthy_threshold   = 2
+  }
+  origin "a1" { address = %q }
+  origin "b1" {
+    address = %q
+    level   = 2
+  }
+}
+`, filepath.Join(dir, "data"), binDir, unhealthy, srvA.URL, srvB.URL)
+		if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	recording := write("vigil.hcl", 3)
+	other := write("other.hcl", 5)
+
+	agent := startAgentProc(t, recording)
+	level := func() float64 { return agent.site(t, "www")["level"].(float64) }
+	healthy := func() bool {
+		o := agent.site(t, "www")["origins"].(map[string]any)
+		return o["a1"].(map[string]any)["state"] == "healthy" && o["b1"].(map[string]any)["state"] == "healthy"
+	}
+	waitFor(t, "both origins healthy", 30*time.Second, healthy)
+	a1.SetMode(demoorigin.Failing)
+	waitFor(t, "the failover", 30*time.Second, func() bool { return level() == 2 })
+	// Keep a1 down long enough for the stricter threshold too.
+	time.Sleep(4 * time.Second)
+	a1.SetMode(demoorigin.Healthy)
+	waitFor(t, "the failback", 30*time.Second, func() bool { return level() == 1 })
+	time.Sleep(2 * time.Second)
+	_ = agent.cmd.Process.Signal(syscall.SIGTERM)
+	<-agent.done
+
+	export := filepath.Join(dir, "incident.jsonl")
+	run := func(args ...string) string {
+		var out bytes.Buffer
+		cmd := exec.Command(filepath.Join(binDir, "vigil"), args...)
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("vigil %s: %v\n%s", strings.Join(args, " "), err, out.String())
+		}
+		return out.String()
+	}
+	t.Log(run("history", "export", "-config", recording, "-o", export))
+	f, err := os.Open(export)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := simulate.ReadExport(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Header.Journal != "included" {
+		t.Fatalf("journal %q", x.Header.Journal)
+	}
+	// What the rules say, from the recorded verdicts: the failover at the
+	// round of a1's n-th down in a row, the failback at its 2nd up after.
+	var points []simulate.ExportPoint
+	for _, o := range x.Origins {
+		if o.Origin == "a1" {
+			points = o.Points
+		}
+	}
+	nth := func(verdict string, n int, from int) (int64, int) {
+		run := 0
+		for i := from; i < len(points); i++ {
+			if points[i].V == verdict {
+				run++
+				if run == n {
+					return points[i].T, i
+				}
+			} else if points[i].V != "none" {
+				run = 0
+			}
+		}
+		t.Fatalf("a1 has no %d %s verdicts in a row: %+v", n, verdict, points)
+		return 0, 0
+	}
+	fail3, _ := nth("down", 3, 0)
+	fail5, i5 := nth("down", 5, 0)
+	back, _ := nth("up", 2, i5)
+	hhmmss := func(t int64) string { return time.Unix(t, 0).UTC().Format("15:04:05") }
+
+	same := run("simulate", "-config", recording, "-history", export)
+	t.Logf("the recording's own configuration:\n%s", same)
+	want := fmt.Sprintf("  %-36s  %s\n", hhmmss(fail3)+" 1 -> 2 failover", hhmmss(fail3)+" 1 -> 2 failover")
+	if !strings.Contains(same, want) || !strings.Contains(same, "verdict: the same number of switches (2), failover at the same time") {
+		t.Fatalf("replaying the recording's configuration does not give the recorded switches; want the line %q", want)
+	}
+
+	replayed := run("simulate", "-config", other, "-history", export)
+	t.Logf("unhealthy_threshold = 5:\n%s", replayed)
+	wantFail := fmt.Sprintf("  %-36s  %s\n", hhmmss(fail3)+" 1 -> 2 failover", hhmmss(fail5)+" 1 -> 2 failover")
+	wantBack := fmt.Sprintf("  %-36s  %s\n", hhmmss(back)+" 2 -> 1 failback", hhmmss(back)+" 2 -> 1 failback")
+	later := fmt.Sprintf("failover %d s later", fail5-fail3)
+	if !strings.Contains(replayed, wantFail) || !strings.Contains(replayed, wantBack) || !strings.Contains(replayed, later) {
+		t.Fatalf("replay under unhealthy_threshold = 5; want the lines %q and %q and %q", wantFail, wantBack, later)
+	}
+
+	// The data_dir itself replays the same way.
+	fromDir := run("simulate", "-config", other, "-history", filepath.Join(dir, "data"))
+	if !strings.Contains(fromDir, wantFail) {
+		t.Fatalf("replay from the data_dir:\n%s", fromDir)
+	}
+}

@@ -1,0 +1,63 @@
+package history
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// Snapshot is what a history file holds, read without opening it for
+// writing (a running agent may keep writing it meanwhile: a record caught
+// in the middle of a write fails its checksum and is left out, counted in
+// Damaged).
+type Snapshot struct {
+	Rounds, VoteSlots int
+	Created           time.Time
+	// Origins holds each kept origin's record by its Key.
+	Origins map[uint64]Origin
+	Damaged int
+}
+
+// ReadSnapshot reads the history file at path.
+func ReadSnapshot(path string) (*Snapshot, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	defer f.Close()
+	hb := make([]byte, headerSize)
+	if _, err := io.ReadFull(f, hb); err != nil {
+		return nil, fmt.Errorf("history: %s: the header is cut short: %w", path, err)
+	}
+	h, bad := decodeHeader(hb)
+	if bad != "" {
+		return nil, fmt.Errorf("history: %s: %s", path, bad)
+	}
+	ib := make([]byte, h.capacity*8)
+	if _, err := f.ReadAt(ib, headerSize); err != nil {
+		return nil, fmt.Errorf("history: %s: reading the index: %w", path, err)
+	}
+	s := &Snapshot{Rounds: h.rounds, VoteSlots: h.voteSlots, Created: h.created, Origins: map[uint64]Origin{}}
+	rec := make([]byte, h.recordSize)
+	now := time.Now().Unix()
+	for slot := 0; slot < h.capacity; slot++ {
+		key := binary.LittleEndian.Uint64(ib[8*slot:])
+		if key == 0 {
+			continue
+		}
+		if _, err := f.ReadAt(rec, h.recordAt(slot)); err != nil {
+			return nil, fmt.Errorf("history: %s: reading slot %d: %w", path, slot, err)
+		}
+		if !recordOK(rec) {
+			s.Damaged++
+			continue
+		}
+		if binary.LittleEndian.Uint64(rec) != key {
+			continue // never written since the slot was handed out
+		}
+		s.Origins[key] = h.decode(rec, now)
+	}
+	return s, nil
+}

@@ -1,0 +1,458 @@
+package simulate
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/vigilcdn/vigil/core/config"
+	"github.com/vigilcdn/vigil/core/decide"
+	"github.com/vigilcdn/vigil/core/fleet"
+	"github.com/vigilcdn/vigil/core/history"
+	"github.com/vigilcdn/vigil/core/store"
+	"github.com/vigilcdn/vigil/core/vote"
+)
+
+// ExportVersion is the version of the history export format
+// (docs/replay.md).
+const ExportVersion = 1
+
+// ExportHeader is the first line of an export.
+type ExportHeader struct {
+	Version int `json:"vigil_history_export"`
+	// Exported is when the export was made.
+	Exported time.Time `json:"exported"`
+	// RoundInterval is the recording's round_interval, when known.
+	RoundInterval string `json:"round_interval,omitempty"`
+	// Sources is the recording's chain, when known: a point's "by".
+	Sources []string `json:"sources,omitempty"`
+	// Names says where the site and origin names came from: "config"
+	// or "state".
+	Names string `json:"names"`
+	// Rounds is how many rounds the file kept an origin.
+	Rounds int `json:"rounds"`
+	// Votes is false: this version records verdicts, not votes.
+	Votes bool `json:"votes"`
+	// Journal says whether the journal's events are in the export, and if
+	// not, why.
+	Journal string `json:"journal"`
+}
+
+// ExportOrigin is one origin's recorded rounds, oldest first.
+type ExportOrigin struct {
+	Site   string        `json:"site"`
+	Origin string        `json:"origin"`
+	Points []ExportPoint `json:"points"`
+}
+
+// ExportPoint is one recorded round of one origin.
+type ExportPoint struct {
+	// T is the round's start, Unix seconds.
+	T int64 `json:"t"`
+	// V is the verdict: up, down or none.
+	V string `json:"v"`
+	// By is the settling source ("" for none; its chain position when the
+	// chain's names are not known).
+	By string `json:"by,omitempty"`
+	// S is the origin's state after the round.
+	S  string  `json:"s"`
+	MS float64 `json:"ms,omitempty"`
+}
+
+// Export is a whole export in memory.
+type Export struct {
+	Header  ExportHeader
+	Origins []ExportOrigin
+	// Events are the journal's events of the exported sites (the
+	// recorded switches among them).
+	Events []store.Event
+}
+
+// Names maps a site and origin to their history key.
+type Names struct{ Site, Origin string }
+
+// BuildExport names the snapshot's origins: names lists every site and
+// origin that may be in it (the configuration's or the state's); origins
+// of the file that none names are left out. sources is the recording's
+// chain (nil when not known); events the journal (nil when not read).
+func BuildExport(snap *history.Snapshot, names []Names, h ExportHeader, events []store.Event) *Export {
+	h.Version, h.Rounds = ExportVersion, snap.Rounds
+	x := &Export{Header: h}
+	sites := map[string]bool{}
+	for _, n := range names {
+		o, ok := snap.Origins[history.Key(n.Site, n.Origin)]
+		if !ok || len(o.Points) == 0 {
+			continue
+		}
+		eo := ExportOrigin{Site: n.Site, Origin: n.Origin, Points: make([]ExportPoint, 0, len(o.Points))}
+		for _, p := range o.Points {
+			ep := ExportPoint{T: p.Time.Unix(), V: p.Verdict.String(), S: p.State.String(), MS: float64(p.Latency/(100*time.Microsecond)) / 10}
+			if p.By >= 0 {
+				if int(p.By) < len(h.Sources) {
+					ep.By = h.Sources[p.By]
+				} else {
+					ep.By = fmt.Sprint(p.By)
+				}
+			}
+			eo.Points = append(eo.Points, ep)
+		}
+		x.Origins = append(x.Origins, eo)
+		sites[n.Site] = true
+	}
+	sort.Slice(x.Origins, func(a, b int) bool {
+		if x.Origins[a].Site != x.Origins[b].Site {
+			return x.Origins[a].Site < x.Origins[b].Site
+		}
+		return x.Origins[a].Origin < x.Origins[b].Origin
+	})
+	for _, e := range events {
+		if sites[e.Site] {
+			x.Events = append(x.Events, e)
+		}
+	}
+	return x
+}
+
+// Write writes x as JSON lines: the header, one line per origin, one per
+// journal event ({"event": ...}).
+func (x *Export) Write(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	if err := enc.Encode(x.Header); err != nil {
+		return err
+	}
+	for _, o := range x.Origins {
+		if err := enc.Encode(o); err != nil {
+			return err
+		}
+	}
+	for _, e := range x.Events {
+		if err := enc.Encode(struct {
+			Event store.Event `json:"event"`
+		}{e}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ReadExport reads what Write wrote.
+func ReadExport(r io.Reader) (*Export, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 64*1024*1024)
+	x := &Export{}
+	line := 0
+	for sc.Scan() {
+		line++
+		b := sc.Bytes()
+		if len(b) == 0 {
+			continue
+		}
+		if line == 1 {
+			if err := json.Unmarshal(b, &x.Header); err != nil || x.Header.Version == 0 {
+				return nil, fmt.Errorf("line 1: not a vigil history export (vigil history export writes one): %v", err)
+			}
+			if x.Header.Version != ExportVersion {
+				return nil, fmt.Errorf("line 1: export version %d; this vigil reads version %d", x.Header.Version, ExportVersion)
+			}
+			continue
+		}
+		var probe struct {
+			Event *store.Event `json:"event"`
+			Site  string       `json:"site"`
+		}
+		if err := json.Unmarshal(b, &probe); err != nil {
+			return nil, fmt.Errorf("line %d: %v", line, err)
+		}
+		if probe.Event != nil {
+			x.Events = append(x.Events, *probe.Event)
+			continue
+		}
+		var o ExportOrigin
+		if err := json.Unmarshal(b, &o); err != nil || o.Site == "" || o.Origin == "" {
+			return nil, fmt.Errorf("line %d: neither an origin nor an event: %v", line, err)
+		}
+		x.Origins = append(x.Origins, o)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if line == 0 {
+		return nil, fmt.Errorf("the export is empty")
+	}
+	return x, nil
+}
+
+// Switch is one level switch of a replay or a recording.
+type Switch struct {
+	Time     time.Time
+	Round    int // the replay's round, 1-based; 0 for a recorded switch between recorded rounds
+	From, To int
+	Reason   string
+}
+
+// SiteReplay is one site's recorded and replayed switches.
+type SiteReplay struct {
+	Site     string
+	Recorded []Switch
+	Replayed []Switch
+}
+
+// ReplayResult is the outcome of Replay.
+type ReplayResult struct {
+	Rounds   int
+	From, To time.Time
+	Sites    []SiteReplay
+	// Skipped are the export's origins the configuration has not.
+	Skipped []string
+	// Warnings say what the replay could not honour.
+	Warnings []string
+}
+
+// Replay runs the recorded verdicts of x through a fresh fleet of cfg on
+// the round clock: each recorded round is one round, and a gap in the
+// recording longer than one and a half round_interval of cfg is filled with
+// empty rounds (no verdict), so that cfg's durations (quarantine,
+// failback_dwell, flap) count the time that passed. An origin's recorded
+// verdict is handed to the first source of its site's chain as min_votes
+// votes of that verdict, so the chain settles it as recorded: this version
+// replays verdicts, not votes, and chain settings (min_votes, tally, the
+// sources' order) change nothing.
+func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
+	res := &ReplayResult{}
+	f := fleet.NewRoundClock(cfg)
+	// Rounds: the distinct recorded times.
+	byTime := map[int64]map[string]vote.Verdict{}
+	for _, o := range x.Origins {
+		s := f.Site(o.Site)
+		if s == nil || s.Spec.OriginIndex(o.Origin) < 0 {
+			res.Skipped = append(res.Skipped, o.Site+"/"+o.Origin)
+			continue
+		}
+		for _, p := range o.Points {
+			var v vote.Verdict
+			switch p.V {
+			case "up":
+				v = vote.VerdictUp
+			case "down":
+				v = vote.VerdictDown
+			default:
+				continue
+			}
+			if byTime[p.T] == nil {
+				byTime[p.T] = map[string]vote.Verdict{}
+			}
+			byTime[p.T][o.Site+"/"+o.Origin] = v
+		}
+		// A none verdict is a round too: mark it.
+		for _, p := range o.Points {
+			if byTime[p.T] == nil {
+				byTime[p.T] = map[string]vote.Verdict{}
+			}
+		}
+	}
+	times := make([]int64, 0, len(byTime))
+	for t := range byTime {
+		times = append(times, t)
+	}
+	sort.Slice(times, func(a, b int) bool { return times[a] < times[b] })
+	if len(times) == 0 {
+		return nil, fmt.Errorf("the history holds no round of a site of this configuration")
+	}
+	interval := cfg.Control.RoundInterval
+	if x.Header.RoundInterval != "" {
+		if d, err := time.ParseDuration(x.Header.RoundInterval); err == nil && d != interval {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("the recording's round_interval is %s and this configuration's %s: the replay keeps the recorded rounds and counts this configuration's durations in rounds of %s", d, interval, interval))
+		}
+	}
+	src := &verdictSource{f: f}
+	replayed := map[string][]Switch{}
+	round := 0
+	step := func(at time.Time, verdicts map[string]vote.Verdict) {
+		round++
+		src.round = verdicts
+		for _, rep := range f.Round(context.Background(), src) {
+			for _, ev := range rep.Events {
+				if ev.Kind == decide.KindLevelSwitched {
+					replayed[rep.Site.Spec.Name] = append(replayed[rep.Site.Spec.Name], Switch{Time: at, Round: round, From: ev.FromLevel, To: ev.ToLevel, Reason: ev.Reason.String()})
+				}
+			}
+		}
+	}
+	const maxFill = 10000
+	for i, t := range times {
+		if i > 0 && interval > 0 {
+			gap := time.Duration(t-times[i-1]) * time.Second
+			if gap > interval*3/2 {
+				n := int((gap+interval/2)/interval) - 1
+				for k := 1; k <= min(n, maxFill); k++ {
+					step(time.Unix(times[i-1], 0).Add(time.Duration(k)*interval).UTC(), nil)
+				}
+			}
+		}
+		step(time.Unix(t, 0).UTC(), byTime[t])
+	}
+	res.Rounds = round
+	res.From, res.To = time.Unix(times[0], 0).UTC(), time.Unix(times[len(times)-1], 0).UTC()
+	recorded := map[string][]Switch{}
+	for _, e := range x.Events {
+		if e.Event.Kind != decide.KindLevelSwitched || f.Site(e.Site) == nil {
+			continue
+		}
+		if e.Time.Unix() < times[0] || e.Time.Unix() > times[len(times)-1]+int64(max(interval/time.Second, 1)) {
+			continue
+		}
+		recorded[e.Site] = append(recorded[e.Site], Switch{Time: roundAt(times, e.Time), From: e.Event.FromLevel, To: e.Event.ToLevel, Reason: e.Event.Reason.String()})
+	}
+	if x.Header.Journal != "included" {
+		res.Warnings = append(res.Warnings, "the export has no journal ("+x.Header.Journal+"): the recorded switches are unknown")
+	}
+	names := map[string]bool{}
+	for n := range recorded {
+		names[n] = true
+	}
+	for n := range replayed {
+		names[n] = true
+	}
+	for _, o := range x.Origins {
+		if f.Site(o.Site) != nil {
+			names[o.Site] = true
+		}
+	}
+	for n := range names {
+		res.Sites = append(res.Sites, SiteReplay{Site: n, Recorded: recorded[n], Replayed: replayed[n]})
+	}
+	sort.Slice(res.Sites, func(a, b int) bool { return res.Sites[a].Site < res.Sites[b].Site })
+	return res, nil
+}
+
+// roundAt is the start of the recorded round a journaled event belongs
+// to: the last round that started at or before it.
+func roundAt(times []int64, t time.Time) time.Time {
+	i := sort.Search(len(times), func(i int) bool { return times[i] > t.Unix() })
+	if i == 0 {
+		return t.UTC().Truncate(time.Second)
+	}
+	return time.Unix(times[i-1], 0).UTC()
+}
+
+// verdictSource hands each recorded verdict to the first source of the
+// origin's site, as min_votes votes of that verdict.
+type verdictSource struct {
+	f     *fleet.Fleet
+	round map[string]vote.Verdict
+}
+
+func (v *verdictSource) Ask(_ context.Context, source int, targets []vote.Target, counts []vote.Counts) {
+	n := max(v.f.Chain[source].Rule.MinVotes, 1)
+	for i, tg := range targets {
+		s := v.f.Sites[tg.Site]
+		if len(s.SourceList) == 0 || s.SourceList[0] != source {
+			continue
+		}
+		switch v.round[s.Spec.Name+"/"+s.Spec.Origins[tg.Origin].Name] {
+		case vote.VerdictUp:
+			counts[i].Up += int32(n)
+		case vote.VerdictDown:
+			counts[i].Down += int32(n)
+		}
+	}
+}
+
+// Summary is the one-line verdict: how many switches more or fewer, and
+// how much later or sooner the first failover came, over every site.
+func (r *ReplayResult) Summary() string {
+	rec, rep := 0, 0
+	var shift []time.Duration
+	for _, s := range r.Sites {
+		rec += len(s.Recorded)
+		rep += len(s.Replayed)
+		a, b := firstFailover(s.Recorded), firstFailover(s.Replayed)
+		if a != nil && b != nil {
+			shift = append(shift, b.Time.Sub(a.Time))
+		}
+	}
+	var out string
+	switch d := rep - rec; {
+	case d == 0:
+		out = fmt.Sprintf("the same number of switches (%d)", rep)
+	case d < 0:
+		out = fmt.Sprintf("%d fewer switch%s (%d instead of %d)", -d, plural(-d), rep, rec)
+	default:
+		out = fmt.Sprintf("%d more switch%s (%d instead of %d)", d, plural(d), rep, rec)
+	}
+	if len(shift) > 0 {
+		var sum time.Duration
+		for _, d := range shift {
+			sum += d
+		}
+		avg := sum / time.Duration(len(shift))
+		switch {
+		case avg > 0:
+			out += fmt.Sprintf(", failover %s later", fmtDur(avg))
+		case avg < 0:
+			out += fmt.Sprintf(", failover %s sooner", fmtDur(-avg))
+		default:
+			out += ", failover at the same time"
+		}
+	}
+	return out
+}
+
+func firstFailover(sw []Switch) *Switch {
+	for i := range sw {
+		if sw[i].Reason == "failover" {
+			return &sw[i]
+		}
+	}
+	return nil
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "es"
+}
+
+func fmtDur(d time.Duration) string {
+	if d%time.Second == 0 {
+		return fmt.Sprintf("%d s", int(d/time.Second))
+	}
+	return d.String()
+}
+
+// WriteText prints the side-by-side timelines and the verdict.
+func (r *ReplayResult) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "replayed %d rounds, %s to %s (verdicts only: chain settings are not replayed)\n", r.Rounds, r.From.Format(time.RFC3339), r.To.Format(time.RFC3339))
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
+	if len(r.Skipped) > 0 {
+		fmt.Fprintf(w, "warning: %d recorded origins are not in this configuration: %v\n", len(r.Skipped), r.Skipped)
+	}
+	for _, s := range r.Sites {
+		fmt.Fprintf(w, "\nsite %s\n  %-36s  %s\n", s.Site, "recorded", "replayed")
+		for i := 0; i < max(len(s.Recorded), len(s.Replayed)); i++ {
+			a, b := "", ""
+			if i < len(s.Recorded) {
+				a = s.Recorded[i].text()
+			}
+			if i < len(s.Replayed) {
+				b = s.Replayed[i].text()
+			}
+			fmt.Fprintf(w, "  %-36s  %s\n", a, b)
+		}
+		if len(s.Recorded)+len(s.Replayed) == 0 {
+			fmt.Fprintf(w, "  %-36s  %s\n", "no switch", "no switch")
+		}
+	}
+	fmt.Fprintf(w, "\nverdict: %s\n", r.Summary())
+}
+
+func (s Switch) text() string {
+	return fmt.Sprintf("%s %d -> %d %s", s.Time.Format("15:04:05"), s.From, s.To, s.Reason)
+}
