@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"strconv"
 	"strings"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/core/decide"
