@@ -28,6 +28,12 @@ const (
 	// offline, with its last-seen time) before it is forgotten: a day, long
 	// enough to notice a node that died overnight.
 	DefaultForgetAfter = 24 * time.Hour
+	// DefaultPassiveMinRequests is the fewest requests (not ignored) a
+	// node's passive window must hold for a passive vote; fewer abstain.
+	DefaultPassiveMinRequests = 10
+	// DefaultPassiveFailureRatio: a window whose failures (slow answers
+	// included) are more than this part of its requests votes down.
+	DefaultPassiveFailureRatio = 0.3
 	// MaxNodesPerRound bounds nodes_per_round.
 	MaxNodesPerRound = 100
 )
@@ -43,6 +49,10 @@ type settings struct {
 	forgetAfter   time.Duration
 	siteLabels    map[string]labels.Set
 	statusListen  string
+	// passive: nodes cast passive votes (passive_votes = true).
+	passive             bool
+	passiveMinRequests  int
+	passiveFailureRatio float64
 }
 
 func schema() sdk.Schema {
@@ -57,13 +67,17 @@ func schema() sdk.Schema {
 		{Name: "forget_after", Type: sdk.TypeDuration, Description: fmt.Sprintf("An offline node stays listed, as offline with its last-seen time, for this long; then it is forgotten (default %s, must be longer than online_timeout; at most %d offline nodes are kept, the oldest forgotten first).", shortDuration(DefaultForgetAfter), MaxOfflineNodes)},
 		{Name: "site_labels", Type: sdk.TypeStringList, Description: "Per-site node selection, entries \"SITE: key=value,...\": only nodes with all those labels probe SITE."},
 		{Name: "status_listen", Type: sdk.TypeString, Description: "Optional host:port serving GET /v1/nodes as JSON: the online nodes, and the offline ones not forgotten yet."},
+		{Name: "passive_votes", Type: sdk.TypeBool, Description: "Nodes that proxy also cast a passive vote per origin, as voter NODE/passive, from the real traffic of their proxy (default false). It is one more voter of this source: see min_votes in the plugin's README."},
+		{Name: "passive_min_requests", Type: sdk.TypeNumber, Description: fmt.Sprintf("Fewest requests (ignored statuses not counted) a node's passive window must hold for a passive vote; fewer abstain (default %d).", DefaultPassiveMinRequests)},
+		{Name: "passive_failure_ratio", Type: sdk.TypeNumber, Description: fmt.Sprintf("A passive window whose failures (5xx, timeouts, connection errors, slow answers) are more than this part of its requests votes down (default %v).", DefaultPassiveFailureRatio)},
 	}}
 }
 
 // parseConfig checks cfg. getenv reads the plugin's environment.
 func parseConfig(cfg sdk.Config, getenv func(string) string) (settings, error) {
 	var diags sdk.Diagnostics
-	st := settings{nodesPerRound: DefaultNodesPerRound, onlineTimeout: DefaultOnlineTimeout, forgetAfter: DefaultForgetAfter, siteLabels: map[string]labels.Set{}}
+	st := settings{nodesPerRound: DefaultNodesPerRound, onlineTimeout: DefaultOnlineTimeout, forgetAfter: DefaultForgetAfter, siteLabels: map[string]labels.Set{},
+		passiveMinRequests: DefaultPassiveMinRequests, passiveFailureRatio: DefaultPassiveFailureRatio}
 
 	st.listen, _ = cfg.String("listen")
 	if _, _, err := net.SplitHostPort(st.listen); err != nil {
@@ -165,6 +179,23 @@ func parseConfig(cfg sdk.Config, getenv func(string) string) (settings, error) {
 				fmt.Sprintf("status_listen = %q: write host:port, e.g. \"127.0.0.1:8472\" (%v).", addr, err)))
 		}
 		st.statusListen = addr
+	}
+	st.passive, _ = cfg.Bool("passive_votes")
+	if n, ok := cfg.Number("passive_min_requests"); ok {
+		if n != math.Trunc(n) || n < 1 || n > 10000 {
+			diags = append(diags, sdk.AttributeError("passive_min_requests", "Invalid passive_min_requests",
+				fmt.Sprintf("passive_min_requests = %v: use a whole number from 1 to 10000, at most the nodes' -passive-window (default 20).", n)))
+		} else {
+			st.passiveMinRequests = int(n)
+		}
+	}
+	if r, ok := cfg.Number("passive_failure_ratio"); ok {
+		if !(r > 0 && r < 1) {
+			diags = append(diags, sdk.AttributeError("passive_failure_ratio", "Invalid passive_failure_ratio",
+				fmt.Sprintf("passive_failure_ratio = %v: use a fraction between 0 and 1, e.g. 0.3 (more than 30%% of the requests failed).", r)))
+		} else {
+			st.passiveFailureRatio = r
+		}
 	}
 	return st, diags.Err()
 }

@@ -38,6 +38,10 @@ const (
 	// featureNotRun: the gateway reads ProbeResult.not_run (and the node
 	// sends it).
 	featureNotRun = "not_run"
+	// featurePassive: the node sends its passive windows in
+	// ProbeResult.passive; the gateway announces it only with
+	// passive_votes = true, and casts the passive votes.
+	featurePassive = "passive"
 )
 
 // MaxMessageSize bounds one gateway message (a batch or its results).
@@ -66,6 +70,9 @@ type conn struct {
 	// probeSettings says the node announced featureProbeSettings: it may
 	// get jobs that use the targets' TLS, header, redirect and body settings.
 	probeSettings bool
+	// passive says the node announced featurePassive: it keeps passive
+	// windows (it proxies) and sends them to a gateway announcing it.
+	passive bool
 	seen          atomic.Int64 // unix nanoseconds of the last message
 	out           chan *pb.GatewayMessage
 	done          chan struct{} // closed when the stream ended
@@ -365,6 +372,7 @@ func (g *gatewayServer) Attach(stream grpc.BidiStreamingServer[pb.NodeMessage, p
 		id: hello.GetNodeId(), labels: hello.GetLabels(), version: hello.GetAgentVersion(), remote: remote,
 		since: g.reg.now(), out: make(chan *pb.GatewayMessage, 4), done: make(chan struct{}),
 		probeSettings: slices.Contains(hello.GetFeatures(), featureProbeSettings),
+		passive:       slices.Contains(hello.GetFeatures(), featurePassive),
 	}
 	c.seen.Store(c.since.UnixNano())
 	if err := g.reg.attach(c); err != nil {
@@ -373,8 +381,12 @@ func (g *gatewayServer) Attach(stream grpc.BidiStreamingServer[pb.NodeMessage, p
 	why, reason := offlineStreamEnded, "stream ended"
 	defer func() { close(c.done); g.reg.detach(c, why, reason) }()
 
+	features := []string{featureNotRun}
+	if st.passive {
+		features = append(features, featurePassive)
+	}
 	welcome := &pb.GatewayMessage{Msg: &pb.GatewayMessage_Welcome{Welcome: &pb.Welcome{
-		HeartbeatIntervalMs: (st.onlineTimeout / 3).Milliseconds(), Features: []string{featureNotRun}}}}
+		HeartbeatIntervalMs: (st.onlineTimeout / 3).Milliseconds(), Features: features}}}
 	if err := stream.Send(welcome); err != nil {
 		reason = "send failed"
 		return err

@@ -350,7 +350,11 @@ wait:
 				votes = append(votes, abstainAll(ballot.Targets, w.targets, a.node.id, sdk.ReasonNoVoter, "the node went offline before answering")...)
 				continue
 			}
-			votes = append(votes, toVotes(a.node.id, ballot.Targets, w.targets, a.results)...)
+			var rule *passiveRule
+			if st.passive && a.node.passive {
+				rule = &passiveRule{minRequests: st.passiveMinRequests, failureRatio: st.passiveFailureRatio}
+			}
+			votes = append(votes, toVotes(a.node.id, ballot.Targets, w.targets, a.results, rule)...)
 		case <-ctx.Done():
 			for _, w := range pending {
 				late = append(late, w.node.id)
@@ -456,12 +460,67 @@ func job(t *sdk.Target) *pb.ProbeJob {
 	return j
 }
 
+// PassiveSuffix ends the voter id of a node's passive votes: NODE/passive.
+const PassiveSuffix = "/passive"
+
+// passiveRule turns passive windows into votes (passive_votes = true).
+type passiveRule struct {
+	minRequests  int
+	failureRatio float64
+}
+
+// vote is voter's passive vote on t from the window w (nil: the node saw
+// no request to the origin within its window). A window with fewer than
+// minRequests judged requests (ignored ones not counted) abstains
+// (no_voter, node/passive_sparse); one whose failures, slow answers
+// included, are more than failureRatio of them is a Down, its reason the
+// most common kind of failure; otherwise an Up.
+func (p *passiveRule) vote(t *sdk.Target, voter string, w *pb.PassiveResult) sdk.Vote {
+	judged := int(w.GetRequests()) - int(w.GetIgnored())
+	if judged < p.minRequests {
+		v := abstain(t, voter, sdk.ReasonNoVoter, fmt.Sprintf("%d requests in the passive window (%d ignored), fewer than passive_min_requests %d",
+			w.GetRequests(), w.GetIgnored(), p.minRequests))
+		v.PluginReason = "node/passive_sparse"
+		return v
+	}
+	failed := int(w.GetFailures() + w.GetSlow())
+	timeouts := int(w.GetTimeouts())
+	http5xx := int(w.GetFailures()) - timeouts
+	slow := int(w.GetSlow())
+	v := sdk.Vote{Site: t.Site, Origin: t.Origin, Voter: voter, Value: sdk.Up, Reason: sdk.ReasonOK}
+	pct := 100 * float64(failed) / float64(judged)
+	v.Detail = fmt.Sprintf("%d of %d requests failed (%.0f%%)", failed, judged, pct)
+	if w.GetIgnored() > 0 || slow > 0 {
+		v.Detail += fmt.Sprintf("; %d slow, %d ignored", slow, w.GetIgnored())
+	}
+	if float64(failed) <= p.failureRatio*float64(judged) {
+		return v
+	}
+	v.Value = sdk.Down
+	switch {
+	case http5xx >= timeouts && http5xx >= slow:
+		v.Reason = sdk.ReasonHTTP5xx
+	case timeouts >= slow:
+		v.Reason = sdk.ReasonTimeout
+	default:
+		v.Reason = sdk.ReasonTooSlow
+	}
+	return v
+}
+
 // toVotes turns a node's answer into votes: one per job sent to it. A
 // result is the node's verdict; a job the node reported not run, or left
 // out of its answer (nodes older than the not_run feature do), is an
 // Abstain (out_of_time unless the node said otherwise), never a Down.
-func toVotes(node string, all []sdk.Target, targets []int, res *pb.BatchResult) []sdk.Vote {
+// With passive (non-nil: the gateway opted in and the node keeps passive
+// windows), every result also gives a passive vote of voter NODE/passive
+// (see passiveRule.vote), unless that id would be too long.
+func toVotes(node string, all []sdk.Target, targets []int, res *pb.BatchResult, passive *passiveRule) []sdk.Vote {
 	votes := make([]sdk.Vote, 0, len(targets))
+	passiveVoter := node + PassiveSuffix
+	if passive != nil && !sdk.ValidVoter(passiveVoter) {
+		passive = nil
+	}
 	seen := make([]bool, len(targets))
 	for _, r := range res.GetResults() {
 		if int(r.GetJob()) >= len(targets) || seen[r.GetJob()] {
@@ -469,6 +528,9 @@ func toVotes(node string, all []sdk.Target, targets []int, res *pb.BatchResult) 
 		}
 		seen[r.GetJob()] = true
 		t := &all[targets[r.GetJob()]]
+		if passive != nil {
+			votes = append(votes, passive.vote(t, passiveVoter, r.GetPassive()))
+		}
 		reason, ok := sdk.ParseReason(r.GetReason())
 		if r.GetNotRun() || !r.GetUp() && abstainsOnly(reason) {
 			if !abstainsOnly(reason) {

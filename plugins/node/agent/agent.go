@@ -90,6 +90,10 @@ type Config struct {
 	ProxyListen string
 	// Proxy tunes the proxy.
 	Proxy proxy.Options
+	// Passive tunes the passive windows of the proxy's traffic, kept when
+	// the node both proxies and probes, and sent to a gateway announcing the
+	// "passive" feature.
+	Passive PassiveConfig
 	// MetricsListen serves /metrics (host:port); empty: none.
 	MetricsListen string
 
@@ -157,6 +161,7 @@ type Agent struct {
 	log     hclog.Logger
 	proxy   *proxy.Proxy
 	edge    *edge.Hub
+	passive *passive // nil unless the node proxies and probes
 	metrics *agentMetrics
 	current atomic.Pointer[publication.Snapshot]
 	// backOff gives each reconnect loop its wait policy (newBackOff within
@@ -239,6 +244,14 @@ func New(cfg Config) (*Agent, error) {
 		opts.Registerer = cfg.Registry
 		if opts.Log == nil {
 			opts.Log = cfg.Log.Named("proxy")
+		}
+		if cfg.Gateway != "" {
+			pw, err := newPassive(cfg.Passive, opts.Now)
+			if err != nil {
+				return nil, err
+			}
+			a.passive = pw
+			opts.OnAttempt = pw.record
 		}
 		p, err := proxy.New(opts)
 		if err != nil {

@@ -63,6 +63,15 @@ func (a *Agent) apply(snap *publication.Snapshot, save bool) {
 	if a.proxy != nil {
 		a.proxy.SetSnapshot(snap)
 	}
+	if a.passive != nil {
+		live := map[string]bool{}
+		for _, s := range snap.Sites {
+			for _, o := range s.Origins {
+				live[o.Address] = true
+			}
+		}
+		a.passive.keep(live)
+	}
 	if a.edge != nil {
 		a.edge.SetSnapshot(snap)
 	}

@@ -37,6 +37,9 @@ const defaultBudget = 30 * time.Second
 const (
 	featureProbeSettings = "probe_settings"
 	featureNotRun        = "not_run"
+	// featurePassive: the node keeps passive windows (it proxies) and, to a
+	// gateway announcing it, sends them in ProbeResult.passive.
+	featurePassive = "passive"
 )
 
 // tokenCreds sends the shared token with every call.
@@ -132,8 +135,12 @@ func (l *link) session(ctx context.Context) (attached bool, err error) {
 		defer sendMu.Unlock()
 		return stream.Send(m)
 	}
+	features := []string{featureProbeSettings, featureNotRun}
+	if l.a.passive != nil {
+		features = append(features, featurePassive)
+	}
 	hello := &pb.Hello{NodeId: cfg.ID, Labels: cfg.Labels, AgentVersion: Version, ProtocolVersion: gatewayProtocol,
-		Features: []string{featureProbeSettings, featureNotRun}}
+		Features: features}
 	if err := send(&pb.NodeMessage{Msg: &pb.NodeMessage_Hello{Hello: hello}}); err != nil {
 		return false, fmt.Errorf("saying hello: %w", recvErr(stream, err))
 	}
@@ -148,11 +155,13 @@ func (l *link) session(ctx context.Context) (attached bool, err error) {
 	// A gateway that does not read ProbeResult.not_run would take a job
 	// reported not run for a down: to such a gateway, leave them out.
 	reportNotRun := slices.Contains(welcome.GetFeatures(), featureNotRun)
+	// Passive windows go only to a gateway that opted in to passive votes.
+	sendPassive := l.a.passive != nil && slices.Contains(welcome.GetFeatures(), featurePassive)
 	every := time.Duration(welcome.GetHeartbeatIntervalMs()) * time.Millisecond
 	if every <= 0 {
 		every = 5 * time.Second
 	}
-	l.a.log.Info("attached to the gateway", "gateway", cfg.Gateway, "node", cfg.ID, "heartbeat", every.String())
+	l.a.log.Info("attached to the gateway", "gateway", cfg.Gateway, "node", cfg.ID, "heartbeat", every.String(), "passive", sendPassive)
 	l.a.metrics.attached.Set(1)
 	defer l.a.metrics.attached.Set(0)
 	l.a.event(Event{Kind: EventAttached})
@@ -187,6 +196,9 @@ func (l *link) session(ctx context.Context) (attached bool, err error) {
 		received := time.Now()
 		wg.Go(func() {
 			res := l.a.runBatch(ctx, batch, received, reportNotRun)
+			if sendPassive {
+				l.a.attachPassive(batch, res)
+			}
 			if err := send(&pb.NodeMessage{Msg: &pb.NodeMessage_Result{Result: res}}); err != nil {
 				l.a.log.Warn("could not send batch results", "batch", batch.GetBatchId(), "error", err)
 				cancel()
@@ -424,6 +436,17 @@ func (a *Agent) runBatch(ctx context.Context, b *pb.Batch, received time.Time, r
 		a.log.Warn("some probe jobs were not run", args...)
 	}
 	return out
+}
+
+// attachPassive adds to each result the passive window of its job's origin
+// (none when the node sent no request there within the window).
+func (a *Agent) attachPassive(b *pb.Batch, res *pb.BatchResult) {
+	jobs := b.GetJobs()
+	for _, r := range res.GetResults() {
+		if int(r.GetJob()) < len(jobs) {
+			r.Passive = a.passive.result(jobs[r.GetJob()].GetAddress())
+		}
+	}
 }
 
 // batchRoots builds the certificate pools of the CA bundles a batch

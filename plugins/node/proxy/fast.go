@@ -260,7 +260,14 @@ func (p *Proxy) serveFast(w *recorder, r *http.Request, s *site, start time.Time
 		i := p.pick(s, tried)
 		o = &s.origins[i]
 		tried[i] = true
+		var began time.Time
+		if p.opts.OnAttempt != nil {
+			began = p.opts.Now()
+		}
 		resp, uc, err = p.attempt(w, r, o, body)
+		if p.opts.OnAttempt != nil && r.Context().Err() == nil {
+			p.report(s, o, resp, err, began)
+		}
 		outcome := classify(resp, err)
 		if outcome == "" || r.Context().Err() != nil {
 			break

@@ -62,6 +62,31 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Log receives failures and skips.
 	Log hclog.Logger
+	// OnAttempt, when set, is called (synchronously, on the request's
+	// goroutine) with the outcome of every attempt on an origin once its
+	// response header came or it failed; not for an attempt the visitor
+	// gave up on. It must be quick and must not keep the Attempt's
+	// references past the call. vigil-node feeds its passive windows with
+	// it. Nil costs nothing.
+	OnAttempt func(Attempt)
+}
+
+// Attempt is the outcome of one attempt of the proxy on an origin, as
+// Options.OnAttempt sees it. It holds no pointer to the request: passed by
+// value, it costs no allocation.
+type Attempt struct {
+	// Site and Origin are the published names; Address is the origin's
+	// address as published.
+	Site, Origin, Address string
+	// Status is the response's status, 0 when none came (Err says why).
+	Status int
+	// Err is "timeout" or "connect_error" when no response came, else "".
+	Err string
+	// RetryAfter says the response carried a Retry-After header.
+	RetryAfter bool
+	// Latency is from the attempt's start to its response header (or
+	// failure).
+	Latency time.Duration
 }
 
 // NoRetries in Options.Retries turns retries off.
@@ -330,7 +355,14 @@ func (rt *retrier) RoundTrip(out *http.Request) (*http.Response, error) {
 		if body != nil {
 			attempt.Body = io.NopCloser(bytes.NewReader(body))
 		}
+		var began time.Time
+		if p.opts.OnAttempt != nil {
+			began = p.opts.Now()
+		}
 		resp, err := s.transport.RoundTrip(attempt)
+		if p.opts.OnAttempt != nil && out.Context().Err() == nil {
+			p.report(s, o, resp, err, began)
+		}
 		outcome := classify(resp, err)
 		if outcome == "" || out.Context().Err() != nil {
 			return resp, err
@@ -346,6 +378,20 @@ func (rt *retrier) RoundTrip(out *http.Request) (*http.Response, error) {
 		req.retries++
 		p.m.retries.WithLabelValues(s.pub.Name).Inc()
 	}
+}
+
+// report hands the outcome of an attempt on o begun at began to
+// Options.OnAttempt.
+func (p *Proxy) report(s *site, o *origin, resp *http.Response, err error, began time.Time) {
+	a := Attempt{Site: s.pub.Name, Origin: o.pub.Name, Address: o.pub.Address, Latency: p.opts.Now().Sub(began)}
+	switch {
+	case err != nil:
+		a.Err = classify(nil, err)
+	case resp != nil:
+		a.Status = resp.StatusCode
+		_, a.RetryAfter = resp.Header["Retry-After"]
+	}
+	p.opts.OnAttempt(a)
 }
 
 // failed counts a failed attempt on o and tracks it.

@@ -60,6 +60,10 @@ func run(args []string) error {
 		replayMax    = fs.Int64("retry-body-max", proxy.DefaultMaxReplayBody, "proxy: largest request body (bytes) buffered so it can be retried")
 		connTimeout  = fs.Duration("connect-timeout", proxy.DefaultConnectTimeout, "proxy: timeout connecting to an origin")
 		respTimeout  = fs.Duration("response-timeout", proxy.DefaultResponseTimeout, "proxy: timeout waiting for an origin's response headers")
+		passWindow   = fs.Int("passive-window", agent.DefaultPassiveWindow, "passive votes: the latest `N` requests to an origin its window holds")
+		passAge      = fs.Duration("passive-window-age", agent.DefaultPassiveAge, "passive votes: requests older than this leave the window (whichever of N and age comes first)")
+		passIgnore   = fs.String("passive-ignore", agent.DefaultPassiveIgnore, "passive votes: `statuses` that are backpressure, not failures (429, 503-retry-after: a 503 with Retry-After; none)")
+		passSlow     = fs.Duration("passive-slow", 0, "passive votes: an answer slower than this is a soft failure (0: off)")
 		haSocket     = fs.String("haproxy-socket", "", "drive a local HAProxy live through its Runtime API: its stats socket, a unix socket `path` or host:port, at level admin")
 		haSrvArgs    = fs.String("haproxy-server-args", "", "HAProxy: `arguments` of every server vigil-node adds, e.g. \"check inter 2s\"")
 		haTLSArgs    = fs.String("haproxy-tls-args", edge.DefaultHAProxyTLSArgs, "HAProxy: `arguments` added for https origins ({sni}: the site's hostname)")
@@ -111,6 +115,10 @@ func run(args []string) error {
 			cfg.Edge.Vars[k] = v
 		}
 	}
+	if cfg.Passive.Ignore, err = agent.ParsePassiveIgnore(*passIgnore); err != nil {
+		return err
+	}
+	cfg.Passive.Window, cfg.Passive.Age, cfg.Passive.Slow = *passWindow, *passAge, *passSlow
 	if *retries == 0 {
 		cfg.Proxy.Retries = proxy.NoRetries
 	}

@@ -23,6 +23,11 @@
 //     job of a batch, flagging those it did not judge, only to a gateway
 //     announcing this; to an older gateway it leaves them out, as the first
 //     release did (an older gateway would take them for downs).
+//   "passive": the node keeps a passive window of its proxy's real traffic
+//     per origin and attaches it to its results (ProbeResult.passive). The
+//     node announces it when it proxies; the gateway announces it only when
+//     its source config opts in (passive_votes = true), and a node sends
+//     ProbeResult.passive only to such a gateway.
 //
 // The shared token travels as gRPC metadata "authorization: Bearer TOKEN".
 // Regenerate the Go code with `make proto`.
@@ -330,7 +335,12 @@ type ProbeResult struct {
 	// empty or unknown), or the node could not build the probe ("unsupported").
 	// up is false and means nothing then: the gateway casts an Abstain, never
 	// a Down. Sent only to a gateway announcing the "not_run" feature.
-	NotRun        bool `protobuf:"varint,6,opt,name=not_run,json=notRun,proto3" json:"not_run,omitempty"`
+	NotRun bool `protobuf:"varint,6,opt,name=not_run,json=notRun,proto3" json:"not_run,omitempty"`
+	// passive is the node's passive window for the job's origin (keyed by
+	// ProbeJob.address): the outcomes of the real requests its proxy sent
+	// there recently. Absent when the node saw no such request. Sent only to
+	// a gateway announcing the "passive" feature.
+	Passive       *PassiveResult `protobuf:"bytes,7,opt,name=passive,proto3" json:"passive,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -407,6 +417,101 @@ func (x *ProbeResult) GetNotRun() bool {
 	return false
 }
 
+func (x *ProbeResult) GetPassive() *PassiveResult {
+	if x != nil {
+		return x.Passive
+	}
+	return nil
+}
+
+// PassiveResult counts the attempts of the node's proxy on one origin within
+// its passive window (the last -passive-window requests, none older than
+// -passive-window-age). Every attempt is counted once, in requests and in at
+// most one of failures, ignored and slow.
+type PassiveResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// requests is every attempt in the window, ignored ones included.
+	Requests uint32 `protobuf:"varint,1,opt,name=requests,proto3" json:"requests,omitempty"`
+	// failures: a 5xx status (not ignored), a timeout or a connection error.
+	Failures uint32 `protobuf:"varint,2,opt,name=failures,proto3" json:"failures,omitempty"`
+	// ignored: a status the node ignores (-passive-ignore: 429 and 503 with
+	// Retry-After by default): backpressure, not death.
+	Ignored uint32 `protobuf:"varint,3,opt,name=ignored,proto3" json:"ignored,omitempty"`
+	// slow: answered without failing, but later than -passive-slow (a soft
+	// failure).
+	Slow uint32 `protobuf:"varint,4,opt,name=slow,proto3" json:"slow,omitempty"`
+	// timeouts: the failures that were timeouts or connection errors (the
+	// others were 5xx statuses).
+	Timeouts      uint32 `protobuf:"varint,5,opt,name=timeouts,proto3" json:"timeouts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PassiveResult) Reset() {
+	*x = PassiveResult{}
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PassiveResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PassiveResult) ProtoMessage() {}
+
+func (x *PassiveResult) ProtoReflect() protoreflect.Message {
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PassiveResult.ProtoReflect.Descriptor instead.
+func (*PassiveResult) Descriptor() ([]byte, []int) {
+	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PassiveResult) GetRequests() uint32 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *PassiveResult) GetFailures() uint32 {
+	if x != nil {
+		return x.Failures
+	}
+	return 0
+}
+
+func (x *PassiveResult) GetIgnored() uint32 {
+	if x != nil {
+		return x.Ignored
+	}
+	return 0
+}
+
+func (x *PassiveResult) GetSlow() uint32 {
+	if x != nil {
+		return x.Slow
+	}
+	return 0
+}
+
+func (x *PassiveResult) GetTimeouts() uint32 {
+	if x != nil {
+		return x.Timeouts
+	}
+	return 0
+}
+
 type GatewayMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Msg:
@@ -420,7 +525,7 @@ type GatewayMessage struct {
 
 func (x *GatewayMessage) Reset() {
 	*x = GatewayMessage{}
-	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[5]
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -432,7 +537,7 @@ func (x *GatewayMessage) String() string {
 func (*GatewayMessage) ProtoMessage() {}
 
 func (x *GatewayMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[5]
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -445,7 +550,7 @@ func (x *GatewayMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayMessage.ProtoReflect.Descriptor instead.
 func (*GatewayMessage) Descriptor() ([]byte, []int) {
-	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{5}
+	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GatewayMessage) GetMsg() isGatewayMessage_Msg {
@@ -492,7 +597,8 @@ func (*GatewayMessage_Batch) isGatewayMessage_Msg() {}
 type Welcome struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
 	HeartbeatIntervalMs int64                  `protobuf:"varint,1,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
-	// features the gateway supports beyond the first release ("not_run").
+	// features the gateway supports beyond the first release ("not_run",
+	// "passive").
 	Features      []string `protobuf:"bytes,2,rep,name=features,proto3" json:"features,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -500,7 +606,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[6]
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -512,7 +618,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[6]
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -525,7 +631,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{6}
+	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Welcome) GetHeartbeatIntervalMs() int64 {
@@ -558,7 +664,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[7]
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -570,7 +676,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[7]
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -583,7 +689,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{7}
+	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Batch) GetBatchId() uint64 {
@@ -649,7 +755,7 @@ type ProbeJob struct {
 
 func (x *ProbeJob) Reset() {
 	*x = ProbeJob{}
-	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[8]
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -661,7 +767,7 @@ func (x *ProbeJob) String() string {
 func (*ProbeJob) ProtoMessage() {}
 
 func (x *ProbeJob) ProtoReflect() protoreflect.Message {
-	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[8]
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -674,7 +780,7 @@ func (x *ProbeJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeJob.ProtoReflect.Descriptor instead.
 func (*ProbeJob) Descriptor() ([]byte, []int) {
-	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{8}
+	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ProbeJob) GetAddress() string {
@@ -797,7 +903,7 @@ const file_nodegateway_v1_nodegateway_proto_rawDesc = "" +
 	"\tHeartbeat\"e\n" +
 	"\vBatchResult\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\x04R\abatchId\x12;\n" +
-	"\aresults\x18\x02 \x03(\v2!.vigil.nodegateway.v1.ProbeResultR\aresults\"\x97\x01\n" +
+	"\aresults\x18\x02 \x03(\v2!.vigil.nodegateway.v1.ProbeResultR\aresults\"\xd6\x01\n" +
 	"\vProbeResult\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\rR\x03job\x12\x0e\n" +
 	"\x02up\x18\x02 \x01(\bR\x02up\x12\x16\n" +
@@ -805,7 +911,14 @@ const file_nodegateway_v1_nodegateway_proto_rawDesc = "" +
 	"\x06detail\x18\x04 \x01(\tR\x06detail\x12\x1d\n" +
 	"\n" +
 	"latency_ns\x18\x05 \x01(\x03R\tlatencyNs\x12\x17\n" +
-	"\anot_run\x18\x06 \x01(\bR\x06notRun\"\x87\x01\n" +
+	"\anot_run\x18\x06 \x01(\bR\x06notRun\x12=\n" +
+	"\apassive\x18\a \x01(\v2#.vigil.nodegateway.v1.PassiveResultR\apassive\"\x91\x01\n" +
+	"\rPassiveResult\x12\x1a\n" +
+	"\brequests\x18\x01 \x01(\rR\brequests\x12\x1a\n" +
+	"\bfailures\x18\x02 \x01(\rR\bfailures\x12\x18\n" +
+	"\aignored\x18\x03 \x01(\rR\aignored\x12\x12\n" +
+	"\x04slow\x18\x04 \x01(\rR\x04slow\x12\x1a\n" +
+	"\btimeouts\x18\x05 \x01(\rR\btimeouts\"\x87\x01\n" +
 	"\x0eGatewayMessage\x129\n" +
 	"\awelcome\x18\x01 \x01(\v2\x1d.vigil.nodegateway.v1.WelcomeH\x00R\awelcome\x123\n" +
 	"\x05batch\x18\x02 \x01(\v2\x1b.vigil.nodegateway.v1.BatchH\x00R\x05batchB\x05\n" +
@@ -858,39 +971,41 @@ func file_nodegateway_v1_nodegateway_proto_rawDescGZIP() []byte {
 	return file_nodegateway_v1_nodegateway_proto_rawDescData
 }
 
-var file_nodegateway_v1_nodegateway_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_nodegateway_v1_nodegateway_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_nodegateway_v1_nodegateway_proto_goTypes = []any{
 	(*NodeMessage)(nil),    // 0: vigil.nodegateway.v1.NodeMessage
 	(*Hello)(nil),          // 1: vigil.nodegateway.v1.Hello
 	(*Heartbeat)(nil),      // 2: vigil.nodegateway.v1.Heartbeat
 	(*BatchResult)(nil),    // 3: vigil.nodegateway.v1.BatchResult
 	(*ProbeResult)(nil),    // 4: vigil.nodegateway.v1.ProbeResult
-	(*GatewayMessage)(nil), // 5: vigil.nodegateway.v1.GatewayMessage
-	(*Welcome)(nil),        // 6: vigil.nodegateway.v1.Welcome
-	(*Batch)(nil),          // 7: vigil.nodegateway.v1.Batch
-	(*ProbeJob)(nil),       // 8: vigil.nodegateway.v1.ProbeJob
-	nil,                    // 9: vigil.nodegateway.v1.Hello.LabelsEntry
-	nil,                    // 10: vigil.nodegateway.v1.Batch.CasEntry
-	nil,                    // 11: vigil.nodegateway.v1.ProbeJob.HeadersEntry
+	(*PassiveResult)(nil),  // 5: vigil.nodegateway.v1.PassiveResult
+	(*GatewayMessage)(nil), // 6: vigil.nodegateway.v1.GatewayMessage
+	(*Welcome)(nil),        // 7: vigil.nodegateway.v1.Welcome
+	(*Batch)(nil),          // 8: vigil.nodegateway.v1.Batch
+	(*ProbeJob)(nil),       // 9: vigil.nodegateway.v1.ProbeJob
+	nil,                    // 10: vigil.nodegateway.v1.Hello.LabelsEntry
+	nil,                    // 11: vigil.nodegateway.v1.Batch.CasEntry
+	nil,                    // 12: vigil.nodegateway.v1.ProbeJob.HeadersEntry
 }
 var file_nodegateway_v1_nodegateway_proto_depIdxs = []int32{
 	1,  // 0: vigil.nodegateway.v1.NodeMessage.hello:type_name -> vigil.nodegateway.v1.Hello
 	2,  // 1: vigil.nodegateway.v1.NodeMessage.heartbeat:type_name -> vigil.nodegateway.v1.Heartbeat
 	3,  // 2: vigil.nodegateway.v1.NodeMessage.result:type_name -> vigil.nodegateway.v1.BatchResult
-	9,  // 3: vigil.nodegateway.v1.Hello.labels:type_name -> vigil.nodegateway.v1.Hello.LabelsEntry
+	10, // 3: vigil.nodegateway.v1.Hello.labels:type_name -> vigil.nodegateway.v1.Hello.LabelsEntry
 	4,  // 4: vigil.nodegateway.v1.BatchResult.results:type_name -> vigil.nodegateway.v1.ProbeResult
-	6,  // 5: vigil.nodegateway.v1.GatewayMessage.welcome:type_name -> vigil.nodegateway.v1.Welcome
-	7,  // 6: vigil.nodegateway.v1.GatewayMessage.batch:type_name -> vigil.nodegateway.v1.Batch
-	8,  // 7: vigil.nodegateway.v1.Batch.jobs:type_name -> vigil.nodegateway.v1.ProbeJob
-	10, // 8: vigil.nodegateway.v1.Batch.cas:type_name -> vigil.nodegateway.v1.Batch.CasEntry
-	11, // 9: vigil.nodegateway.v1.ProbeJob.headers:type_name -> vigil.nodegateway.v1.ProbeJob.HeadersEntry
-	0,  // 10: vigil.nodegateway.v1.NodeGateway.Attach:input_type -> vigil.nodegateway.v1.NodeMessage
-	5,  // 11: vigil.nodegateway.v1.NodeGateway.Attach:output_type -> vigil.nodegateway.v1.GatewayMessage
-	11, // [11:12] is the sub-list for method output_type
-	10, // [10:11] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	5,  // 5: vigil.nodegateway.v1.ProbeResult.passive:type_name -> vigil.nodegateway.v1.PassiveResult
+	7,  // 6: vigil.nodegateway.v1.GatewayMessage.welcome:type_name -> vigil.nodegateway.v1.Welcome
+	8,  // 7: vigil.nodegateway.v1.GatewayMessage.batch:type_name -> vigil.nodegateway.v1.Batch
+	9,  // 8: vigil.nodegateway.v1.Batch.jobs:type_name -> vigil.nodegateway.v1.ProbeJob
+	11, // 9: vigil.nodegateway.v1.Batch.cas:type_name -> vigil.nodegateway.v1.Batch.CasEntry
+	12, // 10: vigil.nodegateway.v1.ProbeJob.headers:type_name -> vigil.nodegateway.v1.ProbeJob.HeadersEntry
+	0,  // 11: vigil.nodegateway.v1.NodeGateway.Attach:input_type -> vigil.nodegateway.v1.NodeMessage
+	6,  // 12: vigil.nodegateway.v1.NodeGateway.Attach:output_type -> vigil.nodegateway.v1.GatewayMessage
+	12, // [12:13] is the sub-list for method output_type
+	11, // [11:12] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_nodegateway_v1_nodegateway_proto_init() }
@@ -903,7 +1018,7 @@ func file_nodegateway_v1_nodegateway_proto_init() {
 		(*NodeMessage_Heartbeat)(nil),
 		(*NodeMessage_Result)(nil),
 	}
-	file_nodegateway_v1_nodegateway_proto_msgTypes[5].OneofWrappers = []any{
+	file_nodegateway_v1_nodegateway_proto_msgTypes[6].OneofWrappers = []any{
 		(*GatewayMessage_Welcome)(nil),
 		(*GatewayMessage_Batch)(nil),
 	}
@@ -913,7 +1028,7 @@ func file_nodegateway_v1_nodegateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodegateway_v1_nodegateway_proto_rawDesc), len(file_nodegateway_v1_nodegateway_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,6 +23,11 @@
 //     job of a batch, flagging those it did not judge, only to a gateway
 //     announcing this; to an older gateway it leaves them out, as the first
 //     release did (an older gateway would take them for downs).
+//   "passive": the node keeps a passive window of its proxy's real traffic
+//     per origin and attaches it to its results (ProbeResult.passive). The
+//     node announces it when it proxies; the gateway announces it only when
+//     its source config opts in (passive_votes = true), and a node sends
+//     ProbeResult.passive only to such a gateway.
 //
 // The shared token travels as gRPC metadata "authorization: Bearer TOKEN".
 // Regenerate the Go code with `make proto`.
