@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -30,11 +31,20 @@ import (
 //
 // now/legacy-rps above 1 is the speed-up; legacy/now-p99 above 1 is a
 // lower p99 now.
+//
+// With VIGIL_BENCH_ON_ATTEMPT=1 the "now" proxy has an Options.OnAttempt
+// hook doing what vigil-node's passive windows do per attempt (a map read
+// under a read lock, a ring write under the origin's lock): compare with a
+// run without it.
 func BenchmarkProxyCompare(b *testing.B) {
 	origin := leanOrigin(b)
 	snap := &publication.Snapshot{Version: 1, Sites: []publication.Site{{Name: "www", Hostname: "www.example.com", Level: 1,
 		Origins: []publication.Origin{{Name: "a1", Address: "http://" + origin, State: "healthy"}}}}}
-	pNow, err := New(Options{})
+	var opts Options
+	if os.Getenv("VIGIL_BENCH_ON_ATTEMPT") != "" {
+		opts.OnAttempt = benchWindow() // what vigil-node's passive windows cost
+	}
+	pNow, err := New(opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -263,4 +273,35 @@ func BenchmarkProxyLean(b *testing.B) {
 	b.ReportMetric(rps, "rps")
 	b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
 	b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
+}
+
+// benchWindow is a stand-in for vigil-node's passive windows
+// (agent.passive.record), which this package cannot import.
+func benchWindow() func(Attempt) {
+	type ring struct {
+		mu   sync.Mutex
+		at   [20]int64
+		kind [20]uint8
+		next int
+	}
+	var mu sync.RWMutex
+	m := map[string]*ring{}
+	return func(a Attempt) {
+		mu.RLock()
+		r := m[a.Address]
+		mu.RUnlock()
+		if r == nil {
+			mu.Lock()
+			if r = m[a.Address]; r == nil {
+				r = &ring{}
+				m[a.Address] = r
+			}
+			mu.Unlock()
+		}
+		now := time.Now().UnixNano()
+		r.mu.Lock()
+		r.at[r.next], r.kind[r.next] = now, uint8(a.Status/100)
+		r.next = (r.next + 1) % len(r.at)
+		r.mu.Unlock()
+	}
 }
