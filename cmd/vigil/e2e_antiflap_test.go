@@ -46,6 +46,10 @@ func TestEndToEndFlapDamping(t *testing.T) {
 			return false
 		})
 		a1 := func() map[string]any { return agent.site(t, "www")["origins"].(map[string]any)["a1"].(map[string]any) }
+		// The journal is in the store as soon as the commit is, and the
+		// views are swapped in right after: wait for them rather than
+		// read them at once.
+		waitFor(t, "a1's view to show the hold", 5*time.Second, func() bool { return a1()["flapping"] == true })
 		if o := a1(); o["flapping"] != true || o["flapping_since"] == nil || o["flapping_until"] == nil || o["state"] != "unhealthy" {
 			t.Fatalf("GET /v1/sites/www: a1 is %v; want flapping with since and until, unhealthy", o)
 		}
