@@ -73,9 +73,9 @@ type conn struct {
 	// passive says the node announced featurePassive: it keeps passive
 	// windows (it proxies) and sends them to a gateway announcing it.
 	passive bool
-	seen          atomic.Int64 // unix nanoseconds of the last message
-	out           chan *pb.GatewayMessage
-	done          chan struct{} // closed when the stream ended
+	seen    atomic.Int64 // unix nanoseconds of the last message
+	out     chan *pb.GatewayMessage
+	done    chan struct{} // closed when the stream ended
 }
 
 func (c *conn) lastSeen() time.Time { return time.Unix(0, c.seen.Load()) }

@@ -34,7 +34,7 @@ func passiveAnswer() *pb.BatchResult {
 
 func TestToVotesWithoutPassive(t *testing.T) {
 	all := passiveTargets()
-	votes := toVotes("edge-1", all, []int{0, 1, 2, 3, 4}, passiveAnswer(), nil)
+	votes := toVotes("edge-1", all, []int{0, 1, 2, 3, 4}, passiveAnswer(), nil, nil)
 	if len(votes) != 5 {
 		t.Fatalf("votes = %+v, want the 5 probe votes only", votes)
 	}
@@ -48,7 +48,7 @@ func TestToVotesWithoutPassive(t *testing.T) {
 func TestToVotesWithPassive(t *testing.T) {
 	all := passiveTargets()
 	rule := &passiveRule{minRequests: DefaultPassiveMinRequests, failureRatio: DefaultPassiveFailureRatio}
-	votes := toVotes("edge-1", all, []int{0, 1, 2, 3, 4}, passiveAnswer(), rule)
+	votes := toVotes("edge-1", all, []int{0, 1, 2, 3, 4}, passiveAnswer(), rule, nil)
 	if len(votes) != 10 {
 		t.Fatalf("got %d votes, want 5 probe votes and 5 passive ones: %+v", len(votes), votes)
 	}
@@ -113,7 +113,7 @@ func TestToVotesPassiveVoterTooLong(t *testing.T) {
 		long += "n"
 	}
 	rule := &passiveRule{minRequests: 1, failureRatio: 0.3}
-	votes := toVotes(long, passiveTargets(), []int{0}, &pb.BatchResult{Results: passiveAnswer().Results[:1]}, rule)
+	votes := toVotes(long, passiveTargets(), []int{0}, &pb.BatchResult{Results: passiveAnswer().Results[:1]}, rule, nil)
 	if len(votes) != 1 || votes[0].Voter != long {
 		t.Fatalf("votes = %+v", votes)
 	}
@@ -140,5 +140,45 @@ func TestPassiveConfig(t *testing.T) {
 		if _, err := parseConfig(bad, env); err == nil {
 			t.Errorf("parseConfig(%v) = nil error", bad)
 		}
+	}
+}
+
+// A passive-only job gives a passive vote and no probe vote; missing, it
+// abstains as the passive voter.
+func TestToVotesPassiveOnly(t *testing.T) {
+	all := passiveTargets()
+	rule := &passiveRule{minRequests: 10, failureRatio: 0.3}
+	res := &pb.BatchResult{Results: []*pb.ProbeResult{
+		{Job: 0, NotRun: true, Reason: "passive_only", Passive: &pb.PassiveResult{Requests: 20, Failures: 7}},
+	}}
+	votes := toVotes("edge-2", all, []int{0, 1}, res, rule, map[int]bool{0: true, 1: true})
+	if len(votes) != 2 || votes[0].Voter != "edge-2/passive" || votes[0].Value != sdk.Down ||
+		votes[1].Voter != "edge-2/passive" || votes[1].Value != sdk.Abstain || votes[1].Origin != "a2" {
+		t.Fatalf("votes = %+v", votes)
+	}
+}
+
+// Every passive node eligible for a site reports its window on the targets
+// it was not chosen to probe; nodes without the feature or the labels do
+// not.
+func TestAddPassive(t *testing.T) {
+	targets := passiveTargets()[:2]
+	a := &conn{id: "a", passive: true}
+	b := &conn{id: "b", passive: true, labels: map[string]string{"pop": "x"}}
+	c := &conn{id: "c"}
+	plan, _ := assign(1, targets, []*conn{a, b, c}, 1, nil)
+	plan = addPassive(plan, targets, []*conn{a, b, c}, nil)
+	probes, passives := map[string]int{}, map[string]int{}
+	for _, w := range plan {
+		for _, ti := range w.targets {
+			if w.passiveOnly[ti] {
+				passives[w.node.id]++
+			} else {
+				probes[w.node.id]++
+			}
+		}
+	}
+	if probes["a"]+probes["b"]+probes["c"] != 2 || passives["a"]+probes["a"] != 2 || passives["b"]+probes["b"] != 2 || passives["c"] != 0 {
+		t.Fatalf("probes %v, passive-only %v", probes, passives)
 	}
 }

@@ -256,6 +256,9 @@ func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error
 	online := s.reg.online()
 
 	plan, unserved := assign(round, ballot.Targets, online, st.nodesPerRound, st.siteLabels)
+	if st.passive {
+		plan = addPassive(plan, ballot.Targets, online, st.siteLabels)
+	}
 	votes := make([]sdk.Vote, 0, len(ballot.Targets)*min(st.nodesPerRound, max(1, len(online))))
 	if len(unserved) > 0 {
 		sites := map[string]bool{}
@@ -285,7 +288,7 @@ func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error
 		sent := w.targets[:0:0]
 		for _, ti := range w.targets {
 			t := &ballot.Targets[ti]
-			if !w.node.probeSettings && usesProbeSettings(t) {
+			if !w.passiveOnly[ti] && !w.node.probeSettings && usesProbeSettings(t) {
 				votes = append(votes, abstain(t, w.node.id, sdk.ReasonUnsupported,
 					"the node's vigil-node ("+clip(w.node.version)+") predates the target's TLS, header, redirect or body settings: upgrade it"))
 				continue
@@ -301,7 +304,7 @@ func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error
 		budget := time.Duration(0) // none: the node's default
 		if hasDeadline {
 			if budget = time.Until(soft); budget < time.Millisecond {
-				votes = append(votes, abstainAll(ballot.Targets, sent, w.node.id, sdk.ReasonOutOfTime, "the round's deadline came before the batch could be sent")...)
+				votes = append(votes, w.abstainAll(ballot.Targets, sent, sdk.ReasonOutOfTime, "the round's deadline came before the batch could be sent")...)
 				continue
 			}
 		}
@@ -309,6 +312,10 @@ func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error
 		for i, ti := range sent {
 			t := &ballot.Targets[ti]
 			batch.Jobs[i] = job(t)
+			if w.passiveOnly[ti] {
+				batch.Jobs[i] = &pb.ProbeJob{Address: t.Address, Host: t.Host, PassiveOnly: true}
+				continue
+			}
 			if name := t.TLS.CA; name != "" {
 				if pem, ok := ballot.CAs[name]; ok {
 					if batch.Cas == nil {
@@ -322,10 +329,10 @@ func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error
 		ids = append(ids, batch.BatchId)
 		select {
 		case w.node.out <- &pb.GatewayMessage{Msg: &pb.GatewayMessage_Batch{Batch: batch}}:
-			pending[batch.BatchId] = work{node: w.node, targets: sent}
+			pending[batch.BatchId] = work{node: w.node, targets: sent, passiveOnly: w.passiveOnly}
 		default:
 			s.log.Warn("node is not reading its stream: skipped this round", "node", w.node.id)
-			votes = append(votes, abstainAll(ballot.Targets, sent, w.node.id, sdk.ReasonNoVoter, "the node is not reading its stream: its batch could not be sent")...)
+			votes = append(votes, w.abstainAll(ballot.Targets, sent, sdk.ReasonNoVoter, "the node is not reading its stream: its batch could not be sent")...)
 		}
 	}
 
@@ -347,18 +354,18 @@ wait:
 			delete(pending, a.batch)
 			if a.results == nil {
 				gone = append(gone, a.node.id)
-				votes = append(votes, abstainAll(ballot.Targets, w.targets, a.node.id, sdk.ReasonNoVoter, "the node went offline before answering")...)
+				votes = append(votes, w.abstainAll(ballot.Targets, w.targets, sdk.ReasonNoVoter, "the node went offline before answering")...)
 				continue
 			}
 			var rule *passiveRule
 			if st.passive && a.node.passive {
 				rule = &passiveRule{minRequests: st.passiveMinRequests, failureRatio: st.passiveFailureRatio}
 			}
-			votes = append(votes, toVotes(a.node.id, ballot.Targets, w.targets, a.results, rule)...)
+			votes = append(votes, toVotes(a.node.id, ballot.Targets, w.targets, a.results, rule, w.passiveOnly)...)
 		case <-ctx.Done():
 			for _, w := range pending {
 				late = append(late, w.node.id)
-				votes = append(votes, abstainAll(ballot.Targets, w.targets, w.node.id, sdk.ReasonOutOfTime, "the node did not answer by the round's deadline")...)
+				votes = append(votes, w.abstainAll(ballot.Targets, w.targets, sdk.ReasonOutOfTime, "the node did not answer by the round's deadline")...)
 			}
 			break wait
 		}
@@ -399,6 +406,60 @@ func sortNodes(ns []NodeStatus) {
 type work struct {
 	node    *conn
 	targets []int // indexes into the ballot's targets
+	// passiveOnly marks the targets (by index) the node only reports its
+	// passive window for: it was not chosen to probe them.
+	passiveOnly map[int]bool
+}
+
+// abstainAll is one abstention for each of targets: of the node, or of
+// its passive voter for a passive-only target.
+func (w *work) abstainAll(all []sdk.Target, targets []int, reason sdk.Reason, detail string) []sdk.Vote {
+	out := abstainAll(all, targets, w.node.id, reason, detail)
+	for i, ti := range targets {
+		if w.passiveOnly[ti] {
+			out[i].Voter = w.node.id + PassiveSuffix
+		}
+	}
+	return out
+}
+
+// addPassive adds to plan, for every target, a passive-only job for each
+// online node that keeps passive windows, is eligible for the target's
+// site, and was not chosen to probe it: probes are sampled, but every
+// proxying node's window is a voter (its traffic is real either way).
+func addPassive(plan []work, targets []sdk.Target, online []*conn, siteLabels map[string]labels.Set) []work {
+	at := map[*conn]int{}
+	for i := range plan {
+		at[plan[i].node] = i
+	}
+	for _, c := range online {
+		if !c.passive {
+			continue
+		}
+		i, ok := at[c]
+		chosen := map[int]bool{}
+		if ok {
+			for _, ti := range plan[i].targets {
+				chosen[ti] = true
+			}
+		}
+		for ti := range targets {
+			if chosen[ti] || !siteLabels[targets[ti].Site].Matches(c.labels) {
+				continue
+			}
+			if !ok {
+				plan = append(plan, work{node: c})
+				i, ok = len(plan)-1, true
+				at[c] = i
+			}
+			if plan[i].passiveOnly == nil {
+				plan[i].passiveOnly = map[int]bool{}
+			}
+			plan[i].targets = append(plan[i].targets, ti)
+			plan[i].passiveOnly[ti] = true
+		}
+	}
+	return plan
 }
 
 // assign chooses, for every target, up to k of the eligible online nodes
@@ -515,7 +576,11 @@ func (p *passiveRule) vote(t *sdk.Target, voter string, w *pb.PassiveResult) sdk
 // With passive (non-nil: the gateway opted in and the node keeps passive
 // windows), every result also gives a passive vote of voter NODE/passive
 // (see passiveRule.vote), unless that id would be too long.
-func toVotes(node string, all []sdk.Target, targets []int, res *pb.BatchResult, passive *passiveRule) []sdk.Vote {
+//
+// passiveOnly marks the targets (by index into all) whose jobs asked for
+// the passive window only: they get no probe vote, and with passive nil
+// no vote at all.
+func toVotes(node string, all []sdk.Target, targets []int, res *pb.BatchResult, passive *passiveRule, passiveOnly map[int]bool) []sdk.Vote {
 	votes := make([]sdk.Vote, 0, len(targets))
 	passiveVoter := node + PassiveSuffix
 	if passive != nil && !sdk.ValidVoter(passiveVoter) {
@@ -530,6 +595,9 @@ func toVotes(node string, all []sdk.Target, targets []int, res *pb.BatchResult, 
 		t := &all[targets[r.GetJob()]]
 		if passive != nil {
 			votes = append(votes, passive.vote(t, passiveVoter, r.GetPassive()))
+		}
+		if passiveOnly[targets[r.GetJob()]] {
+			continue
 		}
 		reason, ok := sdk.ParseReason(r.GetReason())
 		if r.GetNotRun() || !r.GetUp() && abstainsOnly(reason) {
@@ -554,6 +622,12 @@ func toVotes(node string, all []sdk.Target, targets []int, res *pb.BatchResult, 
 		votes = append(votes, v)
 	}
 	for i, ti := range targets {
+		if !seen[i] && passiveOnly[ti] {
+			if passive != nil {
+				votes = append(votes, abstain(&all[ti], passiveVoter, sdk.ReasonOutOfTime, "the node answered without its passive window"))
+			}
+			continue
+		}
 		if !seen[i] {
 			votes = append(votes, abstain(&all[ti], node, sdk.ReasonOutOfTime, "the node answered without a result for this job"))
 		}

@@ -221,8 +221,9 @@ var errBatchDeadline = errors.New("the batch's time ran out")
 
 // The reasons of a job reported not run (ProbeResult.reason with not_run).
 const (
-	notRunOutOfTime   = "out_of_time" // the batch's time ran out first
-	notRunUnsupported = "unsupported" // the node could not build the probe
+	notRunOutOfTime   = "out_of_time"  // the batch's time ran out first
+	notRunUnsupported = "unsupported"  // the node could not build the probe
+	notRunPassiveOnly = "passive_only" // a ProbeJob.passive_only: no probe asked
 )
 
 // batchPlan is how the jobs of one batch are run.
@@ -329,6 +330,13 @@ func (a *Agent) runBatch(ctx context.Context, b *pb.Batch, received time.Time, r
 	// a.inFlight (the bound over every batch); one the batch's time cut
 	// before it ended leaves no result.
 	job := func(k int) {
+		if i := p.order[k]; jobs[i].GetPassiveOnly() {
+			// No probe: the passive window is attached by attachPassive.
+			mu.Lock()
+			started[i], results[i] = true, &pb.ProbeResult{Job: uint32(i), NotRun: true, Reason: notRunPassiveOnly}
+			mu.Unlock()
+			return
+		}
 		if !sleepUntil(ctx, start.Add(p.starts[k])) {
 			return // reported out of time below
 		}
@@ -403,6 +411,7 @@ func (a *Agent) runBatch(ctx context.Context, b *pb.Batch, received time.Time, r
 			r = &pb.ProbeResult{Job: uint32(i), NotRun: true, Reason: notRunOutOfTime, Detail: why}
 			cut[jobKey(jobs[i])] = true
 			outOfTime++
+		case r.GetReason() == notRunPassiveOnly:
 		case r.GetNotRun():
 			invalid++
 			invalidErr = r.GetDetail()

@@ -748,7 +748,13 @@ type ProbeJob struct {
 	// follow_redirects follows redirects that stay on the origin.
 	FollowRedirects bool `protobuf:"varint,13,opt,name=follow_redirects,json=followRedirects,proto3" json:"follow_redirects,omitempty"`
 	// max_body is the most body bytes the probe reads (0: the probe's default).
-	MaxBody       int64 `protobuf:"varint,14,opt,name=max_body,json=maxBody,proto3" json:"max_body,omitempty"`
+	MaxBody int64 `protobuf:"varint,14,opt,name=max_body,json=maxBody,proto3" json:"max_body,omitempty"`
+	// passive_only: do not probe; answer with the passive window of the
+	// origin only (ProbeResult.not_run true, reason "passive_only", and
+	// ProbeResult.passive). Sent only to a node announcing "passive", by a
+	// gateway announcing it: probes are sampled (nodes_per_round), passive
+	// windows come from every proxying node eligible for the site.
+	PassiveOnly   bool `protobuf:"varint,15,opt,name=passive_only,json=passiveOnly,proto3" json:"passive_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -881,6 +887,13 @@ func (x *ProbeJob) GetMaxBody() int64 {
 	return 0
 }
 
+func (x *ProbeJob) GetPassiveOnly() bool {
+	if x != nil {
+		return x.PassiveOnly
+	}
+	return false
+}
+
 var File_nodegateway_v1_nodegateway_proto protoreflect.FileDescriptor
 
 const file_nodegateway_v1_nodegateway_proto_rawDesc = "" +
@@ -934,7 +947,7 @@ const file_nodegateway_v1_nodegateway_proto_rawDesc = "" +
 	"\x03cas\x18\x05 \x03(\v2$.vigil.nodegateway.v1.Batch.CasEntryR\x03cas\x1a6\n" +
 	"\bCasEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xb5\x04\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xd8\x04\n" +
 	"\bProbeJob\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04host\x18\x02 \x01(\tR\x04host\x12\x12\n" +
@@ -952,7 +965,8 @@ const file_nodegateway_v1_nodegateway_proto_rawDesc = "" +
 	"\x14insecure_skip_verify\x18\v \x01(\bR\x12insecureSkipVerify\x12E\n" +
 	"\aheaders\x18\f \x03(\v2+.vigil.nodegateway.v1.ProbeJob.HeadersEntryR\aheaders\x12)\n" +
 	"\x10follow_redirects\x18\r \x01(\bR\x0ffollowRedirects\x12\x19\n" +
-	"\bmax_body\x18\x0e \x01(\x03R\amaxBody\x1a:\n" +
+	"\bmax_body\x18\x0e \x01(\x03R\amaxBody\x12!\n" +
+	"\fpassive_only\x18\x0f \x01(\bR\vpassiveOnly\x1a:\n" +
 	"\fHeadersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012d\n" +
