@@ -113,7 +113,7 @@ func Start(cfg *config.Config, opts Options) (a *Agent, err error) {
 	}
 	a.engine = eng
 	if a.bolt != nil {
-		a.history = engine.OpenHistory(cfg.Control.DataDir, eng, engine.HistoryOptions{Logger: log.Named("history"), Registerer: reg})
+		a.history = engine.OpenHistory(cfg.Control.DataDir, eng, engine.HistoryOptions{Rounds: cfg.Control.HistoryRounds, Logger: log.Named("history"), Registerer: reg})
 	} else {
 		a.history = engine.NoHistory("this agent keeps its state in etcd, so it keeps no verdict history (see docs/history.md)")
 	}

@@ -91,6 +91,9 @@ func needRestart(old, cfg *config.Config) []string {
 	if cfg.Control.DataDir != old.Control.DataDir {
 		out = append(out, fmt.Sprintf("control { data_dir } (%q stays in force until a restart)", old.Control.DataDir))
 	}
+	if cfg.Control.HistoryRounds != old.Control.HistoryRounds {
+		out = append(out, "control { history { rounds } } (the history file keeps its size until a restart, which starts it again empty)")
+	}
 	if !sameStore(old.Control.Store, cfg.Control.Store) {
 		out = append(out, "control { store } (the state store stays as it is until a restart)")
 	}

@@ -24,6 +24,7 @@ func TestNeedRestart(t *testing.T) {
 		{"nothing changed", nil, nil, nil},
 		{"data_dir", nil, []func(*config.Config){func(c *config.Config) { c.Control.DataDir = "/srv/vigil" }}, []string{"data_dir"}},
 		{"the store", nil, []func(*config.Config){etcd("http://a:8470", "a")}, []string{"control { store }"}},
+		{"the history's rounds", nil, []func(*config.Config){func(c *config.Config) { c.Control.HistoryRounds = 120 }}, []string{"control { history { rounds } }"}},
 		{"a moved listener with advertise and id unset",
 			[]func(*config.Config){etcd("", "")},
 			[]func(*config.Config){etcd("", ""), func(c *config.Config) { c.Control.API.Listen = "127.0.0.1:9000" }},

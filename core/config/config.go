@@ -124,6 +124,9 @@ type Control struct {
 	// Partition is the `partition` block (path-partition detection,
 	// docs/partition.md); nil: off.
 	Partition *Partition
+	// HistoryRounds is control { history { rounds } }: the verdicts the
+	// history keeps per origin (0: DefaultHistoryRounds).
+	HistoryRounds int
 }
 
 // Store modes of the etcd block.

@@ -144,6 +144,8 @@ type loader struct {
 	caFiles map[string]caFile
 	// capped counts the diagnostics of a kind beyond cappedLimit.
 	capped map[string]*cappedDiags
+	// historyAt is where control { history } was declared.
+	historyAt *hcl.Range
 }
 
 type siteBlock struct {

@@ -152,6 +152,16 @@ func Reference() []RefBlock {
 			},
 		},
 		{
+			Path: "control.history", Parent: "control", Type: "history",
+			Repeat:  "At most one, in control. Without it the history keeps the last 60 verdicts of each origin.",
+			Meaning: "The verdict history in data_dir/history.ring, which the status page's history strip, GET /v1/sites/{site}/history and vigil history export read (an agent with an etcd store keeps none). See docs/history.md.",
+			Attributes: []RefAttribute{
+				{Name: "rounds", Type: "whole number", Default: strconv.Itoa(DefaultHistoryRounds),
+					Meaning: "The verdicts kept per origin, from 1 to 1024: each costs 8 bytes of disk per origin. A change takes effect at the next start and starts the file again empty.",
+					Example: `60`},
+			},
+		},
+		{
 			Path: `control.store "etcd"`, Parent: "control", Type: "store",
 			Labels:  []RefLabel{{Name: "kind", Fixed: "etcd", Meaning: `The store kind; "etcd" is the only one.`}},
 			Repeat:  "At most one, in control. Without it the state is kept in data_dir. A change needs a restart.",
@@ -434,6 +444,7 @@ func Schemas() map[string]*hcl.BodySchema {
 		"control":                controlSchema,
 		"control.api":            apiSchema,
 		"control.partition":      partitionSchema,
+		"control.history":        historySchema,
 		`control.store "etcd"`:   etcdSchema,
 		"source":                 sourceSchema,
 		"site":                   siteSchema,
