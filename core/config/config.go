@@ -127,6 +127,9 @@ type Control struct {
 	// HistoryRounds is control { history { rounds } }: the verdicts the
 	// history keeps per origin (0: DefaultHistoryRounds).
 	HistoryRounds int
+	// ProbeSeriesSites is control { metrics { probe_series_sites } }; nil
+	// when unset (see ProbeSeries).
+	ProbeSeriesSites *int
 }
 
 // Store modes of the etcd block.

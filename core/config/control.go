@@ -12,7 +12,7 @@ var controlSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "round_interval"}, {Name: "sites_per_round"}, {Name: "data_dir"}, {Name: "plugin_dir"},
 	},
-	Blocks: []hcl.BlockHeaderSchema{{Type: "api"}, {Type: "store", LabelNames: []string{"kind"}}, {Type: "partition"}, {Type: "history"}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "api"}, {Type: "store", LabelNames: []string{"kind"}}, {Type: "partition"}, {Type: "history"}, {Type: "metrics"}},
 }
 
 var apiSchema = &hcl.BodySchema{
@@ -40,6 +40,10 @@ func (l *loader) control(b *hcl.Block) {
 		}
 		if ab.Type == "history" {
 			l.history(ab)
+			continue
+		}
+		if ab.Type == "metrics" {
+			l.metrics(ab)
 			continue
 		}
 		ac, diags := ab.Body.Content(apiSchema)

@@ -144,8 +144,9 @@ type loader struct {
 	caFiles map[string]caFile
 	// capped counts the diagnostics of a kind beyond cappedLimit.
 	capped map[string]*cappedDiags
-	// historyAt is where control { history } was declared.
-	historyAt *hcl.Range
+	// historyAt and metricsAt are where control { history } and
+	// control { metrics } were declared.
+	historyAt, metricsAt *hcl.Range
 }
 
 type siteBlock struct {

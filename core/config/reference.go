@@ -162,6 +162,16 @@ func Reference() []RefBlock {
 			},
 		},
 		{
+			Path: "control.metrics", Parent: "control", Type: "metrics",
+			Repeat:  "At most one, in control.",
+			Meaning: "What the agent's GET /metrics shows beyond its own series. See docs/metrics.md.",
+			Attributes: []RefAttribute{
+				{Name: "probe_series_sites", Type: "whole number", Default: strconv.Itoa(DefaultProbeSeriesSites),
+					Meaning: "The largest fleet for which /metrics has the per-vote series (vigil_probe_success, vigil_probe_duration_seconds, vigil_probe_reason: one per origin, source and voter of each site's last round); a larger fleet gets the per-origin series only. 0 turns them off. Each costs nothing between scrapes, but a scrape of 100,000 sites would be millions of lines.",
+					Example: `1000`},
+			},
+		},
+		{
 			Path: `control.store "etcd"`, Parent: "control", Type: "store",
 			Labels:  []RefLabel{{Name: "kind", Fixed: "etcd", Meaning: `The store kind; "etcd" is the only one.`}},
 			Repeat:  "At most one, in control. Without it the state is kept in data_dir. A change needs a restart.",
@@ -445,6 +455,7 @@ func Schemas() map[string]*hcl.BodySchema {
 		"control.api":            apiSchema,
 		"control.partition":      partitionSchema,
 		"control.history":        historySchema,
+		"control.metrics":        metricsSchema,
 		`control.store "etcd"`:   etcdSchema,
 		"source":                 sourceSchema,
 		"site":                   siteSchema,

@@ -549,6 +549,7 @@ func TestReferenceDefaults(t *testing.T) {
 		"control.api.read_access":                    q(c.API.ReadAccess),
 		"control.partition.rounds":                   strconv.Itoa(c.Partition.Rounds),
 		"control.history.rounds":                     strconv.Itoa(max(c.HistoryRounds, config.DefaultHistoryRounds)),
+		"control.metrics.probe_series_sites":         strconv.Itoa(c.ProbeSeries()),
 		`control.store "etcd".prefix`:                q(c.Store.Prefix),
 		`control.store "etcd".lease_ttl`:             dur(c.Store.LeaseTTL),
 		`control.store "etcd".mode`:                  q(c.Store.Mode),

@@ -181,18 +181,12 @@ func (v *Views) WriteMetrics(w io.Writer) error {
 		}
 	}
 	v.writeCounters(bw)
-	if len(v.sites) <= ProbeSeriesSites {
+	if len(v.sites) <= v.probeSeries {
 		v.writeProbeSeries(bw)
 	}
 	return bw.Flush()
 }
 
-// ProbeSeriesSites is the largest fleet for which WriteMetrics writes the
-// per-vote series (vigil_probe_*): one series per origin, source and
-// voter, as blackbox_exporter's probe_success is per target. A larger
-// fleet gets the per-origin series only, so that a scrape stays a few
-// lines per origin.
-const ProbeSeriesSites = 1000
 
 // writeCounters writes each origin's consecutive counters, to be compared
 // with its site's thresholds: how close its state is to changing.

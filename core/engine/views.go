@@ -88,6 +88,12 @@ type Views struct {
 	fleet *fleet.Fleet // only its immutable parts: names, specs, configs, chain
 	sites []*siteSnap
 	last  []lastRef
+	// probeSeries is the largest fleet for which WriteMetrics writes the
+	// per-vote series (vigil_probe_*, one per origin, source and voter, as
+	// blackbox_exporter's probe_success is per target): control { metrics
+	// { probe_series_sites } }. A larger fleet gets the per-origin series
+	// only, so that a scrape stays a few lines per origin.
+	probeSeries int
 }
 
 // Len is the number of sites.
