@@ -19,9 +19,17 @@ import (
 type Snapshot struct {
 	// Version is the publication version, starting at 1.
 	Version uint64 `json:"version"`
+	// Format is the publication format: FormatRamp when sites may carry a
+	// Ramp, 0 (the first format) before. The format only grows: a reader
+	// ignores the fields it does not know, and what it knows keeps its
+	// meaning.
+	Format int `json:"format,omitempty"`
 	// Sites lists every site, sorted by name.
 	Sites []Site `json:"sites"`
 }
+
+// FormatRamp is the format whose sites may carry a Ramp.
+const FormatRamp = 2
 
 // Site is one site as published.
 type Site struct {
@@ -33,6 +41,23 @@ type Site struct {
 	Level int `json:"level"`
 	// Origins are the current level's enabled origins.
 	Origins []Origin `json:"origins"`
+	// Ramp, when set, is a failback in progress, traffic returning to Level
+	// in steps (see vigil's docs/antiflap.md): Level's Origins get Weight
+	// per cent of new requests and the level being left, Ramp.From, the
+	// rest. A reader that does not know Ramp follows Level and its Origins,
+	// as before the ramp existed.
+	Ramp *Ramp `json:"ramp,omitempty"`
+}
+
+// Ramp is the split of a site's traffic during a failback ramp.
+type Ramp struct {
+	// Weight is the per cent of new requests (and DNS answers) that go to
+	// the site's Level, from 1 to 99; the rest go to From.
+	Weight int `json:"weight"`
+	// From is the level the site is leaving, and FromOrigins its enabled
+	// origins that are not unhealthy.
+	From        int      `json:"from"`
+	FromOrigins []Origin `json:"from_origins"`
 }
 
 // Origin is one enabled origin of a site's current level.
