@@ -217,7 +217,7 @@ func ishex(c byte) bool {
 
 // serveFast serves r on the fast path and reports true, or reports false
 // (having written nothing) for the old path to serve it.
-func (p *Proxy) serveFast(w *recorder, r *http.Request, s *site, start time.Time) bool {
+func (p *Proxy) serveFast(w *recorder, r *http.Request, s *site, start time.Time, from bool) bool {
 	if !s.fast || !fastRequest(r) {
 		return false
 	}
@@ -257,7 +257,7 @@ func (p *Proxy) serveFast(w *recorder, r *http.Request, s *site, start time.Time
 	var o *origin
 	var err error
 	for {
-		i := p.pick(s, tried)
+		i := p.pick(s, tried, from)
 		o = &s.origins[i]
 		tried[i] = true
 		var began time.Time

@@ -141,9 +141,22 @@ type state struct {
 }
 
 type site struct {
-	pub       publication.Site
-	origins   []origin
-	rr        atomic.Uint64
+	pub publication.Site
+	// origins are the current level's origins, then, during a ramp, the
+	// origins of the level being left (Ramp.FromOrigins): origins[:nLevel]
+	// and origins[nLevel:].
+	origins []origin
+	nLevel  int
+	// weight is the ramp's per cent of new requests for the current level,
+	// 1 to 99; 0 when the site has no ramp (or one of its levels has no
+	// usable origin): every request goes to the current level.
+	weight uint64
+	rr     atomic.Uint64
+	rrFrom atomic.Uint64 // the round-robin of origins[nLevel:]
+	// split counts the new requests of a ramp: request n goes to the
+	// current level when n*weight/100 steps up, so that every 100
+	// consecutive requests give the current level exactly weight.
+	split     atomic.Uint64
 	transport *http.Transport
 	// pools are the keep-alive connections of the fast path, by origin
 	// host:port (http origins only); kept across publications like transport.
@@ -158,6 +171,7 @@ type origin struct {
 	pub       publication.Origin
 	url       *url.URL
 	key       originKey
+	level     int // the origin's level: the site's, or its ramp's From
 	unhealthy bool
 	h         *health   // the tracker's entry for key
 	up        *upstream // the fast path's pool (http origins)
@@ -213,21 +227,33 @@ func (p *Proxy) SetSnapshot(snap *publication.Snapshot) {
 		} else {
 			s.m = &siteMetrics{}
 		}
-		for _, o := range ps.Origins {
+		add := func(o publication.Origin, level int) {
 			u, err := url.Parse(o.Address)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				p.opts.Log.Error("published origin address unusable: origin left out", "site", ps.Name, "origin", o.Name, "address", o.Address)
-				continue
+				p.opts.Log.Error("published origin address unusable: origin left out", "site", ps.Name, "level", level, "origin", o.Name, "address", o.Address)
+				return
 			}
 			k := originKey{ps.Name, o.Name, o.Address}
 			live[k] = true
-			og := origin{pub: o, url: u, key: k, unhealthy: o.State == "unhealthy", h: p.track.get(k)}
+			og := origin{pub: o, url: u, key: k, level: level, unhealthy: o.State == "unhealthy", h: p.track.get(k)}
 			if u.Scheme == "http" {
 				og.up = p.pool(s, prev, u)
 			} else {
 				s.fast = false
 			}
 			s.origins = append(s.origins, og)
+		}
+		for _, o := range ps.Origins {
+			add(o, ps.Level)
+		}
+		s.nLevel = len(s.origins)
+		if r := ps.Ramp; r != nil && r.Weight > 0 && r.Weight < 100 {
+			for _, o := range r.FromOrigins {
+				add(o, r.From)
+			}
+			if s.nLevel > 0 && len(s.origins) > s.nLevel {
+				s.weight = uint64(r.Weight)
+			}
 		}
 		if prev != nil {
 			s.transport = prev.transport
@@ -276,6 +302,7 @@ type request struct {
 	site    *site
 	start   time.Time
 	retries int
+	from    bool // the ramp sent this request to the level being left
 }
 
 // ServeHTTP implements http.Handler.
@@ -298,9 +325,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	start := p.opts.Now()
+	from := ss.weight != 0 && ss.toFrom()
 	rw := &recorder{ResponseWriter: w}
-	if !p.serveFast(rw, r, ss, start) {
-		req := &request{site: ss, start: start}
+	if !p.serveFast(rw, r, ss, start, from) {
+		req := &request{site: ss, start: start, from: from}
 		p.reverse.ServeHTTP(rw, r.WithContext(context.WithValue(r.Context(), ctxKey{}, req)))
 	}
 	code := rw.code
@@ -347,7 +375,7 @@ func (rt *retrier) RoundTrip(out *http.Request) (*http.Response, error) {
 	}
 	tried := make([]bool, len(s.origins))
 	for {
-		i := p.pick(s, tried)
+		i := p.pick(s, tried, req.from)
 		o := &s.origins[i]
 		tried[i] = true
 		attempt := out.Clone(out.Context())
@@ -404,16 +432,58 @@ func (p *Proxy) failed(s *site, o *origin, outcome string) {
 	}
 }
 
+// toFrom draws whether a new request of a ramping site goes to the level
+// being left: of every 100 consecutive requests, exactly 100-weight do.
+func (s *site) toFrom() bool {
+	n := s.split.Add(1)
+	return (n+1)*s.weight/100 == n*s.weight/100
+}
+
 // pick returns the next origin to try: round-robin over the untried origins
 // of the best tier (neither skipped nor unhealthy; then not skipped; then
 // any). Some origin is untried when pick is called.
-func (p *Proxy) pick(s *site, tried []bool) int {
-	n := len(s.origins)
-	start := int(s.rr.Add(1) % uint64(n))
+//
+// During a ramp the request's level (the current one, or the one being left
+// when from is set) is tried first: its origins that are not skipped (tiers
+// 0 and 1), then the other level's that are not skipped, then any untried
+// origin, the request's level first. A retry so stays within the chosen
+// level while it has an origin not known to fail, and then falls back to
+// the other level rather than to an origin the proxy skips.
+func (p *Proxy) pick(s *site, tried []bool, from bool) int {
+	if s.weight == 0 {
+		return p.pickIn(s, tried, 0, len(s.origins), 0, 3)
+	}
+	lo, hi, olo, ohi := 0, s.nLevel, s.nLevel, len(s.origins)
+	if from {
+		lo, hi, olo, ohi = olo, ohi, lo, hi
+	}
+	if i := p.pickIn(s, tried, lo, hi, 0, 2); i >= 0 {
+		return i
+	}
+	if i := p.pickIn(s, tried, olo, ohi, 0, 2); i >= 0 {
+		return i
+	}
+	if i := p.pickIn(s, tried, lo, hi, 2, 3); i >= 0 {
+		return i
+	}
+	return p.pickIn(s, tried, olo, ohi, 2, 3)
+}
+
+// pickIn is pick over origins[lo:hi] and tiers [tlo, thi), or -1.
+func (p *Proxy) pickIn(s *site, tried []bool, lo, hi, tlo, thi int) int {
+	n := hi - lo
+	if n <= 0 {
+		return -1
+	}
+	rr := &s.rr
+	if lo >= s.nLevel && lo > 0 {
+		rr = &s.rrFrom
+	}
+	start := int(rr.Add(1) % uint64(n))
 	now := p.opts.Now()
-	for tier := 0; tier < 3; tier++ {
+	for tier := tlo; tier < thi; tier++ {
 		for j := 0; j < n; j++ {
-			i := (start + j) % n
+			i := lo + (start+j)%n
 			o := &s.origins[i]
 			if tried[i] {
 				continue
