@@ -21,7 +21,10 @@ import (
 // replays it under another unhealthy_threshold: the replayed failover comes
 // exactly at the recorded round of a1's fifth down verdict in a row, the
 // failback at the same round as recorded, and the same configuration
-// replays to the recorded switches.
+// replays to the recorded switches. The recorded votes (one direct vote an
+// origin a round) replay through other chains: min_votes 2 settles
+// nothing, so nothing switches; behind it a source that carries the votes
+// (min_votes 1, tally carry) settles every round as recorded.
 func TestEndToEndHistoryReplay(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test builds and runs the real binaries")
@@ -33,7 +36,8 @@ func TestEndToEndHistoryReplay(t *testing.T) {
 	t.Cleanup(srvB.Close)
 
 	dir := t.TempDir()
-	write := func(name string, unhealthy int) string {
+	const direct = `source "direct" { plugin = "vigil-source-direct" }`
+	write := func(name string, unhealthy int, sources string) string {
 		p := filepath.Join(dir, name)
 		cfg := fmt.Sprintf(`
 control {
@@ -45,7 +49,7 @@ control {
     token_env = "VIGIL_TOKEN"
   }
 }
-source "direct" { plugin = "vigil-source-direct" }
+%s
 site "www" {
   hostname = "www.example.com"
   health_check {
@@ -58,14 +62,26 @@ site "www" {
     level   = 2
   }
 }
-`, filepath.Join(dir, "data"), binDir, unhealthy, srvA.URL, srvB.URL)
+`, filepath.Join(dir, "data"), binDir, sources, unhealthy, srvA.URL, srvB.URL)
 		if err := os.WriteFile(p, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
-	recording := write("vigil.hcl", 3)
-	other := write("other.hcl", 5)
+	recording := write("vigil.hcl", 3, direct)
+	other := write("other.hcl", 5, direct)
+	twoVotes := write("two-votes.hcl", 3, `source "direct" {
+  plugin    = "vigil-source-direct"
+  min_votes = 2
+}`)
+	carried := write("carried.hcl", 3, `source "direct" {
+  plugin    = "vigil-source-direct"
+  min_votes = 2
+}
+source "carry" {
+  plugin = "vigil-source-direct"
+  tally  = "carry"
+}`)
 
 	agent := startAgentProc(t, recording)
 	level := func() float64 { return agent.site(t, "www")["level"].(float64) }
@@ -104,8 +120,8 @@ site "www" {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if x.Header.Journal != "included" {
-		t.Fatalf("journal %q", x.Header.Journal)
+	if x.Header.Journal != "included" || !x.Header.Votes || x.Header.Version != simulate.ExportVersion {
+		t.Fatalf("header %+v: want the journal and the votes", x.Header)
 	}
 	// What the rules say, from the recorded verdicts: the failover at the
 	// round of a1's n-th down in a row, the failback at its 2nd up after.
@@ -130,6 +146,15 @@ site "www" {
 		t.Fatalf("a1 has no %d %s verdicts in a row: %+v", n, verdict, points)
 		return 0, 0
 	}
+	for _, p := range points {
+		want := simulate.ExportTally{Src: "direct", Up: 1}
+		if p.V == "down" {
+			want = simulate.ExportTally{Src: "direct", Down: 1}
+		}
+		if p.V != "none" && (len(p.Votes) != 1 || p.Votes[0] != want) {
+			t.Fatalf("a1's point %+v: want the votes %+v", p, want)
+		}
+	}
 	fail3, _ := nth("down", 3, 0)
 	fail5, i5 := nth("down", 5, 0)
 	back, _ := nth("up", 2, i5)
@@ -138,7 +163,8 @@ site "www" {
 	same := run("simulate", "-config", recording, "-history", export)
 	t.Logf("the recording's own configuration:\n%s", same)
 	want := fmt.Sprintf("  %-36s  %s\n", hhmmss(fail3)+" 1 -> 2 failover", hhmmss(fail3)+" 1 -> 2 failover")
-	if !strings.Contains(same, want) || !strings.Contains(same, "verdict: the same number of switches (2), failover at the same time") {
+	byVotes := "(votes: through this configuration's chain, min_votes, tally and the order replayed)"
+	if !strings.Contains(same, want) || !strings.Contains(same, "verdict: the same number of switches (2), failover at the same time") || !strings.Contains(same, byVotes) {
 		t.Fatalf("replaying the recording's configuration does not give the recorded switches; want the line %q", want)
 	}
 
@@ -149,6 +175,22 @@ site "www" {
 	later := fmt.Sprintf("failover %d s later", fail5-fail3)
 	if !strings.Contains(replayed, wantFail) || !strings.Contains(replayed, wantBack) || !strings.Contains(replayed, later) {
 		t.Fatalf("replay under unhealthy_threshold = 5; want the lines %q and %q and %q", wantFail, wantBack, later)
+	}
+
+	// min_votes 2 over one vote a round: no verdict, no switch.
+	none := run("simulate", "-config", twoVotes, "-history", export)
+	t.Logf("min_votes = 2:\n%s", none)
+	if !strings.Contains(none, "verdict: 2 fewer switches (0 instead of 2)") || !strings.Contains(none, byVotes) {
+		t.Fatalf("replay under min_votes = 2: want no switch, replayed by votes")
+	}
+	// A source behind it that carries direct's vote settles as recorded:
+	// it has no votes of its own (it is not in the recording).
+	back3 := fmt.Sprintf("  %-36s  %s\n", hhmmss(back)+" 2 -> 1 failback", hhmmss(back)+" 2 -> 1 failback")
+	carry := run("simulate", "-config", carried, "-history", export)
+	t.Logf("min_votes = 2, then a carry source:\n%s", carry)
+	if !strings.Contains(carry, want) || !strings.Contains(carry, back3) || !strings.Contains(carry, "verdict: the same number of switches (2), failover at the same time") ||
+		!strings.Contains(carry, `source "carry" is not in the recording`) {
+		t.Fatalf("replay with a carry source: want the recorded switches %q and %q", want, back3)
 	}
 
 	// The data_dir itself replays the same way.

@@ -77,6 +77,8 @@ type histObs struct {
 	by      int8
 	state   history.State
 	latency time.Duration
+	votes   [history.VoteSlots]history.Tally
+	nvotes  uint8
 }
 
 // errLogEvery bounds how often a failing history write is logged.
@@ -171,11 +173,14 @@ func (h *HistoryFeed) AfterRound(res RoundResult) {
 			if t.out.Skip {
 				continue
 			}
-			b.obs = append(b.obs, histObs{
+			votes := rec.votes[t.votesFrom:t.votesTo]
+			o := histObs{
 				site: int32(i), origin: uint16(oi),
 				verdict: histVerdict(t.out.Verdict), by: t.out.By, state: history.State(snap.origins[oi].state),
-				latency: meanLatency(t.out, rec.votes[t.votesFrom:t.votesTo]),
-			})
+				latency: meanLatency(t.out, votes),
+			}
+			o.nvotes = tallies(&o.votes, s.SourceList, int(t.out.Asked), votes)
+			b.obs = append(b.obs, o)
 		}
 	}
 	if len(b.obs) == 0 {
@@ -192,6 +197,39 @@ func (h *HistoryFeed) AfterRound(res RoundResult) {
 	default:
 		h.dropped.Inc()
 	}
+}
+
+// tallies counts votes by source into out: one tally for each of the
+// first asked sources of the site's chain (list), in chain order, a source
+// asked that returned nothing included (all zero), at most
+// history.VoteSlots. It returns how many it filled.
+func tallies(out *[history.VoteSlots]history.Tally, list []int, asked int, votes []voteRecord) uint8 {
+	n := min(asked, len(list), len(out))
+	for k := range n {
+		out[k] = history.Tally{Source: int8(list[k])}
+	}
+	inc := func(c *uint8) {
+		if *c < 0xff {
+			*c++
+		}
+	}
+	for _, v := range votes {
+		for k := range n {
+			if int(v.source) != list[k] {
+				continue
+			}
+			switch sdk.Value(v.value) {
+			case sdk.Up:
+				inc(&out[k].Up)
+			case sdk.Down:
+				inc(&out[k].Down)
+			case sdk.Abstain:
+				inc(&out[k].Abstain)
+			}
+			break
+		}
+	}
+	return uint8(n)
 }
 
 func histVerdict(v vote.Verdict) history.Verdict {
@@ -252,7 +290,8 @@ func (h *HistoryFeed) writeBatch(b *histBatch) {
 	h.mu.Lock()
 	obs := h.obs[:0]
 	for _, o := range b.obs {
-		obs = append(obs, history.Obs{Slot: h.slots[h.offsets[o.site]+int32(o.origin)], Verdict: o.verdict, By: o.by, State: o.state, Latency: o.latency})
+		obs = append(obs, history.Obs{Slot: h.slots[h.offsets[o.site]+int32(o.origin)], Verdict: o.verdict, By: o.by, State: o.state, Latency: o.latency,
+			Votes: o.votes, NVotes: o.nvotes})
 	}
 	h.mu.Unlock()
 	if cap(obs) > 1<<16 && len(obs) < cap(obs)/4 {

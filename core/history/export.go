@@ -14,7 +14,9 @@ import (
 // Damaged).
 type Snapshot struct {
 	Rounds, VoteSlots int
-	Created           time.Time
+	// Version is the file's format version (1 kept no votes).
+	Version int
+	Created time.Time
 	// Origins holds each kept origin's record by its Key.
 	Origins map[uint64]Origin
 	Damaged int
@@ -31,7 +33,7 @@ func ReadSnapshot(path string) (*Snapshot, error) {
 	if _, err := io.ReadFull(f, hb); err != nil {
 		return nil, fmt.Errorf("history: %s: the header is cut short: %w", path, err)
 	}
-	h, bad := decodeHeader(hb)
+	h, bad := decodeHeader(hb, true)
 	if bad != "" {
 		return nil, fmt.Errorf("history: %s: %s", path, bad)
 	}
@@ -39,7 +41,7 @@ func ReadSnapshot(path string) (*Snapshot, error) {
 	if _, err := f.ReadAt(ib, headerSize); err != nil {
 		return nil, fmt.Errorf("history: %s: reading the index: %w", path, err)
 	}
-	s := &Snapshot{Rounds: h.rounds, VoteSlots: h.voteSlots, Created: h.created, Origins: map[uint64]Origin{}}
+	s := &Snapshot{Rounds: h.rounds, VoteSlots: h.voteSlots, Version: h.version, Created: h.created, Origins: map[uint64]Origin{}}
 	rec := make([]byte, h.recordSize)
 	now := time.Now().Unix()
 	for slot := 0; slot < h.capacity; slot++ {

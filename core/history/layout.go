@@ -15,10 +15,13 @@ import (
 //	index    capacity x 8 bytes (one key per slot, 0 = free), padded to 4096
 //	records  capacity x RecordSize
 const (
-	magic      = "VIGILHR\x00"
-	version    = 1
-	headerSize = 4096
-	pageSize   = 4096
+	magic   = "VIGILHR\x00"
+	version = 2
+	// readVersion is the oldest version ReadSnapshot still reads (an
+	// agent opening a file of another version starts it again empty).
+	readVersion = 1
+	headerSize  = 4096
+	pageSize    = 4096
 	// recordHead is the fixed part of a record: key u64, crc u32, head
 	// u16, count u16, the newest bucket number of each tier (3 x u32),
 	// 4 bytes reserved.
@@ -28,8 +31,9 @@ const (
 	// (bits 0-1 the verdict, bits 2-7 the settling source + 1), state u8
 	// (bits 0-1 the origin's state after the round, 2-7 reserved).
 	entryBase = 8
-	// voteSlotSize is one per-source tally a later version will keep in
-	// each round entry: source u8, up u8, down u8, abstain u8.
+	// voteSlotSize is one per-source tally of a round entry: the source's
+	// chain position + 1 (0: an empty slot), then its up, down and
+	// abstain votes of the round (u8 each, saturating).
 	voteSlotSize = 4
 	bucketSize   = 4 // up u16, down u16
 )
@@ -43,6 +47,11 @@ type Tier struct {
 // Tiers are the counters every record keeps, finest first: they give the
 // 1 h, 24 h and 7 d uptimes.
 var Tiers = [3]Tier{{10 * time.Minute, 6}, {time.Hour, 24}, {6 * time.Hour, 28}}
+
+// VoteSlots is how many per-source tallies each round entry of this
+// version keeps: the sources the round asked about the origin, in chain
+// order; the votes of a fourth source asked are not kept.
+const VoteSlots = 3
 
 // DefaultRounds is how many verdicts each origin keeps.
 const DefaultRounds = 60
@@ -73,11 +82,11 @@ func newLayout(rounds, voteSlots, capacity int) layout {
 
 // RecordSize is the bytes one origin takes in the file (its index key not
 // counted: add 8).
-func RecordSize(rounds int) int { return newLayout(rounds, 0, 0).recordSize }
+func RecordSize(rounds int) int { return newLayout(rounds, VoteSlots, 0).recordSize }
 
 // FileSize is the size of a file of capacity slots keeping rounds
 // verdicts each.
-func FileSize(rounds, capacity int) int64 { return newLayout(rounds, 0, capacity).fileSize() }
+func FileSize(rounds, capacity int) int64 { return newLayout(rounds, VoteSlots, capacity).fileSize() }
 
 func (l layout) indexSize() int { return (l.capacity*8 + pageSize - 1) / pageSize * pageSize }
 
@@ -110,11 +119,13 @@ func (l layout) encodeHeader(created time.Time) []byte {
 // headerInfo is what a header says.
 type headerInfo struct {
 	layout
+	version int
 	created time.Time
 }
 
-// decodeHeader reads a header, or says what is wrong with it.
-func decodeHeader(b []byte) (headerInfo, string) {
+// decodeHeader reads a header, or says what is wrong with it. old accepts
+// the older versions a reader still understands (readVersion and later).
+func decodeHeader(b []byte, old bool) (headerInfo, string) {
 	var h headerInfo
 	if len(b) < headerSize {
 		return h, "the header is cut short"
@@ -126,11 +137,12 @@ func decodeHeader(b []byte) (headerInfo, string) {
 	if crc32.Checksum(b[:56], castagnoli) != le.Uint32(b[56:]) {
 		return h, "the header's checksum does not match"
 	}
-	if v := le.Uint32(b[8:]); v != version {
+	if v := le.Uint32(b[8:]); v != version && !(old && v >= readVersion && v < version) {
 		return h, "it has format version " + strconv.Itoa(int(v)) + ", this agent writes " + strconv.Itoa(version)
 	}
+	h.version = int(le.Uint32(b[8:]))
 	rounds, slots, capacity := int(le.Uint16(b[20:])), int(le.Uint16(b[22:])), int(le.Uint32(b[16:]))
-	if rounds < 1 || rounds > MaxRounds || capacity < 1 {
+	if rounds < 1 || rounds > MaxRounds || capacity < 1 || slots > 63 {
 		return h, "the header's sizes are out of range"
 	}
 	for i, t := range Tiers {

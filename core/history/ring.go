@@ -49,6 +49,12 @@ func (s State) String() string {
 	return [...]string{"unknown", "healthy", "unhealthy", "disabled"}[s&3]
 }
 
+// Tally is one source's votes for one origin in one round.
+type Tally struct {
+	Source            int8  // chain index
+	Up, Down, Abstain uint8 // saturating at 255
+}
+
 // Obs is one origin's outcome in one round, for Record.
 type Obs struct {
 	Slot    int32 // from Sync; negative: not kept
@@ -56,6 +62,10 @@ type Obs struct {
 	By      int8 // chain index of the settling source, -1 for none
 	State   State
 	Latency time.Duration
+	// Votes are the tallies of the sources asked, in chain order; the
+	// first NVotes count (at most VoteSlots are kept).
+	Votes  [VoteSlots]Tally
+	NVotes uint8
 }
 
 // Point is one kept round of one origin.
@@ -65,6 +75,9 @@ type Point struct {
 	By      int8
 	State   State
 	Latency time.Duration
+	// Votes are the round's tallies of the sources asked, in chain order
+	// (nil in a file of version 1, which kept none).
+	Votes []Tally
 }
 
 // Window counts the judged rounds of an uptime window.
@@ -176,7 +189,7 @@ func Open(path string, o Options) (*Ring, Report, error) {
 		rep.Restarted = why
 	}
 	if r == nil {
-		if r, err = create(path, newLayout(o.Rounds, 0, capacityFor(o.Origins))); err != nil {
+		if r, err = create(path, newLayout(o.Rounds, VoteSlots, capacityFor(o.Origins))); err != nil {
 			return nil, rep, err
 		}
 	}
@@ -208,15 +221,18 @@ func openExisting(path string, o Options) (r *Ring, why string, err error) {
 		f.Close()
 		return nil, "", fmt.Errorf("history: reading %s: %w", path, err)
 	}
-	h, bad := decodeHeader(hb)
+	h, bad := decodeHeader(hb, false)
 	if bad != "" {
 		return fail(bad)
 	}
 	if want := h.fileSize(); st.Size() != want {
 		return fail(fmt.Sprintf("the file is %d bytes but its header makes it %d: it was cut or overwritten", st.Size(), want))
 	}
-	if h.rounds != o.Rounds || h.voteSlots != 0 {
+	if h.rounds != o.Rounds {
 		return fail(fmt.Sprintf("it keeps %d rounds an origin and this agent keeps %d", h.rounds, o.Rounds))
+	}
+	if h.voteSlots != VoteSlots {
+		return fail(fmt.Sprintf("it keeps %d vote slots a round and this agent keeps %d", h.voteSlots, VoteSlots))
 	}
 	ib := make([]byte, h.capacity*8)
 	if _, err := f.ReadAt(ib, headerSize); err != nil {
@@ -477,6 +493,14 @@ func (l layout) apply(rec []byte, unix int64, o Obs) {
 	}
 	e[6] = byte(o.Verdict&3) | byte(by)<<2
 	e[7] = byte(o.State & 3)
+	for k := 0; k < int(o.NVotes) && k < l.voteSlots && k < len(o.Votes); k++ {
+		v := o.Votes[k]
+		if v.Source < 0 || int(v.Source) >= 254 {
+			continue
+		}
+		slot := e[entryBase+k*voteSlotSize:][:voteSlotSize]
+		slot[0], slot[1], slot[2], slot[3] = byte(v.Source)+1, v.Up, v.Down, v.Abstain
+	}
 	le.PutUint16(rec[12:], uint16((head+1)%l.rounds))
 	le.PutUint16(rec[14:], uint16(min(count+1, l.rounds)))
 	for t := range Tiers {
@@ -570,13 +594,24 @@ func (l layout) decode(rec []byte, now int64) Origin {
 		if v == 0 {
 			continue
 		}
-		o.Points = append(o.Points, Point{
+		p := Point{
 			Time:    time.Unix(int64(le.Uint32(e)), 0).UTC(),
 			Verdict: v,
 			By:      int8(e[6]>>2) - 1,
 			State:   State(e[7] & 3),
 			Latency: time.Duration(le.Uint16(e[4:])) * 100 * time.Microsecond,
-		})
+		}
+		if l.voteSlots > 0 {
+			p.Votes = []Tally{}
+			for k := range l.voteSlots {
+				slot := e[entryBase+k*voteSlotSize:]
+				if slot[0] == 0 {
+					break
+				}
+				p.Votes = append(p.Votes, Tally{Source: int8(slot[0] - 1), Up: slot[1], Down: slot[2], Abstain: slot[3]})
+			}
+		}
+		o.Points = append(o.Points, p)
 	}
 	return o
 }

@@ -51,13 +51,13 @@ func read(t *testing.T, r *history.Ring, slot int32, key uint64, now time.Time) 
 }
 
 func TestSizes(t *testing.T) {
-	if got := history.RecordSize(60); got != 744 {
-		t.Errorf("RecordSize(60) = %d; docs/history.md says 744", got)
+	if got := history.RecordSize(60); got != 1464 {
+		t.Errorf("RecordSize(60) = %d; docs/history.md says 1464", got)
 	}
 	for _, c := range []struct {
 		sites int
 		want  int64
-	}{{1000, 2_314_240}, {10000, 19_255_296}, {100000, 188_665_856}} {
+	}{{1000, 4_526_080}, {10000, 37_687_296}, {100000, 369_299_456}} {
 		r, rep := open(t, filepath.Join(t.TempDir(), "history.ring"), history.Options{Origins: 2 * c.sites})
 		if rep.Size != c.want || history.FileSize(60, r.Capacity()) != c.want {
 			t.Errorf("%d sites of 2 origins: file %d bytes, capacity %d; docs/history.md says %d", c.sites, rep.Size, r.Capacity(), c.want)

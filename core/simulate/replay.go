@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/vigilcdn/vigil/core/config"
@@ -18,8 +19,12 @@ import (
 )
 
 // ExportVersion is the version of the history export format
-// (docs/replay.md).
-const ExportVersion = 1
+// (docs/replay.md). Version 2 adds each round's per-source tallies;
+// version 1 (verdicts only) is still read.
+const ExportVersion = 2
+
+// oldestExportVersion is the oldest version ReadExport reads.
+const oldestExportVersion = 1
 
 // ExportHeader is the first line of an export.
 type ExportHeader struct {
@@ -35,7 +40,9 @@ type ExportHeader struct {
 	Names string `json:"names"`
 	// Rounds is how many rounds the file kept an origin.
 	Rounds int `json:"rounds"`
-	// Votes is false: this version records verdicts, not votes.
+	// Votes says the points carry each round's per-source tallies
+	// (false: verdicts only, a history file of version 1 or an export of
+	// version 1).
 	Votes bool `json:"votes"`
 	// Journal says whether the journal's events are in the export, and if
 	// not, why.
@@ -61,6 +68,19 @@ type ExportPoint struct {
 	// S is the origin's state after the round.
 	S  string  `json:"s"`
 	MS float64 `json:"ms,omitempty"`
+	// Votes are the round's tallies of the sources asked, in chain order
+	// (with a header's votes true).
+	Votes []ExportTally `json:"votes,omitempty"`
+}
+
+// ExportTally is one source's votes for one origin in one round.
+type ExportTally struct {
+	// Src names the source (a name of the header's sources, or its chain
+	// position when the chain's names are not known).
+	Src     string `json:"src"`
+	Up      int    `json:"up,omitempty"`
+	Down    int    `json:"down,omitempty"`
+	Abstain int    `json:"abstain,omitempty"`
 }
 
 // Export is a whole export in memory.
@@ -80,8 +100,14 @@ type Names struct{ Site, Origin string }
 // of the file that none names are left out. sources is the recording's
 // chain (nil when not known); events the journal (nil when not read).
 func BuildExport(snap *history.Snapshot, names []Names, h ExportHeader, events []store.Event) *Export {
-	h.Version, h.Rounds = ExportVersion, snap.Rounds
+	h.Version, h.Rounds, h.Votes = ExportVersion, snap.Rounds, snap.VoteSlots > 0
 	x := &Export{Header: h}
+	srcName := func(i int8) string {
+		if int(i) < len(h.Sources) {
+			return h.Sources[i]
+		}
+		return fmt.Sprint(i)
+	}
 	sites := map[string]bool{}
 	for _, n := range names {
 		o, ok := snap.Origins[history.Key(n.Site, n.Origin)]
@@ -92,11 +118,10 @@ func BuildExport(snap *history.Snapshot, names []Names, h ExportHeader, events [
 		for _, p := range o.Points {
 			ep := ExportPoint{T: p.Time.Unix(), V: p.Verdict.String(), S: p.State.String(), MS: float64(p.Latency/(100*time.Microsecond)) / 10}
 			if p.By >= 0 {
-				if int(p.By) < len(h.Sources) {
-					ep.By = h.Sources[p.By]
-				} else {
-					ep.By = fmt.Sprint(p.By)
-				}
+				ep.By = srcName(p.By)
+			}
+			for _, v := range p.Votes {
+				ep.Votes = append(ep.Votes, ExportTally{Src: srcName(v.Source), Up: int(v.Up), Down: int(v.Down), Abstain: int(v.Abstain)})
 			}
 			eo.Points = append(eo.Points, ep)
 		}
@@ -155,8 +180,11 @@ func ReadExport(r io.Reader) (*Export, error) {
 			if err := json.Unmarshal(b, &x.Header); err != nil || x.Header.Version == 0 {
 				return nil, fmt.Errorf("line 1: not a vigil history export (vigil history export writes one): %v", err)
 			}
-			if x.Header.Version != ExportVersion {
-				return nil, fmt.Errorf("line 1: export version %d; this vigil reads version %d", x.Header.Version, ExportVersion)
+			if x.Header.Version < oldestExportVersion || x.Header.Version > ExportVersion {
+				return nil, fmt.Errorf("line 1: export version %d; this vigil reads versions %d to %d", x.Header.Version, oldestExportVersion, ExportVersion)
+			}
+			if x.Header.Version < 2 {
+				x.Header.Votes = false // version 1 kept verdicts only
 			}
 			continue
 		}
@@ -210,22 +238,33 @@ type ReplayResult struct {
 	Skipped []string
 	// Warnings say what the replay could not honour.
 	Warnings []string
+	// Votes is set when the recorded votes went through the chain of the
+	// configuration (min_votes, tally and the order replayed); otherwise
+	// the recorded verdicts were replayed.
+	Votes bool
 }
 
-// Replay runs the recorded verdicts of x through a fresh fleet of cfg on
+// Replay runs the recorded rounds of x through a fresh fleet of cfg on
 // the round clock: each recorded round is one round, and a gap in the
 // recording longer than one and a half round_interval of cfg is filled with
 // empty rounds (no verdict), so that cfg's durations (quarantine,
-// failback_dwell, flap) count the time that passed. An origin's recorded
-// verdict is handed to the first source of its site's chain as min_votes
-// votes of that verdict, so the chain settles it as recorded: this version
-// replays verdicts, not votes, and chain settings (min_votes, tally, the
-// sources' order) change nothing.
+// failback_dwell, flap) count the time that passed.
+//
+// With votes in the export (its header's votes), each round's recorded
+// tallies are handed to the sources of cfg's chain by name, and the real
+// chain (core/vote) settles each origin under cfg's min_votes, tally and
+// order: a source cfg adds has no votes (it abstains), a recorded source
+// cfg has not is ignored, and a source the recording never asked about an
+// origin (an earlier one settled it) has no votes for it. Without votes,
+// an origin's recorded verdict is handed to the first source of its site's
+// chain as min_votes votes of that verdict, so the chain settles it as
+// recorded and chain settings change nothing.
 func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
-	res := &ReplayResult{}
+	res := &ReplayResult{Votes: x.Header.Votes}
 	f := fleet.NewRoundClock(cfg)
 	// Rounds: the distinct recorded times.
 	byTime := map[int64]map[string]vote.Verdict{}
+	votesAt := map[int64]map[string][]ExportTally{}
 	for _, o := range x.Origins {
 		s := f.Site(o.Site)
 		if s == nil || s.Spec.OriginIndex(o.Origin) < 0 {
@@ -246,6 +285,17 @@ func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
 				byTime[p.T] = map[string]vote.Verdict{}
 			}
 			byTime[p.T][o.Site+"/"+o.Origin] = v
+		}
+		if res.Votes {
+			for _, p := range o.Points {
+				if len(p.Votes) == 0 {
+					continue
+				}
+				if votesAt[p.T] == nil {
+					votesAt[p.T] = map[string][]ExportTally{}
+				}
+				votesAt[p.T][o.Site+"/"+o.Origin] = p.Votes
+			}
 		}
 		// A none verdict is a round too: mark it.
 		for _, p := range o.Points {
@@ -268,12 +318,22 @@ func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("the recording's round_interval is %s and this configuration's %s: the replay keeps the recorded rounds and counts this configuration's durations in rounds of %s", d, interval, interval))
 		}
 	}
-	src := &verdictSource{f: f}
+	var src vote.Source
+	vsrc := &verdictSource{f: f}
+	tsrc := &tallySource{f: f, byPosition: len(x.Header.Sources) == 0}
+	src = vsrc
+	if res.Votes {
+		src = tsrc
+		res.Warnings = append(res.Warnings, chainWarnings(x.Header.Sources, f)...)
+	}
 	replayed := map[string][]Switch{}
 	round := 0
-	step := func(at time.Time, verdicts map[string]vote.Verdict) {
+	step := func(at time.Time, t int64, ok bool) {
 		round++
-		src.round = verdicts
+		vsrc.round, tsrc.round = nil, nil
+		if ok {
+			vsrc.round, tsrc.round = byTime[t], votesAt[t]
+		}
 		for _, rep := range f.Round(context.Background(), src) {
 			for _, ev := range rep.Events {
 				if ev.Kind == decide.KindLevelSwitched {
@@ -289,11 +349,11 @@ func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
 			if gap > interval*3/2 {
 				n := int((gap+interval/2)/interval) - 1
 				for k := 1; k <= min(n, maxFill); k++ {
-					step(time.Unix(times[i-1], 0).Add(time.Duration(k)*interval).UTC(), nil)
+					step(time.Unix(times[i-1], 0).Add(time.Duration(k)*interval).UTC(), 0, false)
 				}
 			}
 		}
-		step(time.Unix(t, 0).UTC(), byTime[t])
+		step(time.Unix(t, 0).UTC(), t, true)
 	}
 	res.Rounds = round
 	res.From, res.To = time.Unix(times[0], 0).UTC(), time.Unix(times[len(times)-1], 0).UTC()
@@ -358,6 +418,57 @@ func (v *verdictSource) Ask(_ context.Context, source int, targets []vote.Target
 			counts[i].Up += int32(n)
 		case vote.VerdictDown:
 			counts[i].Down += int32(n)
+		}
+	}
+}
+
+// chainWarnings says how the recorded chain (names, nil when unknown)
+// meets f's.
+func chainWarnings(recorded []string, f *fleet.Fleet) []string {
+	if len(recorded) == 0 {
+		return []string{"the export does not name its sources (made with -data-dir): the recorded votes are handed to this configuration's sources by chain position"}
+	}
+	var out []string
+	rec := map[string]bool{}
+	for _, n := range recorded {
+		rec[n] = true
+	}
+	mine := map[string]bool{}
+	for _, c := range f.Chain {
+		mine[c.Name] = true
+		if !rec[c.Name] {
+			out = append(out, fmt.Sprintf("source %q is not in the recording: it has no votes (it abstains)", c.Name))
+		}
+	}
+	for _, n := range recorded {
+		if !mine[n] {
+			out = append(out, fmt.Sprintf("the recorded source %q is not in this configuration: its votes are ignored", n))
+		}
+	}
+	return out
+}
+
+// tallySource hands each origin's recorded tallies to the sources of the
+// chain by name (by chain position when byPosition): abstentions are
+// never counted, as in a real round.
+type tallySource struct {
+	f          *fleet.Fleet
+	byPosition bool
+	round      map[string][]ExportTally
+}
+
+func (v *tallySource) Ask(_ context.Context, source int, targets []vote.Target, counts []vote.Counts) {
+	name := v.f.Chain[source].Name
+	if v.byPosition {
+		name = strconv.Itoa(source)
+	}
+	for i, tg := range targets {
+		s := v.f.Sites[tg.Site]
+		for _, t := range v.round[s.Spec.Name+"/"+s.Spec.Origins[tg.Origin].Name] {
+			if t.Src == name {
+				counts[i].Up += int32(max(t.Up, 0))
+				counts[i].Down += int32(max(t.Down, 0))
+			}
 		}
 	}
 }
@@ -427,7 +538,11 @@ func fmtDur(d time.Duration) string {
 
 // WriteText prints the side-by-side timelines and the verdict.
 func (r *ReplayResult) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "replayed %d rounds, %s to %s (verdicts only: chain settings are not replayed)\n", r.Rounds, r.From.Format(time.RFC3339), r.To.Format(time.RFC3339))
+	how := "verdicts only: chain settings are not replayed"
+	if r.Votes {
+		how = "votes: through this configuration's chain, min_votes, tally and the order replayed"
+	}
+	fmt.Fprintf(w, "replayed %d rounds, %s to %s (%s)\n", r.Rounds, r.From.Format(time.RFC3339), r.To.Format(time.RFC3339), how)
 	for _, warn := range r.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}
