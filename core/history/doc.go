@@ -20,7 +20,9 @@
 // or damaged file cannot crash the process and its pages stay out of the
 // agent's resident memory.
 //
-// Each round entry has room for per-source vote tallies (VoteSlots, 0 in
-// this version): a later version records the votes of each round there,
-// for a replay of recorded rounds through another configuration.
+// Each round entry also keeps per-source vote tallies (VoteSlots of them:
+// each source the round asked, its up, down and abstain votes), for a
+// replay of recorded rounds through another chain (vigil simulate
+// -history). A file of version 1 kept none: an agent starts it again
+// empty, and ReadSnapshot still reads it.
 package history
