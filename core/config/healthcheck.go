@@ -26,7 +26,12 @@ var healthCheckSchema = &hcl.BodySchema{
 		{Name: "headers"}, {Name: "follow_redirects"}, {Name: "max_body"},
 		{Name: "quarantine"}, {Name: "failback_dwell"},
 	},
-	Blocks: []hcl.BlockHeaderSchema{{Type: "flap"}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "flap"}, {Type: "ramp"}},
+}
+
+// rampSchema is health_check { ramp { ... } }: the failback ramp.
+var rampSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "steps", Required: true}, {Name: "interval", Required: true}},
 }
 
 // flapSchema is health_check { flap { ... } }: flap damping.
@@ -49,6 +54,19 @@ type AntiFlap struct {
 	// for FlapWithin.
 	FlapChanges int
 	FlapWithin  time.Duration
+	// Ramp is the failback ramp (docs/antiflap.md#failback-ramp); nil for
+	// none: an automatic failback moves all traffic at once.
+	Ramp *Ramp
+}
+
+// Ramp is health_check { ramp { steps, interval } }: an automatic failback
+// sends Steps[0] per cent of new requests to the recovering level, and one
+// step more each Interval while that level stays healthy, up to 100.
+type Ramp struct {
+	// Steps are per cents, ascending, each from 1 to 100, the last 100.
+	Steps []int
+	// Interval is the least time between two steps.
+	Interval time.Duration
 }
 
 // MaxBodyLimit bounds max_body.
@@ -171,9 +189,52 @@ func (l *loader) antiFlap(a hcl.Attributes, blocks hcl.Blocks, hc *HealthCheck) 
 			af.FlapChanges, af.FlapWithin = 0, 0
 		}
 	}
+	for _, b := range blocks {
+		if b.Type != "ramp" {
+			continue
+		}
+		if af.Ramp != nil {
+			l.add(b.DefRange, "Duplicate ramp block", "health_check has one ramp block.")
+			continue
+		}
+		if r := l.ramp(b); r != nil {
+			af.Ramp = r
+		}
+	}
 	if af != (AntiFlap{}) {
 		hc.AntiFlap = &af
 	}
+}
+
+// ramp reads a ramp block; nil when it is not valid (with a diagnostic).
+func (l *loader) ramp(b *hcl.Block) *Ramp {
+	content, diags := b.Body.Content(rampSchema)
+	l.diags = append(l.diags, diags...)
+	if diags.HasErrors() {
+		return nil
+	}
+	r := &Ramp{}
+	a := content.Attributes
+	attr := a["steps"]
+	if !l.decode(attr, &r.Steps) {
+		return nil
+	}
+	ok := len(r.Steps) >= 2 && r.Steps[len(r.Steps)-1] == 100
+	for i, st := range r.Steps {
+		if st < 1 || st > 100 || (i > 0 && st <= r.Steps[i-1]) {
+			ok = false
+		}
+	}
+	if !ok {
+		l.add(attr.Expr.Range(), "Invalid ramp steps",
+			fmt.Sprintf("steps are the per cents of new requests sent to the recovering level, ascending, from 1 to 100, at least two and the last 100, such as [5, 25, 100]; got %v.", r.Steps))
+		return nil
+	}
+	l.duration(a, "interval", &r.Interval)
+	if r.Interval <= 0 {
+		return nil
+	}
+	return r
 }
 
 type caFile struct {
@@ -388,6 +449,13 @@ func hcKey(b *strings.Builder, hc *HealthCheck) {
 		num(int64(af.FailbackDwell))
 		num(int64(af.FlapChanges))
 		num(int64(af.FlapWithin))
+		if r := af.Ramp; r != nil {
+			b.WriteString("ramp:")
+			for _, st := range r.Steps {
+				num(int64(st))
+			}
+			num(int64(r.Interval))
+		}
 	}
 	names := make([]string, 0, len(hc.Headers))
 	for n := range hc.Headers {

@@ -332,6 +332,19 @@ func Reference() []RefBlock {
 			},
 		},
 		{
+			Path: "site.health_check.ramp", Parent: "site.health_check", Type: "ramp",
+			Repeat:  "At most one, in health_check. Without it an automatic failback moves all traffic at once.",
+			Meaning: "Anti-flap: the failback ramp. An automatic failback away from a level that still works sends only the first step's per cent of new requests to the recovering level (the publication's ramp), the rest to the level left, and one step more each interval while the recovering level stays healthy, up to 100. A failure of the recovering level during the ramp fails over back at once. See docs/antiflap.md.",
+			Attributes: []RefAttribute{
+				{Name: "steps", Type: "list of whole numbers", Required: true,
+					Meaning: "The per cents of new requests for the recovering level, ascending, each from 1 to 100, at least two, the last 100.",
+					Example: `[5, 25, 100]`},
+				{Name: "interval", Type: "duration", Required: true,
+					Meaning: "The least time between two steps; a step due in a round whose recovering level is not healthy waits for a healthy round. Counted in rounds of round_interval, rounded up. Greater than 0.",
+					Example: `"1m"`},
+			},
+		},
+		{
 			Path: "site.origin", Parent: "site", Type: "origin",
 			Labels:  []RefLabel{{Name: "name", Meaning: "The origin's name, unique within the site.", Example: "b1"}},
 			Repeat:  "At least one per site, and two enabled ones while health checks are enabled.",
@@ -461,6 +474,7 @@ func Schemas() map[string]*hcl.BodySchema {
 		"site":                   siteSchema,
 		"site.health_check":      healthCheckSchema,
 		"site.health_check.flap": flapSchema,
+		"site.health_check.ramp": rampSchema,
 		"site.origin":            originSchema,
 		`notify "webhook"`:       webhookSchema,
 		`notify "alertmanager"`:  alertmanagerSchema,

@@ -15,6 +15,9 @@ func Switch(spec *SiteSpec, st *SiteState, level int) ([]Event, error) {
 		return nil, &UnknownLevelError{Site: spec.Name, Level: level, Levels: spec.Levels}
 	}
 	var events []Event
+	if st.AntiFlap != nil {
+		st.AntiFlap.Ramp = nil // a manual switch ends a failback ramp
+	}
 	if level != st.Level {
 		events = append(events, Event{Kind: KindLevelSwitched, FromLevel: st.Level, ToLevel: level, Reason: ReasonManual})
 		st.Level = level

@@ -27,6 +27,8 @@ type AntiFlapSpec struct {
 	// FlapWithin.
 	FlapChanges int32
 	FlapWithin  int64
+	// Ramp is the failback ramp (ramp.go); nil for none.
+	Ramp *RampSpec
 }
 
 // originRules reports whether a rule of the spec concerns origins (and so
@@ -43,6 +45,8 @@ type AntiFlapState struct {
 	// Origins has one entry per SiteSpec.Origins entry when a rule
 	// concerns origins (quarantine or flap), nil otherwise.
 	Origins []OriginFlap
+	// Ramp is the failback ramp in progress (ramp.go); nil for none.
+	Ramp *RampState
 }
 
 // OriginFlap is the anti-flap memory of one origin.
@@ -102,6 +106,7 @@ func syncAntiFlap(spec *SiteSpec, st *SiteState) {
 		st.AntiFlap = &AntiFlapState{}
 	}
 	x := st.AntiFlap
+	syncRamp(spec, st)
 	if !a.originRules() {
 		x.Origins = nil
 		return

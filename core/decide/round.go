@@ -103,6 +103,10 @@ func RoundAt(spec *SiteSpec, st *SiteState, verdicts []vote.Verdict, levels []He
 	}
 	eff := EffectiveFailback(spec, st)
 	switched := false
+	back := -1 // the ramp's level left, when a failure of the recovering level aborts it
+	if af != nil {
+		back = rampRound(spec, st, levels, cur, now)
+	}
 
 	// 2. Automatic failback to the highest healthy level above cur (held
 	// by the failback dwell while cur is not unhealthy).
@@ -110,10 +114,11 @@ func RoundAt(spec *SiteSpec, st *SiteState, verdicts []vote.Verdict, levels []He
 		for i := 0; i < cur; i++ {
 			if levels[i] == Healthy {
 				events = append(events, Event{Kind: KindLevelSwitched, FromLevel: st.Level, ToLevel: spec.Levels[i], Reason: ReasonFailback})
-				st.Level, cur, switched = spec.Levels[i], i, true
 				if af != nil {
 					st.AntiFlap.LevelSince = now
+					rampStart(spec, st, levels, cur, now)
 				}
+				st.Level, cur, switched = spec.Levels[i], i, true
 				break
 			}
 		}
@@ -122,7 +127,10 @@ func RoundAt(spec *SiteSpec, st *SiteState, verdicts []vote.Verdict, levels []He
 	// 3. Failover: after cur ascending, then before cur ascending; the first
 	// healthy, else the first unknown.
 	if !switched && levels[cur] == Unhealthy {
-		target := search(levels, cur, Healthy)
+		target := back
+		if target < 0 {
+			target = search(levels, cur, Healthy)
+		}
 		if target < 0 {
 			target = search(levels, cur, Unknown)
 		}
@@ -131,6 +139,7 @@ func RoundAt(spec *SiteSpec, st *SiteState, verdicts []vote.Verdict, levels []He
 			st.Level, cur = spec.Levels[target], target
 			if af != nil {
 				st.AntiFlap.LevelSince = now
+				st.AntiFlap.Ramp = nil
 			}
 		} else if !st.Alerted {
 			// 4. Every level is unhealthy: stay, alert once per incident.

@@ -52,6 +52,9 @@ func (c clock) antiFlapSpec(af *config.AntiFlap) *decide.AntiFlapSpec {
 	if af.FlapChanges > 0 && af.FlapWithin > 0 {
 		s.FlapChanges, s.FlapWithin = int32(af.FlapChanges), c.ticks(af.FlapWithin)
 	}
+	if r := af.Ramp; r != nil && len(r.Steps) >= 2 && r.Interval > 0 {
+		s.Ramp = &decide.RampSpec{Steps: append([]int(nil), r.Steps...), Interval: c.ticks(r.Interval)}
+	}
 	if *s == (decide.AntiFlapSpec{}) {
 		return nil
 	}

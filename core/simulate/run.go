@@ -25,6 +25,17 @@ type RoundLine struct {
 	// DwellUntil is the round from which an automatic failback may leave
 	// the current level, while the failback dwell holds (docs/antiflap.md).
 	DwellUntil int64 `json:"dwell_until,omitempty"`
+	// Ramp is the failback ramp in progress (docs/antiflap.md#failback-ramp).
+	Ramp *RampLine `json:"ramp,omitempty"`
+}
+
+// RampLine is a failback ramp in progress after a round: the level left,
+// the per cent of new requests the current level gets, and the first
+// round the next step may be taken (while the current level is healthy).
+type RampLine struct {
+	From     int   `json:"from"`
+	Weight   int   `json:"weight"`
+	NextStep int64 `json:"next_step"`
 }
 
 // OriginLine is one origin of a RoundLine.
@@ -187,6 +198,9 @@ func SiteLine(f *fleet.Fleet, s *fleet.Site, round int, events []decide.Event) R
 	if f.RoundClock() {
 		if until := decide.DwellUntil(s.Spec, s.State); until > int64(round) {
 			line.DwellUntil = until
+		}
+		if r, ok := decide.RampOf(s.Spec, s.State); ok {
+			line.Ramp = &RampLine{From: r.From, Weight: r.Weight, NextStep: r.NextAt}
 		}
 	}
 	return line

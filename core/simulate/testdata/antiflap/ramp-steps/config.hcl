@@ -1,0 +1,37 @@
+control {
+  round_interval  = "30s"
+  sites_per_round = 500
+}
+
+source "direct" {
+  plugin = "vigil-source-direct"
+}
+
+site "www" {
+  hostname = "www.example.com"
+
+  health_check {
+    unhealthy_threshold = 1
+    healthy_threshold   = 1
+
+    ramp {
+      steps    = [10, 50, 100]
+      interval = "1m"
+    }
+  }
+
+  origin "a1" {
+    address = "http://127.0.0.1:18001"
+    level   = 1
+  }
+
+  origin "a2" {
+    address = "http://127.0.0.1:18002"
+    level   = 1
+  }
+
+  origin "b1" {
+    address = "http://127.0.0.1:18003"
+    level   = 2
+  }
+}
