@@ -40,6 +40,19 @@
 //   - any other name in the zone gets NXDOMAIN with the SOA;
 //   - zone transfers (AXFR, IXFR) get REFUSED.
 //
+// # Failback ramps
+//
+// A site carrying a Ramp (a failback in progress, publication format 2)
+// is answered from its current level with probability Ramp.Weight per
+// cent, and from the level it is leaving (Ramp.FromOrigins) otherwise: a
+// random draw per query, under the same rules (health, fail-open or
+// fail_closed, CNAME) and the same ttl for both levels. A weight out of 1
+// to 99, or a level being left with nothing to publish, answers from the
+// current level alone; a current level with nothing to publish (no usable
+// origin, or SERVFAIL with fail_closed) answers from the level being left
+// alone. The UDP fast path keeps both answers of a ramping question in its
+// cache and draws per query which one it sends (fast.go).
+//
 // Every record has the configured ttl; so has the SOA, whose minimum (the
 // negative-caching TTL) is the ttl too. Names are matched without regard
 // to case.

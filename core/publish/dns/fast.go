@@ -11,9 +11,18 @@ package dns
 // query's ID and RD and CD bits patched in. Everything else, and the first
 // query of each question for each table, goes through the normal path; so
 // the bytes sent are the ones the normal path would send.
+//
+// A question whose answer meets a failback ramp (a site with a Ramp) is
+// cached twice: the normal path's answer from the current level and its
+// answer from the level being left. Every hit draws (0 to 99, per query)
+// which one it sends, so the cache never freezes one draw: Weight per cent
+// of the answers carry the current level's addresses, as on the normal
+// path. An answer meeting two ramps (a CNAME between ramping sites) is not
+// cached.
 
 import (
 	"hash/maphash"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"time"
@@ -41,6 +50,11 @@ type cacheShard struct {
 type packedAnswer struct {
 	wire         []byte
 	qtype, rcode int
+	// alt, for a question whose answer meets one failback ramp, is the
+	// answer from the level being left: sent instead of wire when the
+	// query's draw (0 to 99) is weight or more.
+	alt    *packedAnswer
+	weight int
 }
 
 var cacheSeed = maphash.MakeSeed()
@@ -67,6 +81,20 @@ func (c *answerCache) put(key []byte, a *packedAnswer) {
 		sh.m[string(key)] = a
 	}
 	sh.mu.Unlock()
+}
+
+// variant is the packed answer to req from side of its ramp, or nil when
+// it cannot be cached.
+func (f *fastReader) variant(t *table, req *dns.Msg, side, qtype int) *packedAnswer {
+	resp, _ := f.s.replyFrom(t, req, false, side, false)
+	if resp == nil || resp.Truncated {
+		return nil
+	}
+	wire, err := resp.Pack()
+	if err != nil {
+		return nil
+	}
+	return &packedAnswer{wire: wire, qtype: qtype, rcode: rcodeIndex(resp.Rcode)}
 }
 
 func (s *Server) decorateReader(r dns.Reader) dns.Reader {
@@ -153,7 +181,11 @@ func (f *fastReader) answer(conn *net.UDPConn, m []byte, sess *dns.SessionUDP) b
 	t := f.s.table.Load()
 	key := append(append(f.key[:0], m[12:qend]...), variant)
 	f.key = key
-	if a := t.packed.get(key); a != nil && len(a.wire) <= limit {
+	a := t.packed.get(key)
+	if a != nil && a.alt != nil && rand.IntN(100) >= a.weight {
+		a = a.alt
+	}
+	if a != nil && len(a.wire) <= limit {
 		out := append(f.out[:0], a.wire...)
 		f.out = out
 		out[0], out[1] = m[0], m[1]
@@ -171,7 +203,7 @@ func (f *fastReader) answer(conn *net.UDPConn, m []byte, sess *dns.SessionUDP) b
 	if err := req.Unpack(m); err != nil {
 		return false
 	}
-	resp := f.s.replyFrom(t, req, false)
+	resp, ramps := f.s.replyFrom(t, req, false, sideDraw, true)
 	if resp == nil {
 		return true
 	}
@@ -182,7 +214,18 @@ func (f *fastReader) answer(conn *net.UDPConn, m []byte, sess *dns.SessionUDP) b
 	}
 	if !resp.Truncated {
 		qtype := typeIndex(req.Question[0].Qtype)
-		t.packed.put(key, &packedAnswer{wire: wire, qtype: qtype, rcode: rcodeIndex(resp.Rcode)})
+		switch ramps.n {
+		case 0:
+			t.packed.put(key, &packedAnswer{wire: wire, qtype: qtype, rcode: rcodeIndex(resp.Rcode)})
+		case 1:
+			// A ramping site: both answers are kept, and every hit
+			// draws which one it sends. An answer meeting more than one
+			// ramp (a CNAME chain) is never cached.
+			if lvl, alt := f.variant(t, req, sideLevel, qtype), f.variant(t, req, sideFrom, qtype); lvl != nil && alt != nil {
+				lvl.alt, lvl.weight = alt, ramps.weight
+				t.packed.put(key, lvl)
+			}
+		}
 	}
 	if _, err := dns.WriteToSessionUDP(conn, wire, sess); err != nil {
 		f.s.log.Debug("writing an answer", "client", sess.RemoteAddr().String(), "error", err)

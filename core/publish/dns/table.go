@@ -2,6 +2,7 @@ package dns
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -34,7 +35,30 @@ type node struct {
 	// servfail is set when fail_closed is on and every enabled origin of
 	// the current level is unhealthy (or there is none).
 	servfail bool
+	// from, during a failback ramp, is the node of the level being left
+	// (Ramp.FromOrigins, under the same rules and TTL): a query answers
+	// from it unless its draw (0 to 99) is below weight, the ramp's per
+	// cent for the current level. weight is 0 when the current level has
+	// nothing to publish: from then answers every query.
+	from   *node
+	weight int
 }
+
+// publishes reports whether n answers address questions with records.
+func (n *node) publishes() bool {
+	return !n.servfail && (n.cname != nil || len(n.a)+len(n.aaaa) > 0)
+}
+
+// Sides of a ramp a question is answered from.
+const (
+	sideDraw  = iota // a random draw per query
+	sideLevel        // the current level (unless it has nothing)
+	sideFrom         // the level being left
+)
+
+// ramps is what resolve met of ramps: how many ramping nodes, and the
+// weight of the last.
+type ramps struct{ n, weight int }
 
 // table is one immutable answer table, built from one publication
 // snapshot. It is swapped atomically; queries never see a half-built one.
@@ -189,6 +213,19 @@ func build(st settings, snap *publication.Snapshot) (*table, []string) {
 		for _, s := range siteNotes {
 			notes = append(notes, fmt.Sprintf("site %q: %s", site.Name, s))
 		}
+		if r := site.Ramp; r != nil && r.Weight > 0 && r.Weight < 100 {
+			fromSite := publication.Site{Name: site.Name, Hostname: site.Hostname, Level: r.From, Origins: r.FromOrigins}
+			from, fromNotes := siteNode(st, name, &fromSite)
+			for _, s := range fromNotes {
+				notes = append(notes, fmt.Sprintf("site %q, ramp from level %d: %s", site.Name, r.From, s))
+			}
+			if from.publishes() {
+				n.from, n.weight = from, r.Weight
+				if !n.publishes() {
+					n.weight = 0
+				}
+			}
+		}
 		t.names[name] = n
 	}
 	// Every name between a site and the apex exists (an empty
@@ -268,8 +305,9 @@ func siteNode(st settings, name string, site *publication.Site) (*node, []string
 }
 
 // resolve fills the answer and authority sections and the rcode of m for
-// the question (name lower-case and fully qualified, class IN).
-func (t *table) resolve(m *dns.Msg, name string, qtype uint16) {
+// the question (name lower-case and fully qualified, class IN), from side
+// of the ramps it meets, and says what ramps it met.
+func (t *table) resolve(m *dns.Msg, name string, qtype uint16, side int) (r ramps) {
 	if !inZone(name, t.zone) {
 		m.Rcode = dns.RcodeRefused
 		return
@@ -281,6 +319,14 @@ func (t *table) resolve(m *dns.Msg, name string, qtype uint16) {
 		m.Ns = t.soa
 		return
 	}
+	draw := -1 // drawn when a ramp is met
+	switch side {
+	case sideLevel:
+		draw = 0
+	case sideFrom:
+		draw = 99
+	}
+	n = n.side(&draw, &r)
 	address := qtype == dns.TypeA || qtype == dns.TypeAAAA || qtype == dns.TypeANY || qtype == dns.TypeCNAME
 	if n.servfail && address {
 		m.Rcode = dns.RcodeServerFailure
@@ -294,7 +340,7 @@ func (t *table) resolve(m *dns.Msg, name string, qtype uint16) {
 		m.Answer = t.ns
 		m.Extra = t.glue
 	case n.cname != nil:
-		m.Answer = t.chase(n.cname, qtype)
+		m.Answer = t.chase(n.cname, qtype, &draw, &r)
 	case qtype == dns.TypeA:
 		m.Answer = n.a
 	case qtype == dns.TypeAAAA:
@@ -309,19 +355,41 @@ func (t *table) resolve(m *dns.Msg, name string, qtype uint16) {
 	if len(m.Answer) == 0 {
 		m.Ns = t.soa // NODATA
 	}
+	return r
+}
+
+// side returns the node answering a query of draw (0 to 99, or -1 for a
+// random one, drawn here when needed): n, or the node of the level its
+// ramp is leaving; r counts the ramp.
+func (n *node) side(draw *int, r *ramps) *node {
+	if n.from == nil {
+		return n
+	}
+	r.n++
+	r.weight = n.weight
+	if *draw < 0 {
+		*draw = rand.IntN(100)
+	}
+	if *draw >= n.weight {
+		return n.from
+	}
+	return n
 }
 
 // chase returns the CNAME and, for an address question, the records of
 // its target when the target is a name of this table, following at most
 // maxChase hops. A target outside the table is left to the resolver.
-func (t *table) chase(c *dns.CNAME, qtype uint16) []dns.RR {
+func (t *table) chase(c *dns.CNAME, qtype uint16, draw *int, r *ramps) []dns.RR {
 	ans := []dns.RR{c}
 	if qtype == dns.TypeCNAME {
 		return ans
 	}
 	for range maxChase {
 		n := t.names[c.Target]
-		if n == nil || n.servfail {
+		if n == nil {
+			return ans
+		}
+		if n = n.side(draw, r); n.servfail {
 			return ans
 		}
 		if n.cname != nil {

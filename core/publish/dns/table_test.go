@@ -93,7 +93,7 @@ func FuzzParseOrigin(f *testing.F) {
 			for _, qt := range []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeANY, dns.TypeCNAME} {
 				m := new(dns.Msg)
 				m.SetQuestion(name, qt)
-				tb.resolve(m, name, qt)
+				tb.resolve(m, name, qt, sideDraw)
 				if _, err := m.Pack(); err != nil {
 					t.Fatalf("%s %s for address %q: answer does not pack: %v", name, dns.TypeToString[qt], addr, err)
 				}

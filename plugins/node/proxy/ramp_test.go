@@ -3,8 +3,8 @@ package proxy
 import (
 	"fmt"
 	"io"
-	"net/http"
 	"math"
+	"net/http"
 	"testing"
 
 	"github.com/vigilcdn/vigil/sdk/publication"
