@@ -31,7 +31,33 @@ func Entry(s *fleet.Site) publication.Site {
 		}
 		ps.Origins = append(ps.Origins, publication.Origin{Name: o.Name, Address: s.Config.Origins[i].Address, State: st.String()})
 	}
+	ps.Ramp = rampOf(s)
 	return ps
+}
+
+// rampOf is the site's failback ramp in progress as published
+// (docs/antiflap.md#failback-ramp): the current level's weight, the level
+// left and its enabled origins that are not unhealthy. None when the site
+// has no ramp in progress, or when the level left has no such origin any
+// more (an operator disabled them since the last round): all traffic is
+// then on the current level, as the next round will decide too.
+func rampOf(s *fleet.Site) *publication.Ramp {
+	r, ok := decide.RampOf(s.Spec, s.State)
+	if !ok {
+		return nil
+	}
+	var from []publication.Origin
+	for i, o := range s.Spec.Origins {
+		st := s.State.Origins[i].State
+		if o.Level != r.From || st == decide.Disabled || st == decide.Unhealthy {
+			continue
+		}
+		from = append(from, publication.Origin{Name: o.Name, Address: s.Config.Origins[i].Address, State: st.String()})
+	}
+	if len(from) == 0 {
+		return nil
+	}
+	return &publication.Ramp{Weight: r.Weight, From: r.From, FromOrigins: from}
 }
 
 func sameEntry(a, b *publication.Site) bool {
@@ -41,6 +67,19 @@ func sameEntry(a, b *publication.Site) bool {
 	for i := range a.Origins {
 		if a.Origins[i] != b.Origins[i] {
 			return false
+		}
+	}
+	if (a.Ramp == nil) != (b.Ramp == nil) {
+		return false
+	}
+	if a.Ramp != nil {
+		if a.Ramp.Weight != b.Ramp.Weight || a.Ramp.From != b.Ramp.From || len(a.Ramp.FromOrigins) != len(b.Ramp.FromOrigins) {
+			return false
+		}
+		for i := range a.Ramp.FromOrigins {
+			if a.Ramp.FromOrigins[i] != b.Ramp.FromOrigins[i] {
+				return false
+			}
 		}
 	}
 	return true
@@ -64,6 +103,20 @@ func entrySum(p *publication.Site) [16]byte {
 		field(o.Name)
 		field(o.Address)
 		field(o.State)
+	}
+	// An entry without a ramp sums as before the ramp existed, so that
+	// the stored digest of such a publication keeps its version.
+	if r := p.Ramp; r != nil {
+		field("ramp")
+		binary.BigEndian.PutUint64(n[:], uint64(r.Weight))
+		h.Write(n[:])
+		binary.BigEndian.PutUint64(n[:], uint64(r.From))
+		h.Write(n[:])
+		for _, o := range r.FromOrigins {
+			field(o.Name)
+			field(o.Address)
+			field(o.State)
+		}
 	}
 	var out [16]byte
 	copy(out[:], h.Sum(nil))
@@ -89,6 +142,9 @@ type Builder struct {
 	// started is set once this process has published (or decided what
 	// version its content carries).
 	started bool
+	// ramps counts the entries that carry a Ramp: while any does, the
+	// snapshot's Format is publication.FormatRamp.
+	ramps int
 }
 
 // Change is a publication prepared for a commit: the new entries of the
@@ -181,11 +237,22 @@ func (b *Builder) Apply(c Change, n int, all bool) *publication.Snapshot {
 			entries[i], b.sums[i] = c.entries[k], c.sums[k]
 		}
 		b.entries = entries
+		// The copy above is as long: counting costs no more.
+		b.ramps = 0
+		for i := range entries {
+			if entries[i].Ramp != nil {
+				b.ramps++
+			}
+		}
 	}
 	b.digest = c.digest
 	b.started = true
 	if !c.Publish {
 		return nil
 	}
-	return &publication.Snapshot{Version: c.Version, Sites: b.entries}
+	snap := &publication.Snapshot{Version: c.Version, Sites: b.entries}
+	if b.ramps > 0 {
+		snap.Format = publication.FormatRamp
+	}
+	return snap
 }
