@@ -24,3 +24,17 @@ type OriginAntiFlap struct {
 	LastChange time.Time   `json:"last_change,omitzero"`
 	Changes    []time.Time `json:"changes,omitempty"`
 }
+
+// SiteRamp is what is kept of a failback ramp in progress
+// (docs/antiflap.md#failback-ramp): the site's current level is the
+// recovering level.
+type SiteRamp struct {
+	// From is the level number the failback left.
+	From int `json:"from"`
+	// Weight is the per cent of new requests the current level gets: one
+	// of the ramp's steps (a restore under other steps takes the first step
+	// at or above it).
+	Weight int `json:"weight"`
+	// StepAt is when the current step began.
+	StepAt time.Time `json:"step_at,omitzero"`
+}

@@ -24,7 +24,8 @@ func TestAntiFlapFields(t *testing.T) {
 	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	af := &store.OriginAntiFlap{Judged: "healthy", Held: true, HeldSince: at, QuarantineUntil: at.Add(time.Minute),
 		LastChange: at.Add(30 * time.Second), Changes: nil}
-	site := store.Site{Name: "new", Level: 2, LevelSince: at, Origins: map[string]store.Origin{
+	ramp := &store.SiteRamp{From: 3, Weight: 25, StepAt: at}
+	site := store.Site{Name: "new", Level: 2, LevelSince: at, Ramp: ramp, Origins: map[string]store.Origin{
 		"a": {State: "unhealthy", Successes: 2, AntiFlap: af}, "b": {State: "healthy"}}}
 	if err := s.Commit(context.Background(), store.Batch{Meta: store.Meta{Round: 1}, Sites: []store.Site{site}}); err != nil {
 		t.Fatal(err)
@@ -54,11 +55,14 @@ func TestAntiFlapFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := st.Sites["new"]
+	if got.Ramp == nil || got.Ramp.From != ramp.From || got.Ramp.Weight != ramp.Weight || !got.Ramp.StepAt.Equal(ramp.StepAt) {
+		t.Errorf("the ramp came back as %+v, want %+v", got.Ramp, ramp)
+	}
 	if !got.LevelSince.Equal(at) || got.Origins["a"].AntiFlap == nil || !reflect.DeepEqual(*got.Origins["a"].AntiFlap, *af) || got.Origins["b"].AntiFlap != nil {
 		t.Errorf("the anti-flap fields came back as %+v, %+v; want %+v", got, got.Origins["a"].AntiFlap, af)
 	}
 	o := st.Sites["old"]
-	if !o.LevelSince.IsZero() || o.Origins["a"] != (store.Origin{State: "unhealthy", Failures: 3, Reason: "connect: connection refused"}) {
+	if !o.LevelSince.IsZero() || o.Ramp != nil || o.Origins["a"] != (store.Origin{State: "unhealthy", Failures: 3, Reason: "connect: connection refused"}) {
 		t.Errorf("an old record loaded as %+v", o)
 	}
 }

@@ -24,6 +24,9 @@ type Site struct {
 	// LevelSince is when an automatic switch last entered the current
 	// level, for the failback dwell (docs/antiflap.md); absent: none.
 	LevelSince time.Time `json:"level_since,omitzero"`
+	// Ramp is the failback ramp in progress (antiflap.go); absent (nil)
+	// means none, as in every record written before the ramp existed.
+	Ramp *SiteRamp `json:"ramp,omitempty"`
 }
 
 // Origin is what is kept of one origin.
