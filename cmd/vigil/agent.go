@@ -124,10 +124,12 @@ func reload(a *agent.Agent, path string, log hclog.Logger, stderr io.Writer) {
 	log.Info("reloading configuration", "config", path)
 	cfg, diags := config.LoadCached(path)
 	if diags.HasErrors() {
+		// The diagnostics first, then the line that sums them up: a reader
+		// of the log (or a script waiting for that line) has them all.
 		var b strings.Builder
 		_ = config.WriteDiagnostics(&b, cfg.Files, diags)
-		log.Error("configuration not reloaded: it is invalid; the old one stays in force", "errors", len(diags.Errs()))
 		fmt.Fprint(stderr, b.String())
+		log.Error("configuration not reloaded: it is invalid; the old one stays in force", "errors", len(diags.Errs()))
 		return
 	}
 	if len(diags) > 0 {
