@@ -38,6 +38,18 @@ type SiteView struct {
 	// Status sums the site up in one word (see the Status* constants).
 	Status      string `json:"status"`
 	Publication uint64 `json:"publication"`
+	// Ramp is the failback ramp in progress, nil for none
+	// (docs/antiflap.md#failback-ramp): Level gets Weight per cent of new
+	// requests and From the rest; NextStepAt is when the next step is due
+	// (taken at the first round from then whose Level is healthy).
+	Ramp *RampView `json:"ramp,omitempty"`
+}
+
+// RampView is a failback ramp in progress, in a SiteView.
+type RampView struct {
+	From       int        `json:"from"`
+	Weight     int        `json:"weight"`
+	NextStepAt *time.Time `json:"next_step_at,omitempty"`
 }
 
 // TopLevel is the site's top level (the lowest level number); 0 when the

@@ -21,6 +21,7 @@ func antiflapSum(put func(uint64), st *decide.SiteState) {
 		return
 	}
 	put(uint64(af.LevelSince))
+	rampSum(put, st)
 	for i := range af.Origins {
 		x := &af.Origins[i]
 		held := uint64(0)
@@ -44,6 +45,7 @@ func antiflapRecord(s *fleet.Site, r *store.Site) {
 		return
 	}
 	r.LevelSince = fleet.TickTime(af.LevelSince)
+	rampRecord(s, r)
 	if len(af.Origins) != len(s.Spec.Origins) {
 		return
 	}
@@ -71,7 +73,7 @@ func antiflapSame(s *fleet.Site, r *store.Site) bool {
 		want.Origins[o.Name] = store.Origin{}
 	}
 	antiflapRecord(s, &want)
-	if !want.LevelSince.Equal(r.LevelSince) {
+	if !want.LevelSince.Equal(r.LevelSince) || !rampSame(s, r) {
 		return false
 	}
 	for name, wo := range want.Origins {
@@ -105,6 +107,7 @@ func antiflapRestore(s *fleet.Site, r *store.Site) {
 	}
 	af := &decide.AntiFlapState{LevelSince: fleet.TimeTick(r.LevelSince)}
 	s.State.AntiFlap = af
+	rampRestore(s, r)
 	a := s.Spec.AntiFlap
 	if a.Quarantine <= 0 && a.FlapChanges <= 0 {
 		return

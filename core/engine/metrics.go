@@ -161,6 +161,7 @@ func (v *Views) WriteMetrics(w io.Writer) error {
 		bw.WriteString(strconv.Itoa(v.sites[i].level))
 		bw.WriteByte('\n')
 	}
+	v.writeRampWeights(bw)
 	bw.WriteString("# HELP vigil_origin_state 1 for an origin's current state (unknown, healthy, unhealthy, disabled), 0 for the others.\n# TYPE vigil_origin_state gauge\n")
 	for i := range v.sites {
 		spec := v.fleet.Sites[i].Spec

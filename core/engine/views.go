@@ -49,6 +49,7 @@ type siteSnap struct {
 	probedAt int64  // the restored last probe, when no round record has the site
 	probedSq uint64 // its round
 	af       *antiflapSnap
+	ramp     *rampSnap
 }
 
 type originSnap struct {
@@ -63,6 +64,7 @@ func snapOf(s *fleet.Site, x *siteInfo) *siteSnap {
 		levels:   append([]decide.Health(nil), s.Levels...),
 		origins:  make([]originSnap, len(s.Spec.Origins)),
 		probedAt: x.probedAt, probedSq: s.LastProbed, af: antiflapSnapOf(s),
+		ramp: rampSnapOf(s),
 	}
 	for i := range v.origins {
 		o := &s.State.Origins[i]
@@ -183,6 +185,7 @@ func (v *Views) At(i int) *SiteView {
 		Probing:           "active",
 		Status:            v.Status(i),
 		Publication:       v.Publication,
+		Ramp:              rampView(snap.ramp),
 	}
 	probedAt := snap.probedAt
 	var rs *roundSite
