@@ -21,6 +21,17 @@
 //     at most one reload per minimum interval. A failing check leaves the
 //     old file in place and reports the failure.
 //
+// During a failback ramp (a publication's Site.Ramp) the View's Site.Ramp
+// holds the level being left and its origins, and every served origin a
+// Weight: the per-server weight that gives the current level Ramp.Weight
+// per cent of the requests and the level being left the rest under
+// weighted round-robin (Ramp.Weight and 100 - Ramp.Weight themselves when
+// both levels have as many origins). The HAProxy driver keeps the level
+// being left's servers ready and sets both levels' weights (`set server
+// B/S weight N`), then restores the initial weights when the ramp ends;
+// the shipped templates write the weights on both levels' servers
+// (nginx's weight=, HAProxy's weight).
+//
 // The View's levels other than the current one come from the control
 // plane's GET /v1/sites (Topology), fetched after each publication; without
 // it the View knows only the published level and the levels seen before.

@@ -2,12 +2,14 @@ package edge
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -135,6 +137,9 @@ func verb(line string) string {
 type server struct {
 	name, addr, port string
 	admin            int
+	// uweight and iweight are the server's current and initial weights,
+	// -1 when unknown.
+	uweight, iweight int
 }
 
 // serversState reads every backend's servers.
@@ -167,7 +172,16 @@ func (h *HAProxy) serversState(ctx context.Context) (map[string]map[string]serve
 		if state[be] == nil {
 			state[be] = map[string]server{}
 		}
-		state[be][f[col["srv_name"]]] = server{name: f[col["srv_name"]], addr: f[col["srv_addr"]], port: f[col["srv_port"]], admin: admin}
+		weight := func(c string) int {
+			if i, ok := col[c]; ok && i < len(f) {
+				if w, err := strconv.Atoi(f[i]); err == nil {
+					return w
+				}
+			}
+			return -1
+		}
+		state[be][f[col["srv_name"]]] = server{name: f[col["srv_name"]], addr: f[col["srv_addr"]], port: f[col["srv_port"]], admin: admin,
+			uweight: weight("srv_uweight"), iweight: weight("srv_iweight")}
 	}
 	// Backends without any server are not listed: ask for them by name.
 	return state, nil
@@ -220,6 +234,13 @@ func (e *needsConfig) Error() string {
 // current level's origins (ready, or drain when unhealthy while another is
 // not), every other server goes to maintenance, and the other known levels'
 // origins are added in maintenance so that a switch is a state change.
+//
+// During a failback ramp (Site.Ramp), the level being left's origins are
+// served too (ready, not maintenance), and the two levels' servers get the
+// ramp's weights: `set server B/S weight N` with Weight for the current
+// level's, FromWeight for the level being left's (before their states
+// change). Without a ramp, a served server whose weight differs from its
+// initial one (haproxy.cfg's, or the add server's) gets that back.
 func (h *HAProxy) Apply(ctx context.Context, v *View) (Result, error) {
 	var res Result
 	if f := h.opts.Fallback; f != nil {
@@ -282,6 +303,8 @@ type wanted struct {
 	addr   string
 	state  string // ready, drain, maint
 	active bool
+	// weight is the ramp's weight for the server, 0 for its initial one.
+	weight int
 }
 
 func (h *HAProxy) site(ctx context.Context, s *Site, state map[string]map[string]server, backendExists func(string) (bool, error), need *needsConfig) (int, error) {
@@ -297,13 +320,17 @@ func (h *HAProxy) site(ctx context.Context, s *Site, state map[string]map[string
 		}
 		servers = map[string]server{}
 	}
+	served := s.Origins
+	if s.Ramp != nil {
+		served = append(slices.Clip(served), s.Ramp.Origins...)
+	}
 	someHealthy := false
-	for _, o := range s.Origins {
+	for _, o := range served {
 		someHealthy = someHealthy || !o.Unhealthy
 	}
 	var want []wanted
 	var errs []error
-	for _, o := range s.Origins {
+	for _, o := range served {
 		addr, err := h.opts.Resolve(ctx, o.Host)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("origin %s: %w", o.Name, err))
@@ -313,7 +340,7 @@ func (h *HAProxy) site(ctx context.Context, s *Site, state map[string]map[string
 		if o.Unhealthy && someHealthy {
 			st = "drain"
 		}
-		want = append(want, wanted{o: o, addr: addr.String(), state: st, active: true})
+		want = append(want, wanted{o: o, addr: addr.String(), state: st, active: true, weight: o.Weight})
 	}
 	changes := 0
 	activeOK := len(errs) == 0
@@ -403,7 +430,7 @@ func (h *HAProxy) ensure(ctx context.Context, s *Site, servers map[string]server
 				return changes, err
 			}
 		}
-		srv = server{name: w.o.Server, addr: w.addr, port: w.o.Port, admin: adminFMaint} // dynamic servers start in maintenance
+		srv = server{name: w.o.Server, addr: w.addr, port: w.o.Port, admin: adminFMaint, uweight: -1, iweight: -1} // dynamic servers start in maintenance
 		servers[w.o.Server] = srv
 	} else if srv.addr != w.addr || srv.port != w.o.Port {
 		out, err := h.Command(ctx, "set server "+id+" addr "+w.addr+" port "+w.o.Port)
@@ -413,6 +440,14 @@ func (h *HAProxy) ensure(ctx context.Context, s *Site, servers map[string]server
 		if !strings.Contains(out, "changed") && !strings.Contains(out, "no need to change") {
 			return 0, fmt.Errorf("set server %s addr: %s", id, firstLine(out))
 		}
+		changes++
+	}
+	if want := cmp.Or(w.weight, srv.iweight); want > 0 && srv.uweight != want && (w.weight > 0 || srv.uweight >= 0) {
+		if err := h.expect(ctx, "set server "+id+" weight "+strconv.Itoa(want), ""); err != nil {
+			return changes, err
+		}
+		srv.uweight = want
+		servers[w.o.Server] = srv
 		changes++
 	}
 	cur := "ready"

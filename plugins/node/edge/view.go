@@ -41,8 +41,35 @@ type Site struct {
 	// Others are the enabled origins of every other known level (Backup
 	// included), by level then name: servers kept out of service.
 	Others []Origin
-	// Scheme is "https" when any current origin is https, else "http".
+	// Scheme is "https" when any current origin is https (or, during a
+	// ramp, any origin of the level being left), else "http".
 	Scheme string
+	// Ramp, when set, is a failback in progress: the current level's
+	// Origins get Ramp.Weight per cent of new requests, Ramp.Origins (the
+	// level being left) the rest. It is nil when the publication has no
+	// ramp for the site, its weight is out of 1..99, or the level being
+	// left has no usable origin. During a ramp, Ramp.Origins are left out
+	// of Others and Backup.
+	Ramp *Ramp
+}
+
+// Ramp is a site's failback ramp, as a driver applies it.
+type Ramp struct {
+	// Weight is the current level's per cent (1 to 99), FromWeight the
+	// level being left's (100 - Weight).
+	Weight, FromWeight int
+	// From is the level being left; Origins are its enabled origins that
+	// are not unhealthy (as published, less those of a current origin's
+	// name).
+	From    int
+	Origins []Origin
+	// ServerWeight is the weight of each current-level server and
+	// FromServerWeight of each server of the level being left, so that
+	// the levels get Weight and FromWeight per cent of the requests with
+	// weighted round-robin: Weight and FromWeight when both levels have as
+	// many origins, else scaled by the counts (at most 256, HAProxy's
+	// largest weight). Each Origin's Weight is its level's.
+	ServerWeight, FromServerWeight int
 }
 
 // Origin is one origin, with its address split for configuration files.
@@ -64,6 +91,11 @@ type Origin struct {
 	State string
 	// Unhealthy is State == "unhealthy".
 	Unhealthy bool
+	// Weight is, during a ramp, the origin's server weight: the ramp's
+	// ServerWeight for the current level's origins, its FromServerWeight
+	// for the level being left's; 0 without a ramp (and for Backup and
+	// Others).
+	Weight int
 }
 
 // Ident makes s an identifier HAProxy and nginx accept: letters, digits and
@@ -128,6 +160,36 @@ func Build(snap *publication.Snapshot, levels Topology, prefix string, vars map[
 			}
 			s.Origins = append(s.Origins, o)
 		}
+		if r := ps.Ramp; r != nil && r.Weight > 0 && r.Weight < 100 {
+			ramp := &Ramp{Weight: r.Weight, FromWeight: 100 - r.Weight, From: r.From}
+			for _, po := range r.FromOrigins {
+				if current[po.Name] {
+					continue // one server per name
+				}
+				o, ok := newOrigin(po.Name, po.Address, po.State, r.From)
+				if !ok {
+					skipped = append(skipped, ps.Name+"/"+po.Name+" ("+po.Address+")")
+					continue
+				}
+				ramp.Origins = append(ramp.Origins, o)
+			}
+			if len(ramp.Origins) > 0 {
+				s.Ramp = ramp
+				ramp.ServerWeight, ramp.FromServerWeight = serverWeights(r.Weight, len(s.Origins), len(ramp.Origins))
+				for i := range s.Origins {
+					s.Origins[i].Weight = ramp.ServerWeight
+				}
+				for i := range ramp.Origins {
+					ramp.Origins[i].Weight = ramp.FromServerWeight
+				}
+				for _, o := range ramp.Origins {
+					current[o.Name] = true
+					if o.TLS {
+						s.Scheme = "https"
+					}
+				}
+			}
+		}
 		var others []Origin
 		for _, to := range levels[ps.Name] {
 			if to.Level == ps.Level || current[to.Name] {
@@ -144,6 +206,35 @@ func Build(snap *publication.Snapshot, levels Topology, prefix string, vars map[
 	}
 	slices.SortFunc(v.Sites, func(a, b Site) int { return cmp.Compare(a.Name, b.Name) })
 	return v, skipped
+}
+
+// maxServerWeight is HAProxy's largest server weight.
+const maxServerWeight = 256
+
+// serverWeights returns the weight of each of n servers of the current
+// level and of each of nFrom servers of the level being left that give the
+// levels weight and 100-weight per cent of the requests: weight and
+// 100-weight themselves when n == nFrom, else weight*nFrom and
+// (100-weight)*n over their common divisor, scaled down to at most
+// maxServerWeight (and at least 1) when larger.
+func serverWeights(weight, n, nFrom int) (int, int) {
+	if n == 0 {
+		return weight, 100 - weight
+	}
+	g := gcd(n, nFrom)
+	w, wf := weight*nFrom/g, (100-weight)*n/g
+	if m := max(w, wf); m > maxServerWeight {
+		w = max(1, (w*maxServerWeight+m/2)/m)
+		wf = max(1, (wf*maxServerWeight+m/2)/m)
+	}
+	return w, wf
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 // backup picks the origins of the first level after current that has any,
