@@ -23,8 +23,7 @@ func init() {
 		name: "history export", synopsis: "write the recorded rounds of every origin to a portable file",
 		usage: "vigil history export [-data-dir DIR | -config PATH] -o FILE",
 		help: `Reads DIR/history.ring (read-only: the agent may be running) and writes its
-recorded rounds per site and origin (each round's verdict and the votes of
-each source asked), with the journal's events when the state
+recorded rounds per site and origin, with the journal's events when the state
 file can be read (not while an agent holds it), as JSON lines: the input of
 vigil simulate -history. The file keeps only hashes of the names: with -config
 they come from the configuration, with -data-dir from the state file.
