@@ -36,13 +36,19 @@ func (s *Server) URL() string { return s.srv.URL }
 // Publish makes sites the next version and wakes the waiting followers. It
 // returns the new version.
 func (s *Server) Publish(sites []publication.Site) uint64 {
+	return s.PublishFormat(0, sites)
+}
+
+// PublishFormat is Publish of a snapshot in publication format format
+// (publication.FormatRamp for sites that carry a Ramp).
+func (s *Server) PublishFormat(format int, sites []publication.Site) uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	v := uint64(1)
 	if s.snap != nil {
 		v = s.snap.Version + 1
 	}
-	s.snap = &publication.Snapshot{Version: v, Sites: sites}
+	s.snap = &publication.Snapshot{Version: v, Format: format, Sites: sites}
 	close(s.changed)
 	s.changed = make(chan struct{})
 	return v
