@@ -64,13 +64,7 @@ func (a *Agent) apply(snap *publication.Snapshot, save bool) {
 		a.proxy.SetSnapshot(snap)
 	}
 	if a.passive != nil {
-		live := map[string]bool{}
-		for _, s := range snap.Sites {
-			for _, o := range s.Origins {
-				live[o.Address] = true
-			}
-		}
-		a.passive.keep(live)
+		a.passive.keep(served(snap))
 	}
 	if a.edge != nil {
 		a.edge.SetSnapshot(snap)
@@ -83,4 +77,22 @@ func (a *Agent) apply(snap *publication.Snapshot, save bool) {
 		}
 	}
 	a.log.Info("publication applied", "version", snap.Version, "sites", len(snap.Sites))
+}
+
+// served returns the addresses of the origins snap serves: every site's
+// current level's, and during a failback ramp the level being left's
+// (which still serves part of the requests: their passive windows stay).
+func served(snap *publication.Snapshot) map[string]bool {
+	live := map[string]bool{}
+	for _, s := range snap.Sites {
+		for _, o := range s.Origins {
+			live[o.Address] = true
+		}
+		if s.Ramp != nil {
+			for _, o := range s.Ramp.FromOrigins {
+				live[o.Address] = true
+			}
+		}
+	}
+	return live
 }

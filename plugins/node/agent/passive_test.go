@@ -6,6 +6,7 @@ import (
 
 	pb "github.com/vigilcdn/vigil/plugins/node/internal/proto/nodegateway/v1"
 	"github.com/vigilcdn/vigil/plugins/node/proxy"
+	"github.com/vigilcdn/vigil/sdk/publication"
 )
 
 const addr = "http://127.0.0.1:18001"
@@ -126,6 +127,23 @@ func TestPassiveKeep(t *testing.T) {
 	p.keep(map[string]bool{"http://x:1": true})
 	if r := p.result(addr); r != nil {
 		t.Fatalf("forgotten window = %v", r)
+	}
+}
+
+// During a failback ramp the level being left still serves: its origins'
+// windows are kept.
+func TestPassiveKeepRamp(t *testing.T) {
+	snap := &publication.Snapshot{Version: 2, Format: publication.FormatRamp, Sites: []publication.Site{{
+		Name: "www", Level: 1, Origins: []publication.Origin{{Name: "a1", Address: "http://a:1"}},
+		Ramp: &publication.Ramp{Weight: 25, From: 2, FromOrigins: []publication.Origin{{Name: "b1", Address: addr}}}}}}
+	p, _ := newTestPassive(t, PassiveConfig{})
+	p.record(code(200))
+	p.keep(served(snap))
+	eq(t, p.result(addr), &pb.PassiveResult{Requests: 1})
+	snap.Sites[0].Ramp = nil // the ramp is over
+	p.keep(served(snap))
+	if r := p.result(addr); r != nil {
+		t.Fatalf("window of the level left = %v", r)
 	}
 }
 
