@@ -179,3 +179,35 @@ func TestReplayVersion1Export(t *testing.T) {
 		}
 	}
 }
+
+// An export that does not name its sources (made with -data-dir) names
+// chain positions: its votes go to the sources by position, with a
+// warning.
+func TestReplayVotesByPosition(t *testing.T) {
+	x := votedIncident()
+	x.Header.Sources = nil
+	pos := map[string]string{"node": "0", "direct": "1"}
+	for i := range x.Origins {
+		for j := range x.Origins[i].Points {
+			for k := range x.Origins[i].Points[j].Votes {
+				v := &x.Origins[i].Points[j].Votes[k]
+				v.Src = pos[v.Src]
+			}
+		}
+	}
+	res, err := simulate.Replay(x, chainConfig(t, `source "node" {
+  plugin    = "vigil-source-node"
+  min_votes = 3
+}
+source "direct" { plugin = "vigil-source-direct" }`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range res.Sites[0].Replayed {
+		got = append(got, itoa(s.Round)+" "+s.Reason)
+	}
+	if strings.Join(got, ", ") != "6 failover, 8 failback" || !strings.Contains(strings.Join(res.Warnings, "\n"), "by chain position") {
+		t.Fatalf("replayed %v, warnings %q", got, res.Warnings)
+	}
+}
