@@ -306,6 +306,9 @@ func writeCard(w io.Writer, s *api.SiteView, now time.Time) {
 		probing = "health checks paused: " + s.PausedWhy
 	}
 	fmt.Fprintf(w, "%s (%s)  level %d  %s  %s  publication v%d\n", s.Site, s.Hostname, s.Level, failbackWords(s), probing, s.Publication)
+	if r := s.Ramp; r != nil {
+		fmt.Fprintf(w, "  failback ramp: %d%% of new requests on level %d, the rest on level %d; next step from %s while level %d is healthy (docs/antiflap.md)\n", r.Weight, s.Level, r.From, until(r.NextStepAt), s.Level)
+	}
 	levels := make([]int, 0, len(s.Levels))
 	for l := range s.Levels {
 		n, _ := strconv.Atoi(l)
