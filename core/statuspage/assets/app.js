@@ -262,7 +262,9 @@
       h('div', null, h('dt', null, 'Manual hold'), h('dd', { class: 'hold', data: { hold: String(!!site.manual_hold) } }, site.manual_hold
         ? `held on level ${cur} by a manual switch: failback is manual until someone switches to level ${top}` : 'none')),
       h('div', null, h('dt', null, 'Health checks'), h('dd', { data: { probing: site.probing } }, probing)),
-      h('div', null, h('dt', null, 'Round'), h('dd', null, site.round ? String(site.round) : '—'))));
+      h('div', null, h('dt', null, 'Round'), h('dd', null, site.round ? String(site.round) : '—')),
+      site.ramp ? h('div', null, h('dt', null, 'Failback ramp'), h('dd', { class: 'ramp', data: { weight: String(site.ramp.weight) } },
+        `${site.ramp.weight}% of new requests on level ${cur}, the rest on level ${site.ramp.from}`)) : null));
 
     // Levels.
     const lvList = h('ul', { class: 'levels', 'aria-label': `Levels of ${site.site}` });
