@@ -22,10 +22,20 @@ import (
 //   - the counters are exactly those of a rule-free twin fed the same
 //     verdicts (good rounds still count);
 //   - the rules never turn an origin healthy that the thresholds alone do
-//     not judge healthy.
+//     not judge healthy;
+//   - the failback ramp (docs/antiflap.md#failback-ramp): a ramp in progress
+//     has a weight from 1 to 99 (with the rest, 100 for the two levels), a
+//     level left that exists, is not the current level and is not
+//     unhealthy; no ramp step (a higher weight, or the end at 100 on the
+//     same level) without the recovering level healthy, unless the level
+//     left failed; and a failure of the recovering level always ends the
+//     ramp.
 func FuzzAntiFlap(f *testing.F) {
 	f.Add([]byte{3, 1, 1, 2, 3, 2, 2, 1, 0, 1, 2, 0, 2, 2, 2, 1, 1, 1, 7, 9, 5, 6, 7, 8})
 	f.Add([]byte{4, 1, 0, 4, 2, 5, 3, 0, 3, 2, 1, 0, 64, 1, 2, 3, 200, 231, 1, 2, 241, 2, 1})
+	// A ramp (steps 10, 40, 100 every 2 ticks): failover, failback, steps,
+	// a failure during the ramp, a second ramp and a manual switch.
+	f.Add([]byte{3, 0, 0, 5, 10, 0, 5, 6, 5, 5, 5, 5, 6, 5, 5, 9, 5, 240, 5, 6, 5, 5, 5, 5, 5})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) < 6 {
 			return
@@ -35,6 +45,13 @@ func FuzzAntiFlap(f *testing.F) {
 		af := &decide.AntiFlapSpec{Quarantine: int64(data[3] % 5), Dwell: int64(data[4] % 5)}
 		if c := int32(data[5] % 4); c > 0 {
 			af.FlapChanges, af.FlapWithin = c, int64(1+data[5]/4%5)
+		}
+		// The ramp from the same bytes, so that the seeds keep their meaning.
+		switch data[4] / 5 % 3 {
+		case 1:
+			af.Ramp = &decide.RampSpec{Steps: []int{50, 100}, Interval: int64(1 + data[3]/5%3)}
+		case 2:
+			af.Ramp = &decide.RampSpec{Steps: []int{10, 40, 100}, Interval: int64(1 + data[3]/5%3)}
 		}
 		data = data[6:]
 		origins := make([]decide.OriginSpec, n)
@@ -54,7 +71,7 @@ func FuzzAntiFlap(f *testing.F) {
 		now := int64(0)
 		for _, op := range data {
 			switch {
-			case op >= 240: // a manual switch, to both
+			case op >= 240: // a manual switch, to both (it ends any ramp)
 				lvl := int(op-240)%3 + 1
 				if _, err := decide.Switch(spec, st, lvl); err == nil {
 					_, _ = decide.Switch(plain, twin, lvl)
@@ -76,7 +93,28 @@ func FuzzAntiFlap(f *testing.F) {
 				}
 				from := st.Level
 				cur := spec.LevelIndex(st.Level)
+				before, ramping := decide.RampOf(spec, st)
 				events := decide.RoundAt(spec, st, verdicts, levels, nil, now)
+				after, ramped := decide.RampOf(spec, st)
+				if ramped {
+					fi := spec.LevelIndex(after.From)
+					if after.Weight < 1 || after.Weight > 99 || fi < 0 || after.From == st.Level {
+						t.Fatalf("ramp %+v on level %d: not a split of 100 between two levels", after, st.Level)
+					}
+					if levels[fi] == decide.Unhealthy || levels[spec.LevelIndex(st.Level)] == decide.Unhealthy {
+						t.Fatalf("ramp %+v on level %d goes on with levels %v", after, st.Level, levels)
+					}
+				}
+				if ramping && cur >= 0 && levels[cur] == decide.Unhealthy && ramped && st.Level == from {
+					t.Fatalf("the recovering level %d failed and the ramp %+v goes on", from, after)
+				}
+				if ramping && st.Level == from {
+					stepped := (ramped && after.From == before.From && after.Weight > before.Weight) || !ramped
+					fromFailed := levels[spec.LevelIndex(before.From)] == decide.Unhealthy
+					if stepped && levels[cur] != decide.Healthy && !fromFailed {
+						t.Fatalf("a ramp step (%+v to %+v, ramping %v) with the recovering level %s", before, after, ramped, levels[cur])
+					}
+				}
 				decide.Round(plain, twin, verdicts, tlevels, nil)
 				for _, ev := range events {
 					if ev.Kind != decide.KindOriginState {
