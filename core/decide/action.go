@@ -16,14 +16,18 @@ func Switch(spec *SiteSpec, st *SiteState, level int) ([]Event, error) {
 	}
 	var events []Event
 	if st.AntiFlap != nil {
-		st.AntiFlap.Ramp = nil // a manual switch ends a failback ramp
+		// A new value rather than a write into the old one, which a caller
+		// may keep to undo the action.
+		x := *st.AntiFlap
+		x.Ramp = nil // a manual switch ends a failback ramp
+		if level != st.Level {
+			x.LevelSince = 0 // a manual switch needs no dwell
+		}
+		st.AntiFlap = &x
 	}
 	if level != st.Level {
 		events = append(events, Event{Kind: KindLevelSwitched, FromLevel: st.Level, ToLevel: level, Reason: ReasonManual})
 		st.Level = level
-		if st.AntiFlap != nil {
-			st.AntiFlap.LevelSince = 0 // a manual switch needs no dwell
-		}
 	}
 	st.ManualHold = level != spec.TopLevel()
 	return events, nil
