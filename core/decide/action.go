@@ -46,6 +46,7 @@ func Disable(spec *SiteSpec, st *SiteState, origin string) ([]Event, error) {
 	}
 	from := o.State
 	*o = OriginState{State: Disabled}
+	rampPaused(st)
 	return actionAntiFlap(spec, st, i, []Event{{Kind: KindOriginState, Origin: origin, From: from, To: Disabled}}), nil
 }
 

@@ -49,11 +49,23 @@ func RampOf(spec *SiteSpec, st *SiteState) (Ramp, bool) {
 		return Ramp{}, false
 	}
 	rs, r := spec.AntiFlap.Ramp, st.AntiFlap.Ramp
-	if r.From == st.Level || spec.levelIndex(r.From) < 0 || len(rs.Steps) < 2 {
+	if r.From == st.Level || spec.levelIndex(r.From) < 0 || len(rs.Steps) < 2 || !spec.HealthCheck {
 		return Ramp{}, false
 	}
 	step := min(max(r.Step, 0), len(rs.Steps)-2)
 	return Ramp{Weight: rs.Steps[step], From: r.From, NextAt: r.StepAt + rs.Interval}, true
+}
+
+// rampPaused ends a ramp in progress when a disable leaves the site fewer
+// than two enabled origins: no round probes it any more, so nothing would
+// ever move the ramp on or abort it. (A new value, as Switch makes.)
+func rampPaused(st *SiteState) {
+	if st.AntiFlap == nil || st.AntiFlap.Ramp == nil || st.EnabledOrigins() >= 2 {
+		return
+	}
+	x := *st.AntiFlap
+	x.Ramp = nil
+	st.AntiFlap = &x
 }
 
 // syncRamp makes the ramp memory fit the spec: none without a ramp
@@ -65,7 +77,7 @@ func syncRamp(spec *SiteSpec, st *SiteState) {
 		return
 	}
 	rs := spec.AntiFlap.Ramp
-	if rs == nil || len(rs.Steps) < 2 || x.Ramp.From == st.Level || spec.levelIndex(x.Ramp.From) < 0 {
+	if rs == nil || len(rs.Steps) < 2 || x.Ramp.From == st.Level || spec.levelIndex(x.Ramp.From) < 0 || !spec.HealthCheck {
 		x.Ramp = nil
 		return
 	}

@@ -146,12 +146,14 @@ func TestRampActions(t *testing.T) {
 	if w := round(U, U, U); w != 10 {
 		t.Fatalf("second failback: weight %d", w)
 	}
-	for _, o := range []string{"a1", "a2"} {
-		if _, err := decide.Disable(spec, st, o); err != nil {
-			t.Fatal(err)
-		}
+	// Level 1 unknown, never fewer than two enabled origins.
+	if _, err := decide.Disable(spec, st, "a1"); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := decide.Enable(spec, st, "a1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decide.Disable(spec, st, "a2"); err != nil {
 		t.Fatal(err)
 	}
 	if r, ok := decide.RampOf(spec, st); !ok || r.Weight != 10 {
@@ -168,5 +170,25 @@ func TestRampActions(t *testing.T) {
 	}
 	if _, ok := decide.RampOf(spec, st); ok || !st.ManualHold {
 		t.Fatal("a manual switch to level 2 left the ramp on, or no manual hold")
+	}
+}
+
+// TestRampPaused: a disable that leaves the site fewer than two enabled
+// origins (no round probes it any more) ends the ramp.
+func TestRampPaused(t *testing.T) {
+	U, D := vote.VerdictUp, vote.VerdictDown
+	spec, st := antiSite(&decide.AntiFlapSpec{Ramp: &decide.RampSpec{Steps: []int{10, 100}, Interval: 1}})
+	rampRun(spec, st, [][]vote.Verdict{{U, U, U}, {D, D, U}, {U, U, U}})
+	if _, err := decide.Disable(spec, st, "a2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := decide.RampOf(spec, st); !ok {
+		t.Fatal("two enabled origins left: the ramp should go on")
+	}
+	if _, err := decide.Disable(spec, st, "b1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := decide.RampOf(spec, st); ok {
+		t.Fatal("one enabled origin left: the ramp should be over")
 	}
 }
