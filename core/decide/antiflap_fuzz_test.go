@@ -28,14 +28,15 @@ import (
 //     level left that exists, is not the current level and is not
 //     unhealthy; no ramp step (a higher weight, or the end at 100 on the
 //     same level) without the recovering level healthy, unless the level
-//     left failed; and a failure of the recovering level always ends the
-//     ramp.
+//     left failed; a failure of the recovering level always ends the
+//     ramp; and no ramp outlives the site's probing (two enabled origins).
 func FuzzAntiFlap(f *testing.F) {
 	f.Add([]byte{3, 1, 1, 2, 3, 2, 2, 1, 0, 1, 2, 0, 2, 2, 2, 1, 1, 1, 7, 9, 5, 6, 7, 8})
 	f.Add([]byte{4, 1, 0, 4, 2, 5, 3, 0, 3, 2, 1, 0, 64, 1, 2, 3, 200, 231, 1, 2, 241, 2, 1})
 	// A ramp (steps 10, 40, 100 every 2 ticks): failover, failback, steps,
 	// a failure during the ramp, a second ramp and a manual switch.
-	f.Add([]byte{3, 0, 0, 5, 10, 0, 5, 6, 5, 5, 5, 5, 6, 5, 5, 9, 5, 240, 5, 6, 5, 5, 5, 5, 5})
+	// (4: both up, 5: a down, 10: b down, 240: a switch to level 1.)
+	f.Add([]byte{3, 0, 0, 5, 10, 0, 4, 5, 4, 4, 4, 4, 5, 4, 4, 10, 4, 240, 4, 5, 4, 4, 4, 4, 4})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) < 6 {
 			return
@@ -152,6 +153,9 @@ func FuzzAntiFlap(f *testing.F) {
 			}
 			if spec.LevelIndex(st.Level) < 0 {
 				t.Fatalf("current level %d does not exist", st.Level)
+			}
+			if r, ok := decide.RampOf(spec, st); ok && (st.EnabledOrigins() < 2 || r.From == st.Level) {
+				t.Fatalf("ramp %+v on level %d with %d enabled origins (no round would end it)", r, st.Level, st.EnabledOrigins())
 			}
 		}
 	})
