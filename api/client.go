@@ -155,8 +155,23 @@ func (c *Client) Site(ctx context.Context, site string) (*SiteView, error) {
 
 // Switch switches site to level by hand.
 func (c *Client) Switch(ctx context.Context, site string, level int) (*ActionResult, error) {
+	return c.switchTo(ctx, site, level, false)
+}
+
+// SwitchRamped switches site back to a higher level by hand, with the way
+// back ramped as an automatic failback is (the site needs a ramp
+// configured: else an *Error with CodeNoRamp).
+func (c *Client) SwitchRamped(ctx context.Context, site string, level int) (*ActionResult, error) {
+	return c.switchTo(ctx, site, level, true)
+}
+
+func (c *Client) switchTo(ctx context.Context, site string, level int, ramp bool) (*ActionResult, error) {
+	body := map[string]any{"level": level}
+	if ramp {
+		body["ramp"] = true
+	}
 	var a ActionResult
-	if err := c.Do(ctx, http.MethodPost, sitePath(site)+"/switch", map[string]int{"level": level}, &a); err != nil {
+	if err := c.Do(ctx, http.MethodPost, sitePath(site)+"/switch", body, &a); err != nil {
 		return nil, err
 	}
 	return &a, nil

@@ -30,6 +30,7 @@ const (
 	CodeUnknownOrigin     = "unknown_origin"
 	CodeUnknownLevel      = "unknown_level"
 	CodeLastEnabledOrigin = "last_enabled_origin"
+	CodeNoRamp            = "no_ramp"
 	CodeTokenMissing      = "token_missing"
 	CodeTokenRefused      = "token_refused"
 	CodeMutationsDisabled = "mutations_disabled"

@@ -13,7 +13,7 @@ import (
 func init() {
 	register(command{
 		name: "switch", synopsis: "switch a site to a level by hand (holds automatic failback unless it is the top level)",
-		usage: "vigil switch SITE LEVEL [flags]",
+		usage: "vigil switch [-ramp] SITE LEVEL [flags]",
 		help: `A switch to a level other than the top level holds the site there: failback
 is manual until a switch to the top level releases the hold. A switch to the
 current level changes nothing else: below the top level it sets the hold, on
@@ -57,6 +57,7 @@ func printAction(stdout io.Writer, a *api.ActionResult, asJSON bool, none func()
 func runSwitch(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("switch")
 	addr, token, asJSON := clientFlags(fs)
+	ramp := fs.Bool("ramp", false, "ramp the way back to a higher level, as an automatic failback does (the site needs health_check { ramp })")
 	pos, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -73,7 +74,11 @@ func runSwitch(args []string, stdout, stderr io.Writer) int {
 	}
 	c := newClient(*addr, *token)
 	ctx := context.Background()
-	a, err := c.Switch(ctx, site, level)
+	switchTo := c.Switch
+	if *ramp {
+		switchTo = c.SwitchRamped
+	}
+	a, err := switchTo(ctx, site, level)
 	if err != nil {
 		fmt.Fprintf(stderr, "vigil switch: %v\n", err)
 		return 1

@@ -404,7 +404,7 @@ func (h *handler) actionError(w http.ResponseWriter, err error) {
 	if errors.As(err, &ae) {
 		status, hint := http.StatusNotFound, ae.Hint
 		switch ae.Code {
-		case "unknown_level":
+		case "unknown_level", "no_ramp":
 			status = http.StatusBadRequest
 		case "last_enabled_origin":
 			status = http.StatusConflict
@@ -429,6 +429,8 @@ func (h *handler) actionError(w http.ResponseWriter, err error) {
 func (h *handler) switchLevel(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Level *int `json:"level"`
+		// Ramp asks for the way back to be ramped, as an automatic failback.
+		Ramp bool `json:"ramp"`
 	}
 	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
 	dec.DisallowUnknownFields()
@@ -441,7 +443,11 @@ func (h *handler) switchLevel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	site := r.PathValue("site")
-	events, err := h.Engine.Switch(r.Context(), site, *body.Level, actor(r))
+	switchTo := h.Engine.Switch
+	if body.Ramp {
+		switchTo = h.Engine.SwitchRamped
+	}
+	events, err := switchTo(r.Context(), site, *body.Level, actor(r))
 	if err != nil {
 		h.actionError(w, err)
 		return

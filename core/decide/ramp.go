@@ -1,5 +1,7 @@
 package decide
 
+import "errors"
+
 // The failback ramp (docs/antiflap.md#failback-ramp): an automatic failback
 // away from a level that still works does not move all traffic at once.
 // The site's current level becomes the recovering level and gets the
@@ -135,4 +137,30 @@ func rampStart(spec *SiteSpec, st *SiteState, levels []Health, left int, now int
 	if rs := spec.AntiFlap.Ramp; rs != nil && len(rs.Steps) >= 2 && levels[left] != Unhealthy {
 		x.Ramp = &RampState{From: spec.Levels[left], StepAt: now}
 	}
+}
+
+// ErrNoRamp is the error of a ramped switch of a site without a ramp
+// configured.
+var ErrNoRamp = errors.New("the site has no ramp configured: add health_check { ramp { steps, interval } }, or switch without -ramp")
+
+// SwitchRamped is Switch for an operator who asks for the way back to be
+// ramped: a switch to a level above the current one, away from a current
+// level that is not unhealthy, ramps traffic back as an automatic failback
+// does (the level left keeps the rest of the traffic, step by step, while
+// the level switched to stays healthy). A switch down, or away from an
+// unhealthy level, moves at once, as Switch does. levels is the site's
+// level health, now the time in the rules' ticks.
+func SwitchRamped(spec *SiteSpec, st *SiteState, level int, levels []Health, now int64) ([]Event, error) {
+	if spec.AntiFlap == nil || spec.AntiFlap.Ramp == nil || st.AntiFlap == nil {
+		return nil, ErrNoRamp
+	}
+	from := st.Level
+	events, err := Switch(spec, st, level)
+	if err != nil {
+		return nil, err
+	}
+	if li := spec.levelIndex(from); level < from && li >= 0 && li < len(levels) {
+		rampStart(spec, st, levels, li, now)
+	}
+	return events, nil
 }

@@ -55,6 +55,8 @@ func (e *Engine) act(ctx context.Context, site, actor string, do func(f *fleet.F
 			ae.Code, ae.Hint = "unknown_level", ul.Hint()
 		case errors.As(err, &us):
 			ae.Code = "unknown_site"
+		case errors.Is(err, decide.ErrNoRamp):
+			ae.Code = "no_ramp"
 		}
 		return nil, ae
 	}
@@ -121,6 +123,13 @@ func (e *Engine) saveSite(i int) (undo func()) {
 // Switch is the operator's manual switch of site to level.
 func (e *Engine) Switch(ctx context.Context, site string, level int, actor string) ([]decide.Event, error) {
 	return e.act(ctx, site, actor, func(f *fleet.Fleet) ([]decide.Event, error) { return f.Switch(site, level) })
+}
+
+// SwitchRamped is Switch with the way back ramped, as an automatic
+// failback is (decide.SwitchRamped); a site without a ramp configured is
+// refused with code "no_ramp".
+func (e *Engine) SwitchRamped(ctx context.Context, site string, level int, actor string) ([]decide.Event, error) {
+	return e.act(ctx, site, actor, func(f *fleet.Fleet) ([]decide.Event, error) { return f.SwitchRamped(site, level) })
 }
 
 // Disable takes an origin out of votes, level health and the publication.

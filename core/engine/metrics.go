@@ -188,7 +188,6 @@ func (v *Views) WriteMetrics(w io.Writer) error {
 	return bw.Flush()
 }
 
-
 // writeCounters writes each origin's consecutive counters, to be compared
 // with its site's thresholds: how close its state is to changing.
 func (v *Views) writeCounters(bw *bufio.Writer) {

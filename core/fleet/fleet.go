@@ -352,3 +352,12 @@ func (f *Fleet) SiteIndex(name string) int {
 	}
 	return -1
 }
+
+// SwitchRamped is Switch with the way back ramped (decide.SwitchRamped).
+func (f *Fleet) SwitchRamped(site string, level int) ([]decide.Event, error) {
+	s := f.Site(site)
+	if s == nil {
+		return nil, ErrUnknownSite{site}
+	}
+	return decide.SwitchRamped(s.Spec, s.State, level, s.Levels, f.now(f.Seq))
+}
