@@ -74,7 +74,8 @@ func runHistoryExport(args []string, stdout, stderr io.Writer) int {
 		w = f
 	}
 	bw := bufio.NewWriter(w)
-	if err := x.Write(bw); err == nil {
+	err = x.Write(bw)
+	if err == nil {
 		err = bw.Flush()
 	}
 	if err == nil && f != nil {

@@ -245,7 +245,7 @@ func (p *Proxy) serveFast(w *recorder, r *http.Request, s *site, start time.Time
 		}
 	}
 	var triedBuf [8]bool
-	tried := triedBuf[:]
+	var tried []bool
 	if len(s.origins) <= len(triedBuf) {
 		tried = triedBuf[:len(s.origins)]
 	} else {
