@@ -2,20 +2,15 @@ package edge_test
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/vigilcdn/vigil/plugins/node/internal/leanload"
 	"github.com/vigilcdn/vigil/plugins/node/proxy"
 	"github.com/vigilcdn/vigil/sdk/publication"
 )
@@ -34,7 +29,7 @@ import (
 // issue 19 is 0.8 or more); haproxy/vigil-p99 above 1 means vigil-node's p99
 // is lower.
 func BenchmarkEdgeLean(b *testing.B) {
-	origin := leanOrigin(b)
+	origin := leanload.Origin(b)
 	dir := b.TempDir()
 	p, err := proxy.New(proxy.Options{})
 	if err != nil {
@@ -42,7 +37,7 @@ func BenchmarkEdgeLean(b *testing.B) {
 	}
 	p.SetSnapshot(&publication.Snapshot{Version: 1, Sites: []publication.Site{{Name: "www", Hostname: hostname, Level: 1,
 		Origins: []publication.Origin{{Name: "a1", Address: "http://" + origin, State: "healthy"}}}}})
-	targets := []struct{ name, addr string }{{"direct", origin}, {"vigil", serveLean(b, p)}}
+	targets := []struct{ name, addr string }{{"direct", origin}, {"vigil", leanload.Serve(b, p)}}
 	if bin, ok := lookPeer("haproxy"); ok {
 		listen := freePort(b)
 		cfg := filepath.Join(dir, "haproxy.cfg")
@@ -100,7 +95,7 @@ http {
 	}
 	for _, t := range targets {
 		waitLean(b, t.addr)
-		leanLoad(b, t.addr, 64, 2000) // warm up
+		leanload.Load(b, t.addr, hostname, 64, 2000) // warm up
 	}
 	const rounds = 3
 	rps := map[string][]float64{}
@@ -108,7 +103,7 @@ http {
 	b.ResetTimer()
 	for range rounds {
 		for _, t := range targets {
-			r, _, l99 := leanLoad(b, t.addr, 64, max(b.N/rounds, 640))
+			r, _, l99 := leanload.Load(b, t.addr, hostname, 64, max(b.N/rounds, 640))
 			rps[t.name] = append(rps[t.name], r)
 			p99[t.name] = append(p99[t.name], float64(l99))
 		}
@@ -119,7 +114,7 @@ http {
 		for i := range a {
 			rs = append(rs, a[i]/c[i])
 		}
-		return medianOf(rs)
+		return leanload.Median(rs)
 	}
 	for _, t := range targets {
 		if t.name == "vigil" {
@@ -128,8 +123,8 @@ http {
 		b.ReportMetric(ratio(rps["vigil"], rps[t.name]), "vigil/"+t.name+"-rps")
 		b.ReportMetric(ratio(p99[t.name], p99["vigil"]), t.name+"/vigil-p99")
 	}
-	b.ReportMetric(medianOf(rps["vigil"]), "vigil-rps")
-	b.ReportMetric(medianOf(p99["vigil"])/1e3, "vigil-p99-µs")
+	b.ReportMetric(leanload.Median(rps["vigil"]), "vigil-rps")
+	b.ReportMetric(leanload.Median(p99["vigil"])/1e3, "vigil-p99-µs")
 }
 
 // lookPeer finds an edge binary, or reports it absent (the benchmark then
@@ -155,7 +150,7 @@ func waitLean(b *testing.B, addr string) {
 			_, err = c.Write([]byte("GET / HTTP/1.1\r\nHost: " + hostname + "\r\n\r\n"))
 			if err == nil {
 				_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-				err = readLeanResponse(bufio.NewReader(c))
+				err = leanload.ReadResponse(bufio.NewReader(c))
 			}
 			c.Close()
 			if err == nil {
@@ -167,154 +162,4 @@ func waitLean(b *testing.B, addr string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-func medianOf(v []float64) float64 {
-	v = slices.Clone(v)
-	slices.Sort(v)
-	return v[len(v)/2]
-}
-
-// serve runs h behind an http.Server configured as vigil-node's
-// -proxy-listen and returns its address.
-func serveLean(b *testing.B, h http.Handler) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	b.Cleanup(func() { _ = srv.Close() })
-	return ln.Addr().String()
-}
-
-// leanOrigin is a loopback origin answering every request with 1 KiB, at
-// little CPU cost (no net/http).
-func leanOrigin(b *testing.B) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	body := bytes.Repeat([]byte("x"), 1024)
-	resp := append([]byte("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: "+strconv.Itoa(len(body))+"\r\n\r\n"), body...)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Go(func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					for { // the request head; GETs carry no body
-						l, err := br.ReadSlice('\n')
-						if err != nil {
-							return
-						}
-						if len(l) <= 2 {
-							break
-						}
-					}
-					if _, err := c.Write(resp); err != nil {
-						return
-					}
-				}
-			})
-		}
-	})
-	b.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return ln.Addr().String()
-}
-
-// leanLoad sends n GETs with Host www.example.com over conns keep-alive
-// connections to addr and returns the throughput and the p50 and p99
-// latencies.
-func leanLoad(b *testing.B, addr string, conns, n int) (float64, time.Duration, time.Duration) {
-	req := []byte("GET / HTTP/1.1\r\nHost: " + hostname + "\r\n\r\n")
-	var left atomic.Int64
-	left.Store(int64(n))
-	lat := make([][]time.Duration, conns)
-	var wg sync.WaitGroup
-	var failed atomic.Value
-	start := time.Now()
-	for i := range conns {
-		wg.Go(func() {
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				failed.Store(err)
-				return
-			}
-			defer c.Close()
-			br := bufio.NewReaderSize(c, 16<<10)
-			mine := make([]time.Duration, 0, n/conns+1)
-			for left.Add(-1) >= 0 {
-				t0 := time.Now()
-				if _, err := c.Write(req); err != nil {
-					failed.Store(err)
-					return
-				}
-				if err := readLeanResponse(br); err != nil {
-					failed.Store(fmt.Errorf("%s: %w", addr, err))
-					return
-				}
-				mine = append(mine, time.Since(t0))
-			}
-			lat[i] = mine
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	if err, _ := failed.Load().(error); err != nil {
-		b.Fatal(err)
-	}
-	all := slices.Concat(lat...)
-	slices.Sort(all)
-	return float64(len(all)) / elapsed.Seconds(), all[len(all)/2], all[len(all)*99/100]
-}
-
-// readResponse reads one response with a Content-Length body.
-func readLeanResponse(br *bufio.Reader) error {
-	status, err := br.ReadSlice('\n')
-	if err != nil {
-		return err
-	}
-	if !bytes.HasPrefix(status, []byte("HTTP/1.1 200")) {
-		return fmt.Errorf("status %q", status)
-	}
-	length := -1
-	for {
-		l, err := br.ReadSlice('\n')
-		if err != nil {
-			return err
-		}
-		if len(l) <= 2 {
-			break
-		}
-		if len(l) > 16 && (l[0] == 'C' || l[0] == 'c') && bytes.EqualFold(l[:15], []byte("Content-Length:")) {
-			length, err = strconv.Atoi(string(bytes.TrimSpace(l[15:])))
-			if err != nil {
-				return err
-			}
-		}
-	}
-	if length < 0 {
-		return fmt.Errorf("no Content-Length")
-	}
-	_, err = br.Discard(length)
-	return err
 }
