@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigilcdn/vigil/internal/testnet"
 	"github.com/vigilcdn/vigil/plugins/node/proxy"
 	"github.com/vigilcdn/vigil/sdk/publication"
 )
@@ -50,58 +51,8 @@ func BenchmarkEdgeCompare(b *testing.B) {
 	front := httptest.NewServer(p)
 	b.Cleanup(front.Close)
 
-	// HAProxy.
-	haListen := freePort(b)
-	haCfg := filepath.Join(dir, "haproxy.cfg")
-	writeFile(b, haCfg, fmt.Sprintf(`global
-    maxconn 4096
-defaults
-    mode http
-    timeout connect 2s
-    timeout client 30s
-    timeout server 30s
-frontend fe
-    bind %s
-    default_backend www
-backend www
-    http-reuse always
-    server a1 %s
-`, haListen, originAddr))
-	daemon(b, dir, haproxyBin, "-W", "-db", "-f", haCfg)
-
-	// nginx.
-	ngListen := freePort(b)
-	user := ""
-	if os.Geteuid() == 0 {
-		user = "user root;"
-	}
-	ngCfg := filepath.Join(dir, "nginx.conf")
-	writeFile(b, ngCfg, fmt.Sprintf(`daemon off;
-%s
-worker_processes auto;
-pid %[2]s/nginx.pid;
-error_log %[2]s/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    client_body_temp_path %[2]s/body;
-    proxy_temp_path %[2]s/proxy;
-    fastcgi_temp_path %[2]s/fastcgi;
-    uwsgi_temp_path %[2]s/uwsgi;
-    scgi_temp_path %[2]s/scgi;
-    upstream www { server %[3]s; keepalive 64; }
-    server {
-        listen %[4]s;
-        location / {
-            proxy_pass http://www;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Host $host;
-        }
-    }
-}
-`, user, dir, originAddr, ngListen))
-	daemon(b, dir, nginxBin, "-p", dir, "-c", ngCfg, "-e", dir+"/error.log")
+	haListen := startHAProxyPeer(b, dir, haproxyBin, originAddr)
+	ngListen := startNginxPeer(b, dir, nginxBin, originAddr)
 
 	peers := []struct{ name, url string }{{"vigil", front.URL + "/"}, {"haproxy", "http://" + haListen + "/"}, {"nginx", "http://" + ngListen + "/"}}
 	for _, pr := range peers {
@@ -159,4 +110,65 @@ func measure(b *testing.B, url string, n int) (float64, time.Duration) {
 	all := slices.Concat(lat...)
 	slices.Sort(all)
 	return float64(n) / elapsed.Seconds(), all[len(all)*99/100]
+}
+
+// startHAProxyPeer runs HAProxy from bin in dir as a reverse proxy to the
+// origin at originAddr (host:port), with upstream connections reused, and
+// returns the address it listens on.
+func startHAProxyPeer(b *testing.B, dir, bin, originAddr string) string {
+	listen := testnet.Addr(b)
+	cfg := filepath.Join(dir, "haproxy.cfg")
+	writeFile(b, cfg, fmt.Sprintf(`global
+    maxconn 4096
+defaults
+    mode http
+    timeout connect 2s
+    timeout client 30s
+    timeout server 30s
+frontend fe
+    bind %s
+    default_backend www
+backend www
+    http-reuse always
+    server a1 %s
+`, listen, originAddr))
+	daemon(b, dir, bin, "-W", "-db", "-f", cfg)
+	return listen
+}
+
+// startNginxPeer is startHAProxyPeer for nginx.
+func startNginxPeer(b *testing.B, dir, bin, originAddr string) string {
+	listen := testnet.Addr(b)
+	user := ""
+	if os.Geteuid() == 0 {
+		user = "user root;"
+	}
+	cfg := filepath.Join(dir, "nginx.conf")
+	writeFile(b, cfg, fmt.Sprintf(`daemon off;
+%s
+worker_processes auto;
+pid %[2]s/nginx.pid;
+error_log %[2]s/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    client_body_temp_path %[2]s/body;
+    proxy_temp_path %[2]s/proxy;
+    fastcgi_temp_path %[2]s/fastcgi;
+    uwsgi_temp_path %[2]s/uwsgi;
+    scgi_temp_path %[2]s/scgi;
+    upstream www { server %[3]s; keepalive 64; }
+    server {
+        listen %[4]s;
+        location / {
+            proxy_pass http://www;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host $host;
+        }
+    }
+}
+`, user, dir, originAddr, listen))
+	daemon(b, dir, bin, "-p", dir, "-c", cfg, "-e", dir+"/error.log")
+	return listen
 }

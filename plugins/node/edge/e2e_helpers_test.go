@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -45,17 +44,6 @@ func peer(t testing.TB, name string) string {
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
-
-// freePort returns a loopback address free at the time of the call.
-func freePort(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
 
 // origin is a loopback origin answering its name.
 func origin(t testing.TB, name string) *httptest.Server {

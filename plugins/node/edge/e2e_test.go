@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigilcdn/vigil/internal/testnet"
 	"github.com/vigilcdn/vigil/plugins/node/edge"
 	"github.com/vigilcdn/vigil/plugins/node/internal/fakecp"
 	"github.com/vigilcdn/vigil/plugins/node/templates"
@@ -70,7 +71,7 @@ func startHAProxy(t *testing.T, bin, dir, cfg, sock string) {
 func TestHAProxyRuntime(t *testing.T) {
 	bin := peer(t, "haproxy")
 	dir := t.TempDir()
-	sock, listen := filepath.Join(dir, "admin.sock"), freePort(t)
+	sock, listen := filepath.Join(dir, "admin.sock"), testnet.Addr(t)
 	startHAProxy(t, bin, dir, haproxyConfig(sock, listen), sock)
 
 	l := newLevels(t)
@@ -116,7 +117,7 @@ func TestHAProxyRuntime(t *testing.T) {
 func TestHAProxyRuntimeUnreachable(t *testing.T) {
 	bin := peer(t, "haproxy")
 	dir := t.TempDir()
-	sock, listen := filepath.Join(dir, "admin.sock"), freePort(t)
+	sock, listen := filepath.Join(dir, "admin.sock"), testnet.Addr(t)
 	l := newLevels(t)
 	cp := fakecp.New()
 	t.Cleanup(cp.Close)
@@ -151,7 +152,7 @@ func TestHAProxyRuntimeUnreachable(t *testing.T) {
 func TestHAProxyFallback(t *testing.T) {
 	bin := peer(t, "haproxy")
 	dir := t.TempDir()
-	sock, listen := filepath.Join(dir, "admin.sock"), freePort(t)
+	sock, listen := filepath.Join(dir, "admin.sock"), testnet.Addr(t)
 	cfgPath := filepath.Join(dir, "haproxy.cfg")
 	// Started with a configuration that has no backend for the site.
 	startHAProxy(t, bin, dir, strings.ReplaceAll(haproxyConfig(sock, listen), "backend www", "backend other"), sock)
@@ -194,7 +195,7 @@ func TestHAProxyFallback(t *testing.T) {
 func TestHAProxyTemplate(t *testing.T) {
 	bin := peer(t, "haproxy")
 	dir := t.TempDir()
-	sock, listen := filepath.Join(dir, "admin.sock"), freePort(t)
+	sock, listen := filepath.Join(dir, "admin.sock"), testnet.Addr(t)
 	cfgPath := filepath.Join(dir, "haproxy.cfg")
 	text, err := templates.Get("haproxy")
 	if err != nil {
@@ -237,7 +238,7 @@ func TestHAProxyTemplate(t *testing.T) {
 func TestNginxTemplate(t *testing.T) {
 	bin := peer(t, "nginx")
 	dir := t.TempDir()
-	listen := freePort(t)
+	listen := testnet.Addr(t)
 	if err := os.MkdirAll(filepath.Join(dir, "conf.d"), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -2,9 +2,7 @@ package edge_test
 
 import (
 	"bufio"
-	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -39,59 +37,10 @@ func BenchmarkEdgeLean(b *testing.B) {
 		Origins: []publication.Origin{{Name: "a1", Address: "http://" + origin, State: "healthy"}}}}})
 	targets := []struct{ name, addr string }{{"direct", origin}, {"vigil", leanload.Serve(b, p)}}
 	if bin, ok := lookPeer("haproxy"); ok {
-		listen := freePort(b)
-		cfg := filepath.Join(dir, "haproxy.cfg")
-		writeFile(b, cfg, fmt.Sprintf(`global
-    maxconn 4096
-defaults
-    mode http
-    timeout connect 2s
-    timeout client 30s
-    timeout server 30s
-frontend fe
-    bind %s
-    default_backend www
-backend www
-    http-reuse always
-    server a1 %s
-`, listen, origin))
-		daemon(b, dir, bin, "-W", "-db", "-f", cfg)
-		targets = append(targets, struct{ name, addr string }{"haproxy", listen})
+		targets = append(targets, struct{ name, addr string }{"haproxy", startHAProxyPeer(b, dir, bin, origin)})
 	}
 	if bin, ok := lookPeer("nginx"); ok {
-		listen := freePort(b)
-		user := ""
-		if os.Geteuid() == 0 {
-			user = "user root;"
-		}
-		cfg := filepath.Join(dir, "nginx.conf")
-		writeFile(b, cfg, fmt.Sprintf(`daemon off;
-%s
-worker_processes auto;
-pid %[2]s/nginx.pid;
-error_log %[2]s/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    client_body_temp_path %[2]s/body;
-    proxy_temp_path %[2]s/proxy;
-    fastcgi_temp_path %[2]s/fastcgi;
-    uwsgi_temp_path %[2]s/uwsgi;
-    scgi_temp_path %[2]s/scgi;
-    upstream www { server %[3]s; keepalive 64; }
-    server {
-        listen %[4]s;
-        location / {
-            proxy_pass http://www;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Host $host;
-        }
-    }
-}
-`, user, dir, origin, listen))
-		daemon(b, dir, bin, "-p", dir, "-c", cfg, "-e", dir+"/error.log")
-		targets = append(targets, struct{ name, addr string }{"nginx", listen})
+		targets = append(targets, struct{ name, addr string }{"nginx", startNginxPeer(b, dir, bin, origin)})
 	}
 	for _, t := range targets {
 		waitLean(b, t.addr)

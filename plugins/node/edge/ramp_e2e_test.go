@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/vigilcdn/vigil/internal/testnet"
 	"github.com/vigilcdn/vigil/plugins/node/edge"
 	"github.com/vigilcdn/vigil/sdk/publication"
 )
@@ -105,7 +106,7 @@ func weights(t *testing.T, h *edge.HAProxy) map[string]string {
 func TestHAProxyRuntimeRamp(t *testing.T) {
 	bin := peer(t, "haproxy")
 	dir := t.TempDir()
-	sock, listen := filepath.Join(dir, "admin.sock"), freePort(t)
+	sock, listen := filepath.Join(dir, "admin.sock"), testnet.Addr(t)
 	startHAProxy(t, bin, dir, haproxyConfig(sock, listen), sock)
 	front := filepath.Join(dir, "recorded.sock")
 	rec := record(t, front, sock)
