@@ -23,6 +23,32 @@ type AlertingSite struct {
 	Flapping []AlertingOrigin
 }
 
+// allUnhealthy reports whether every level of the site is unhealthy.
+func (snap *siteSnap) allUnhealthy() bool {
+	for _, h := range snap.levels {
+		if h != decide.Unhealthy {
+			return false
+		}
+	}
+	return len(snap.levels) > 0
+}
+
+// failbackWaiting is the healthy level above the current one that a
+// manual failback (configured, or a manual hold) waits for an operator to
+// switch to, as the failback_available notice says; 0 for none.
+func (snap *siteSnap) failbackWaiting(spec *decide.SiteSpec) int {
+	if decide.EffectiveFailback(spec, &decide.SiteState{ManualHold: snap.hold}) != decide.FailbackManual {
+		return 0
+	}
+	cur := spec.LevelIndex(snap.level)
+	for li := 0; li < cur && li < len(snap.levels); li++ {
+		if snap.levels[li] == decide.Healthy {
+			return spec.Levels[li]
+		}
+	}
+	return 0
+}
+
 // AlertingOrigin is an unhealthy origin.
 type AlertingOrigin struct {
 	Name  string
@@ -36,22 +62,8 @@ type AlertingOrigin struct {
 func (v *Views) Alerting(yield func(AlertingSite)) {
 	for i, snap := range v.sites {
 		spec := v.fleet.Sites[i].Spec
-		a := AlertingSite{Site: spec.Name, Level: snap.level, TopLevel: spec.TopLevel(), ManualHold: snap.hold}
-		cur := spec.LevelIndex(snap.level)
-		a.AllUnhealthy = len(snap.levels) > 0
-		for _, h := range snap.levels {
-			if h != decide.Unhealthy {
-				a.AllUnhealthy = false
-			}
-		}
-		if decide.EffectiveFailback(spec, &decide.SiteState{ManualHold: snap.hold}) == decide.FailbackManual {
-			for li := 0; li < cur && li < len(snap.levels); li++ {
-				if snap.levels[li] == decide.Healthy {
-					a.FailbackLevel = spec.Levels[li]
-					break
-				}
-			}
-		}
+		a := AlertingSite{Site: spec.Name, Level: snap.level, TopLevel: spec.TopLevel(), ManualHold: snap.hold,
+			AllUnhealthy: snap.allUnhealthy(), FailbackLevel: snap.failbackWaiting(spec)}
 		for oi, o := range snap.origins {
 			if o.state == decide.Unhealthy {
 				u := AlertingOrigin{Name: spec.Origins[oi].Name, Level: spec.Origins[oi].Level}
