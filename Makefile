@@ -22,13 +22,15 @@ build:
 # chromium for the status page's browser test, etcd for the HA tests, and
 # Debian's Python 3 with grpcio and cryptography for the Python example
 # plugin (examples/python-votesource), promtool to check the /metrics
-# pages, and Alertmanager (with amtool) for the alerting end-to-end test.
+# pages, Alertmanager (with amtool) for the alerting end-to-end test, and
+# zonemaster-cli for the DNS publisher's Zonemaster check.
 # A check is a command looked up in PATH, or python3.MODULE: Debian's
 # /usr/bin/python3 imports MODULE.
 # Installed with apt-get (as root) only when missing.
 DEB_DEPS := protoc:protobuf-compiler chromium:chromium etcd:etcd-server \
 	python3.grpc:python3-grpcio python3.cryptography:python3-cryptography \
-	promtool:prometheus amtool:prometheus-alertmanager haproxy:haproxy nginx:nginx
+	promtool:prometheus amtool:prometheus-alertmanager haproxy:haproxy nginx:nginx \
+	zonemaster-cli:zonemaster-cli
 
 deps:
 	@missing=""; for d in $(DEB_DEPS); do check=$${d%%:*}; \
