@@ -83,6 +83,18 @@
 // vigil_dns_queries_total{type,rcode}, vigil_dns_truncated_total and
 // vigil_dns_publication_version.
 //
+// # Checks against other servers
+//
+// BenchmarkDNSCompare (compare_test.go) sends the same UDP load to this
+// server, to the same server without its fast path, and to NSD and Knot DNS
+// serving the same zone (each skipped when not installed), and reports the
+// ratios of their queries per second, measured in one run. TestZonemaster
+// (zonemaster_test.go) runs Zonemaster (zonemaster-cli, installed by make
+// deps) against two of these servers on loopback port 53: every test case
+// of its default profile that needs nothing but the zone's own name servers
+// (all but the Address module and connectivity03), failing on any ERROR,
+// CRITICAL or WARNING that is not due to testing on loopback.
+//
 // # Configuration
 //
 //	publish "dns" {
