@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // HAProxy server admin state bits (srv_admin_state of show servers state).
@@ -50,6 +52,20 @@ type HAProxyOptions struct {
 	// Resolve turns a hostname origin into an address (default: the system
 	// resolver, IPv4 first).
 	Resolve func(ctx context.Context, host string) (netip.Addr, error)
+	// RemoveAfter is how long a server vigil-node added must have been out
+	// of every level of its site (or its site out of the publication)
+	// before it is deleted with del server (default
+	// DefaultHAProxyRemoveAfter; negative: at the first apply). It is in
+	// maintenance meanwhile. See haproxy_del.go.
+	RemoveAfter time.Duration
+	// DrainTimeout, when positive, is how long such a server's sessions
+	// may run once it is in maintenance: past it, they are cut (shutdown
+	// sessions server) so that the server can be deleted. Zero: sessions
+	// are never cut, the deletion waits for them.
+	DrainTimeout time.Duration
+	// Log receives the removals and the deletions HAProxy refused
+	// (default: nothing).
+	Log hclog.Logger
 }
 
 // HAProxy applies Views through HAProxy's Runtime API, with no reload.
@@ -61,6 +77,9 @@ type HAProxy struct {
 	mu      sync.Mutex
 	version string // HAProxy's version, once asked
 	canAdd  bool
+
+	now func() time.Time
+	rm  removals
 }
 
 // NewHAProxy returns the driver; nothing is dialled until Apply.
@@ -88,6 +107,14 @@ func NewHAProxy(opts HAProxyOptions) (*HAProxy, error) {
 	if h.opts.Resolve == nil {
 		h.opts.Resolve = resolve
 	}
+	if h.opts.RemoveAfter == 0 {
+		h.opts.RemoveAfter = DefaultHAProxyRemoveAfter
+	}
+	if h.opts.Log == nil {
+		h.opts.Log = hclog.NewNullLogger()
+	}
+	h.now = time.Now
+	h.rm = newRemovals()
 	return h, nil
 }
 
@@ -140,6 +167,10 @@ type server struct {
 	// uweight and iweight are the server's current and initial weights,
 	// -1 when unknown.
 	uweight, iweight int
+	// id is the server's srv_id (0 when unknown); added is true for a
+	// server vigil-node added (a forced id of dynamicIDBase or more).
+	id    int
+	added bool
 }
 
 // serversState reads every backend's servers.
@@ -172,7 +203,7 @@ func (h *HAProxy) serversState(ctx context.Context) (map[string]map[string]serve
 		if state[be] == nil {
 			state[be] = map[string]server{}
 		}
-		weight := func(c string) int {
+		num := func(c string) int { // the column c as a number, -1 when it is not
 			if i, ok := col[c]; ok && i < len(f) {
 				if w, err := strconv.Atoi(f[i]); err == nil {
 					return w
@@ -180,8 +211,10 @@ func (h *HAProxy) serversState(ctx context.Context) (map[string]map[string]serve
 			}
 			return -1
 		}
+		id, forced := num("srv_id"), num("srv_f_forced_id")
 		state[be][f[col["srv_name"]]] = server{name: f[col["srv_name"]], addr: f[col["srv_addr"]], port: f[col["srv_port"]], admin: admin,
-			uweight: weight("srv_uweight"), iweight: weight("srv_iweight")}
+			uweight: num("srv_uweight"), iweight: num("srv_iweight"),
+			id: max(id, 0), added: forced == 1 && id >= dynamicIDBase}
 	}
 	// Backends without any server are not listed: ask for them by name.
 	return state, nil
@@ -241,6 +274,14 @@ func (e *needsConfig) Error() string {
 // level's, FromWeight for the level being left's (before their states
 // change). Without a ramp, a served server whose weight differs from its
 // initial one (haproxy.cfg's, or the add server's) gets that back.
+//
+// A server vigil-node added (add server ... id N, N from 1e9) whose origin
+// left every level of its site, or whose site left the publication, is
+// deleted (del server) once it has been in maintenance for RemoveAfter and
+// HAProxy finds it drained; a refused deletion leaves it in maintenance
+// and is tried again at the next Apply, without an error. A site that left
+// the publication has its other servers (haproxy.cfg's) put in
+// maintenance; its backend stays. See haproxy_del.go and Removals.
 func (h *HAProxy) Apply(ctx context.Context, v *View) (Result, error) {
 	var res Result
 	if f := h.opts.Fallback; f != nil {
@@ -273,16 +314,27 @@ func (h *HAProxy) Apply(ctx context.Context, v *View) (Result, error) {
 		}
 		return backends[be], nil
 	}
+	pass := h.rm.begin(v, h.now())
+	unreachable := false
 	for i := range v.Sites {
-		n, err := h.site(ctx, &v.Sites[i], state, exists, need)
+		n, err := h.site(ctx, &v.Sites[i], state, exists, need, pass)
 		res.Changes += n
 		if err != nil {
 			errs = append(errs, fmt.Errorf("site %q (backend %s): %w", v.Sites[i].Name, v.Sites[i].Backend, err))
 		}
 		if errors.Is(err, ErrRuntimeUnreachable) {
+			unreachable = true
 			break
 		}
 	}
+	if !unreachable {
+		n, err := h.removedSites(ctx, state, pass)
+		res.Changes += n
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	h.rm.end(pass)
 	if len(need.what) > 0 {
 		if h.opts.Fallback == nil {
 			errs = append(errs, need)
@@ -307,7 +359,7 @@ type wanted struct {
 	weight int
 }
 
-func (h *HAProxy) site(ctx context.Context, s *Site, state map[string]map[string]server, backendExists func(string) (bool, error), need *needsConfig) (int, error) {
+func (h *HAProxy) site(ctx context.Context, s *Site, state map[string]map[string]server, backendExists func(string) (bool, error), need *needsConfig, pass *removalPass) (int, error) {
 	servers, ok := state[s.Backend]
 	if !ok {
 		exists, err := backendExists(s.Backend)
@@ -368,6 +420,8 @@ func (h *HAProxy) site(ctx context.Context, s *Site, state map[string]map[string
 			errs = append(errs, err)
 			continue
 		}
+		srv.admin |= adminFMaint
+		servers[name] = srv
 		changes++
 	}
 	// Other levels' origins: created in maintenance where HAProxy can, so
@@ -393,6 +447,15 @@ func (h *HAProxy) site(ctx context.Context, s *Site, state map[string]map[string
 			errs = append(errs, err)
 		}
 	}
+	// The servers vigil-node added whose origin left every level: deleted
+	// once out of service long enough and drained.
+	if len(errs) == 0 {
+		n, err := h.removeLeft(ctx, s.Backend, servers, taken, pass)
+		changes += n
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return changes, errors.Join(errs...)
 }
 
@@ -413,7 +476,10 @@ func (h *HAProxy) ensure(ctx context.Context, s *Site, servers map[string]server
 		if w.o.TLS {
 			args += " " + strings.ReplaceAll(h.opts.TLSArgs, "{sni}", s.Hostname)
 		}
-		line := strings.TrimSpace("add server " + id + " " + net.JoinHostPort(w.addr, w.o.Port) + " " + args)
+		// The id marks the server as vigil-node's: only such servers are
+		// ever deleted (haproxy_del.go).
+		sid := nextID(servers)
+		line := strings.TrimSpace("add server " + id + " " + net.JoinHostPort(w.addr, w.o.Port) + " id " + strconv.Itoa(sid) + " " + args)
 		out, err := h.Command(ctx, line)
 		if err != nil {
 			return 0, err
@@ -430,7 +496,7 @@ func (h *HAProxy) ensure(ctx context.Context, s *Site, servers map[string]server
 				return changes, err
 			}
 		}
-		srv = server{name: w.o.Server, addr: w.addr, port: w.o.Port, admin: adminFMaint, uweight: -1, iweight: -1} // dynamic servers start in maintenance
+		srv = server{name: w.o.Server, addr: w.addr, port: w.o.Port, admin: adminFMaint, uweight: -1, iweight: -1, id: sid, added: true} // dynamic servers start in maintenance
 		servers[w.o.Server] = srv
 	} else if srv.addr != w.addr || srv.port != w.o.Port {
 		out, err := h.Command(ctx, "set server "+id+" addr "+w.addr+" port "+w.o.Port)
