@@ -250,6 +250,47 @@ func (l *load) firstFrom(t testing.TB, t0 time.Time, names []string) time.Durati
 	return 0
 }
 
+// waitAnswers waits until n answers ended after t0.
+func (l *load) waitAnswers(t testing.TB, t0 time.Time, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		l.mu.Lock()
+		got := 0
+		for _, s := range l.samples {
+			if s.end.After(t0) {
+				got++
+			}
+		}
+		l.mu.Unlock()
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d answers of %d within 30s", got, n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// slowOrigin is a loopback origin answering its name after delay.
+func slowOrigin(t testing.TB, name string, delay time.Duration) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if delay > 0 {
+			select {
+			case <-time.After(delay):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, name)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 func (l *load) stop() (total int, failed []error) {
 	l.wg.Wait()
 	l.mu.Lock()
