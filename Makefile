@@ -91,6 +91,7 @@ fuzz:
 	$(GO) test ./core/publish/dns -run '^$$' -fuzz FuzzReply -fuzztime $(FUZZTIME)
 	$(GO) test ./core/publish/dns -run '^$$' -fuzz FuzzParseOrigin -fuzztime $(FUZZTIME)
 	$(GO) test ./plugins/node/internal/labels -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+	$(GO) test ./plugins/node/proxy -run '^$$' -fuzz FuzzParseRequest -fuzztime $(FUZZTIME)
 
 # Protobuf: the vote-source protocol's generated code is committed. `make proto`
 # regenerates it with pinned generators (installed into $(BIN)/.tools) and the

@@ -343,13 +343,12 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.apply(snap, false)
 		}
 	}
-	var servers []*http.Server
-	serve := func(addr string, h http.Handler, slot *net.Addr) error {
+	var servers []server
+	serve := func(addr string, srv server, slot *net.Addr) error {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return err
 		}
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
 		servers = append(servers, srv)
 		a.mu.Lock()
 		*slot = ln.Addr()
@@ -370,13 +369,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.cfg.MetricsListen != "" {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(a.cfg.Registry, promhttp.HandlerOpts{}))
-		if err := serve(a.cfg.MetricsListen, mux, &a.metricsAddr); err != nil {
+		if err := serve(a.cfg.MetricsListen, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}, &a.metricsAddr); err != nil {
 			return fmt.Errorf("metrics listener: %w (pick a free -metrics-listen address)", err)
 		}
 		a.log.Info("serving metrics", "address", a.MetricsAddr().String())
 	}
 	if a.proxy != nil {
-		if err := serve(a.cfg.ProxyListen, a.proxy, &a.proxyAddr); err != nil {
+		// The proxy's own server: its raw path, and net/http for what
+		// that path leaves (both with these timeouts).
+		if err := serve(a.cfg.ProxyListen, a.proxy.NewServer(10*time.Second, 120*time.Second), &a.proxyAddr); err != nil {
 			return fmt.Errorf("proxy listener: %w (pick a free -proxy-listen address)", err)
 		}
 		a.log.Info("proxying visitor traffic", "address", a.ProxyAddr().String())
@@ -423,4 +424,10 @@ func (m *agentMetrics) register(r prometheus.Registerer) error {
 		errs = append(errs, r.Register(c))
 	}
 	return errors.Join(errs...)
+}
+
+// server is a listener's server: net/http's, or the proxy's.
+type server interface {
+	Serve(net.Listener) error
+	Close() error
 }

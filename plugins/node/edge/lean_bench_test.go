@@ -35,7 +35,7 @@ func BenchmarkEdgeLean(b *testing.B) {
 	}
 	p.SetSnapshot(&publication.Snapshot{Version: 1, Sites: []publication.Site{{Name: "www", Hostname: hostname, Level: 1,
 		Origins: []publication.Origin{{Name: "a1", Address: "http://" + origin, State: "healthy"}}}}})
-	targets := []struct{ name, addr string }{{"direct", origin}, {"vigil", leanload.Serve(b, p)}}
+	targets := []struct{ name, addr string }{{"direct", origin}, {"vigil", leanload.ServeOn(b, p.NewServer(0, 0))}}
 	if bin, ok := lookPeer("haproxy"); ok {
 		targets = append(targets, struct{ name, addr string }{"haproxy", startHAProxyPeer(b, dir, bin, origin)})
 	}

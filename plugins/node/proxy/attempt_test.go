@@ -24,13 +24,13 @@ func TestOnAttempt(t *testing.T) {
 		got = nil
 		h := newHarness(t, Options{OnAttempt: hook, Retries: NoRetries}, snapshot(publication.Origin{Name: "a1", Address: ok.srv.URL, State: "healthy"}))
 		get := func() {
-			url := h.srv.URL + "/page"
+			url := h.url + "/page"
 			if !fast {
 				url += "?a;b" // not a clean query: the ReverseProxy path
 			}
 			req, _ := http.NewRequest(http.MethodGet, url, nil)
 			req.Host = "www.example.com"
-			resp, err := h.srv.Client().Do(req)
+			resp, err := h.client.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}

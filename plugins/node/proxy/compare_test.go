@@ -53,7 +53,8 @@ func BenchmarkProxyCompare(b *testing.B) {
 	}{
 		{"direct", origin},
 		{"legacy", leanload.Serve(b, newLegacy(pOld))},
-		{"now", leanload.Serve(b, pNow)},
+		{"handler", leanload.Serve(b, pNow)},
+		{"now", leanload.ServeOn(b, pNow.NewServer(0, 0))},
 	}
 	const rounds = 3
 	rps := map[string][]float64{}
@@ -88,6 +89,8 @@ func BenchmarkProxyCompare(b *testing.B) {
 		return f
 	}
 	b.ReportMetric(ratio(rps["now"], rps["legacy"]), "now/legacy-rps")
+	b.ReportMetric(ratio(rps["now"], rps["handler"]), "now/handler-rps")
+	b.ReportMetric(ratio(durs(p99["handler"]), durs(p99["now"])), "handler/now-p99")
 	b.ReportMetric(ratio(durs(p99["legacy"]), durs(p99["now"])), "legacy/now-p99")
 	b.ReportMetric(ratio(rps["now"], rps["direct"]), "now/direct-rps")
 	b.ReportMetric(leanload.Median(durs(p50["now"]))/1e3, "now-p50-µs")
@@ -107,7 +110,7 @@ func BenchmarkProxyLean(b *testing.B) {
 	}
 	p.SetSnapshot(&publication.Snapshot{Version: 1, Sites: []publication.Site{{Name: "www", Hostname: "www.example.com", Level: 1,
 		Origins: []publication.Origin{{Name: "a1", Address: "http://" + origin, State: "healthy"}}}}})
-	addr := leanload.Serve(b, p)
+	addr := leanload.ServeOn(b, p.NewServer(0, 0))
 	leanload.Load(b, addr, "www.example.com", 64, 2000)
 	b.ResetTimer()
 	rps, p50, p99 := leanload.Load(b, addr, "www.example.com", 64, b.N)

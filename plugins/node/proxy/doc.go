@@ -6,6 +6,20 @@
 // The node's own judgement never changes the level: passive failure
 // tracking and retries only choose among the current level's origins.
 //
+// # Serving
+//
+// Server is how vigil-node's -proxy-listen serves a Proxy. Each visitor
+// connection is read by its own goroutine, which parses HTTP/1.1 request
+// heads in place and forwards them to http origins over pooled keep-alive
+// connections (the raw path, raw.go). A request that path does not take
+// (HTTP/1.0, a chunked or a streamed body, Expect, an upgrade, a Host that
+// names no site, a site with https origins, anything malformed) hands its
+// connection, from that request on, to a net/http.Server running
+// ServeHTTP, which is also an http.Handler for any other server. Both send
+// the origin the same request and pass the answer on the same way (tested
+// side by side); the raw path adds no Date header, and notices a visitor
+// that left only when it writes the answer.
+//
 // # Choosing an origin
 //
 // Requests go round-robin over the current level's origins that are neither

@@ -76,7 +76,7 @@ type upConn struct {
 	bw     *bufio.Writer
 	idleAt time.Time
 	reused bool
-	stop   func() bool // ends the watch on the visitor's context
+	stop   func() bool // ends the watch on the visitor's context (nil: none)
 	// deadline is the read deadline set on c (zero: none). It is moved
 	// only when it would end within ResponseTimeout, so that most
 	// requests set no deadline at all.
@@ -160,7 +160,11 @@ func (u *upstream) closeIdle() {
 // release ends a response: the connection goes back to the pool when its
 // response was read to the end and both sides keep it alive.
 func (u *upstream) release(c *upConn, resp *http.Response, reusable bool) {
-	watching := c.stop()
+	watching := true // the raw path watches no context
+	if c.stop != nil {
+		watching = c.stop()
+		c.stop = nil
+	}
 	if reusable && watching && !resp.Close {
 		u.put(c)
 		return

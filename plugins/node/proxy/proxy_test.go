@@ -81,13 +81,23 @@ func snapshot(origins ...publication.Origin) *publication.Snapshot {
 }
 
 type harness struct {
-	p     *Proxy
-	srv   *httptest.Server
-	clock *fakeClock
-	reg   *prometheus.Registry
+	p      *Proxy
+	url    string       // where the proxy listens: http://127.0.0.1:port
+	client *http.Client // keeps its connections alive
+	server *Server      // nil behind httptest's http.Server
+	clock  *fakeClock
+	reg    *prometheus.Registry
 }
 
+// newHarness serves a proxy as vigil-node does: on its Server, the raw path
+// and the hand-off to net/http.
 func newHarness(t *testing.T, opts Options, snap *publication.Snapshot) *harness {
+	return newHarnessOn(t, opts, snap, true)
+}
+
+// newHarnessOn serves the proxy on its Server (raw) or as an http.Handler
+// behind httptest's http.Server (the fast path and ReverseProxy only).
+func newHarnessOn(t *testing.T, opts Options, snap *publication.Snapshot, raw bool) *harness {
 	t.Helper()
 	h := &harness{clock: &fakeClock{now: time.Unix(1_700_000_000, 0)}, reg: prometheus.NewRegistry()}
 	opts.Now, opts.Registerer = h.clock.Now, h.reg
@@ -99,14 +109,43 @@ func newHarness(t *testing.T, opts Options, snap *publication.Snapshot) *harness
 		p.SetSnapshot(snap)
 	}
 	h.p = p
-	h.srv = httptest.NewServer(p)
-	t.Cleanup(h.srv.Close)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	h.client = &http.Client{Transport: tr}
+	if !raw {
+		srv := httptest.NewServer(p)
+		t.Cleanup(srv.Close)
+		h.url = srv.URL
+		return h
+	}
+	h.server = p.NewServer(0, 0)
+	h.url = "http://" + serveRaw(t, h.server)
 	return h
+}
+
+// serveRaw runs s on a loopback port until the test ends.
+func serveRaw(t *testing.T, s *Server) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ln) }()
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("closing the proxy server: %v", err)
+		}
+		if err := <-done; err != http.ErrServerClosed {
+			t.Errorf("Serve returned %v, want http.ErrServerClosed", err)
+		}
+	})
+	return ln.Addr().String()
 }
 
 func (h *harness) do(t *testing.T, method, host, body string) (*http.Response, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, h.srv.URL+"/page", strings.NewReader(body))
+	req, err := http.NewRequest(method, h.url+"/page", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +153,7 @@ func (h *harness) do(t *testing.T, method, host, body string) (*http.Response, s
 		req.Body = http.NoBody
 	}
 	req.Host = host
-	resp, err := h.srv.Client().Do(req)
+	resp, err := h.client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,26 +256,38 @@ func TestRetry(t *testing.T) {
 		{name: "PATCH never retried", first: status(503), method: "PATCH", body: "x", wantStatus: 503},
 		{name: "PUT body too large to replay", first: status(503), method: "PUT", body: strings.Repeat("x", 100), maxBody: 10, wantStatus: 503},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			good := newBackend(t, "good", 200)
-			// The first request of a fresh proxy starts at index 1.
-			h := newHarness(t, Options{ResponseTimeout: 200 * time.Millisecond, MaxReplayBody: tt.maxBody},
-				snapshot(publication.Origin{Name: "good", Address: good.srv.URL}, publication.Origin{Name: "first", Address: tt.first(t)}))
-			resp, _ := h.do(t, tt.method, "www.example.com", tt.body)
-			if resp.StatusCode != tt.wantStatus {
-				t.Errorf("status %d, want %d", resp.StatusCode, tt.wantStatus)
+	for _, raw := range []bool{true, false} {
+		for _, tt := range tests {
+			name := "raw/" + tt.name
+			if !raw {
+				name = "handler/" + tt.name
 			}
-			retries := counter(t, h.p.m.retries.WithLabelValues("www"))
-			if (retries == 1) != tt.wantRetry || retries > 1 {
-				t.Errorf("retries %v, want retry=%v", retries, tt.wantRetry)
-			}
-			if tt.wantRetry && tt.body != "" {
-				if got := <-good.bodies; got != tt.body {
-					t.Errorf("retried body %q, want %q", got, tt.body)
-				}
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				testRetry(t, raw, tt.first, tt.method, tt.body, tt.maxBody, tt.wantStatus, tt.wantRetry)
+			})
+		}
+	}
+}
+
+// testRetry sends one request to a proxy whose first pick is first and
+// whose second is a good origin.
+func testRetry(t *testing.T, raw bool, first func(t *testing.T) string, method, body string, maxBody int64, wantStatus int, wantRetry bool) {
+	good := newBackend(t, "good", 200)
+	// The first request of a fresh proxy starts at index 1.
+	h := newHarnessOn(t, Options{ResponseTimeout: 200 * time.Millisecond, MaxReplayBody: maxBody},
+		snapshot(publication.Origin{Name: "good", Address: good.srv.URL}, publication.Origin{Name: "first", Address: first(t)}), raw)
+	resp, _ := h.do(t, method, "www.example.com", body)
+	if resp.StatusCode != wantStatus {
+		t.Errorf("status %d, want %d", resp.StatusCode, wantStatus)
+	}
+	retries := counter(t, h.p.m.retries.WithLabelValues("www"))
+	if (retries == 1) != wantRetry || retries > 1 {
+		t.Errorf("retries %v, want retry=%v", retries, wantRetry)
+	}
+	if wantRetry && body != "" {
+		if got := <-good.bodies; got != body {
+			t.Errorf("retried body %q, want %q", got, body)
+		}
 	}
 }
 

@@ -29,12 +29,12 @@ func rampSnapshot(weight int, level, from []*backend) *publication.Snapshot {
 // get sends GET path for www.example.com and returns the status.
 func (h *harness) get(t *testing.T, path string) int {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, h.srv.URL+path, nil)
+	req, err := http.NewRequest(http.MethodGet, h.url+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Host = "www.example.com"
-	resp, err := h.srv.Client().Do(req)
+	resp, err := h.client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,6 +39,23 @@ func Serve(b testing.TB, h http.Handler) string {
 	return ln.Addr().String()
 }
 
+// Server is a server ServeOn runs: vigil-node's proxy.Server, for one.
+type Server interface {
+	Serve(net.Listener) error
+	Close() error
+}
+
+// ServeOn runs s on a loopback listener and returns its address.
+func ServeOn(b testing.TB, s Server) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = s.Serve(ln) }()
+	b.Cleanup(func() { _ = s.Close() })
+	return ln.Addr().String()
+}
+
 // Origin is a loopback origin answering every request with 1 KiB, at
 // little CPU cost (no net/http).
 func Origin(b testing.TB) string {
