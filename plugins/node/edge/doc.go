@@ -15,7 +15,9 @@
 //     added and re-addressed at run time (HAProxy 2.4 or later). Where the
 //     runtime cannot do it (the backend is not declared, or the HAProxy is
 //     too old for add server), a fallback Template renders the whole
-//     configuration and reloads it gracefully.
+//     configuration and reloads it gracefully. A server it added whose
+//     origin left every level of its site (or whose site left the
+//     publication) is deleted with del server, see below.
 //   - Template (NewTemplate): Go text/templates rendered from the View into
 //     files, written atomically, then a check command and a reload command,
 //     at most one reload per minimum interval. A failing check leaves the
@@ -31,6 +33,28 @@
 // B/S weight N`), then restores the initial weights when the ramp ends;
 // the shipped templates write the weights on both levels' servers
 // (nginx's weight=, HAProxy's weight).
+//
+// Removal from HAProxy. An origin in none of its site's levels (removed
+// or disabled in the configuration, or its whole site out of the
+// publication) has its server put in maintenance at once: new requests go
+// elsewhere, requests in flight end normally. The HAProxy driver deletes
+// only the servers it added itself: every add server it sends carries
+// `id N` with N from 1000000000, and only a server whose forced srv_id is
+// that high is deleted (HAProxy 2.6's del server would delete a server
+// of haproxy.cfg too, and both are named after their origin). Such a
+// server is deleted at the first Apply once it has been in maintenance
+// for HAProxyOptions.RemoveAfter (default one minute: the View built just
+// after a start, before the topology comes in, does not know the other
+// levels) and HAProxy accepts: del server is refused while the server
+// has a session, a queued request or an idle connection. A refusal is
+// logged (HAProxyOptions.Log) and listed by Removals; the server stays in
+// maintenance and the deletion is tried again at every later Apply,
+// which does not fail for it. The requests in flight win: sessions are
+// cut (shutdown sessions server) only when HAProxyOptions.DrainTimeout is
+// set, once the server has been in maintenance that long. A site out of
+// the publication keeps its backend; its configuration servers go to
+// maintenance once, and are then left to the operator. Only backends of
+// the sites this process applied are touched.
 //
 // The View's levels other than the current one come from the control
 // plane's GET /v1/sites (Topology), fetched after each publication; without
