@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/vigilcdn/vigil/plugins/node/edge"
 	"github.com/vigilcdn/vigil/plugins/node/templates"
 )
@@ -22,6 +24,8 @@ type edgeFlags struct {
 	templates                                                         []string
 	check, reload                                                     string
 	minInterval                                                       time.Duration
+	// log is vigil-node's logger (nil: the drivers log nothing).
+	log hclog.Logger
 }
 
 // edgeDrivers builds the edge drivers the flags ask for.
@@ -29,6 +33,10 @@ func edgeDrivers(f edgeFlags) ([]edge.Driver, error) {
 	var out []edge.Driver
 	if f.haSocket != "" {
 		opts := edge.HAProxyOptions{Socket: f.haSocket, ServerArgs: f.haSrvArgs, TLSArgs: f.haTLSArgs}
+		if f.log != nil {
+			// Named and keyed like the hub's lines about the same edge.
+			opts.Log = f.log.Named("edge").With("edge", "haproxy")
+		}
 		if f.haFallback != "" {
 			if f.haFbReload == "" {
 				return nil, fmt.Errorf("-haproxy-fallback needs -haproxy-fallback-reload: the command that reloads HAProxy gracefully (e.g. \"systemctl reload haproxy\")")

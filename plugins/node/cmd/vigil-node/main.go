@@ -14,6 +14,7 @@ import (
 	"crypto/x509"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -91,15 +92,16 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("-labels: %w", err)
 	}
+	log := newLogger(*logLevel, *logJSON, os.Stderr)
 	cfg := agent.Config{
 		Gateway: *gateway, ID: *id, Labels: set, ControlPlane: *controlPlane, StateDir: *stateDir,
 		ProxyListen: *proxyListen, MetricsListen: *metrics, Concurrency: *concurrency,
 		Proxy: proxy.Options{FailCount: *failCount, FailWindow: *failWindow, SkipFor: *skipFor, Retries: *retries,
 			RetryBudget: *retryBudget, MaxReplayBody: *replayMax, ConnectTimeout: *connTimeout, ResponseTimeout: *respTimeout},
-		Log: hclog.New(&hclog.LoggerOptions{Name: "vigil-node", Level: hclog.LevelFromString(*logLevel), JSONFormat: *logJSON, Output: os.Stderr}),
+		Log: log,
 	}
 	edges, err := edgeDrivers(edgeFlags{haSocket: *haSocket, haSrvArgs: *haSrvArgs, haTLSArgs: *haTLSArgs, haFallback: *haFallback,
-		haFbCheck: *haFbCheck, haFbReload: *haFbReload, templates: templates, check: *tmplCheck, reload: *tmplReload, minInterval: *reloadMin})
+		haFbCheck: *haFbCheck, haFbReload: *haFbReload, templates: templates, check: *tmplCheck, reload: *tmplReload, minInterval: *reloadMin, log: log})
 	if err != nil {
 		return err
 	}
@@ -177,4 +179,9 @@ func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return a.Run(ctx)
+}
+
+// newLogger is vigil-node's logger, writing to w.
+func newLogger(level string, json bool, w io.Writer) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: "vigil-node", Level: hclog.LevelFromString(level), JSONFormat: json, Output: w})
 }
