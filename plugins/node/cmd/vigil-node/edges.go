@@ -24,15 +24,49 @@ type edgeFlags struct {
 	templates                                                         []string
 	check, reload                                                     string
 	minInterval                                                       time.Duration
+	// haRemoveAfter and haDrainTimeout are -haproxy-remove-after (0: at
+	// the first apply) and -haproxy-drain-timeout (0: never cut).
+	haRemoveAfter, haDrainTimeout time.Duration
 	// log is vigil-node's logger (nil: the drivers log nothing).
 	log hclog.Logger
+}
+
+// newHAProxy builds the HAProxy driver; tests replace it to see the
+// options the flags gave.
+var newHAProxy = edge.NewHAProxy
+
+// haproxyRemoval checks -haproxy-remove-after and -haproxy-drain-timeout
+// and turns them into HAProxyOptions.RemoveAfter and DrainTimeout.
+func haproxyRemoval(f edgeFlags) (removeAfter, drainTimeout time.Duration, err error) {
+	if f.haSocket == "" {
+		if f.haRemoveAfter != edge.DefaultHAProxyRemoveAfter || f.haDrainTimeout != 0 {
+			return 0, 0, fmt.Errorf("-haproxy-remove-after and -haproxy-drain-timeout need -haproxy-socket: they tune the removal of the servers vigil-node adds through the Runtime API")
+		}
+		return 0, 0, nil
+	}
+	if f.haRemoveAfter < 0 {
+		return 0, 0, fmt.Errorf("-haproxy-remove-after %v: give 0 (delete a removed server at the first apply once it is drained) or a positive duration, e.g. 1m", f.haRemoveAfter)
+	}
+	if f.haDrainTimeout < 0 {
+		return 0, 0, fmt.Errorf("-haproxy-drain-timeout %v: give 0 (never cut the sessions of a server being removed: its deletion waits for them) or a positive duration, e.g. 10m", f.haDrainTimeout)
+	}
+	removeAfter = f.haRemoveAfter
+	if removeAfter == 0 {
+		removeAfter = -1 // the driver reads 0 as its default, and a negative one as at once
+	}
+	return removeAfter, f.haDrainTimeout, nil
 }
 
 // edgeDrivers builds the edge drivers the flags ask for.
 func edgeDrivers(f edgeFlags) ([]edge.Driver, error) {
 	var out []edge.Driver
+	removeAfter, drainTimeout, err := haproxyRemoval(f)
+	if err != nil {
+		return nil, err
+	}
 	if f.haSocket != "" {
-		opts := edge.HAProxyOptions{Socket: f.haSocket, ServerArgs: f.haSrvArgs, TLSArgs: f.haTLSArgs}
+		opts := edge.HAProxyOptions{Socket: f.haSocket, ServerArgs: f.haSrvArgs, TLSArgs: f.haTLSArgs,
+			RemoveAfter: removeAfter, DrainTimeout: drainTimeout}
 		if f.log != nil {
 			// Named and keyed like the hub's lines about the same edge.
 			opts.Log = f.log.Named("edge").With("edge", "haproxy")
@@ -51,7 +85,7 @@ func edgeDrivers(f edgeFlags) ([]edge.Driver, error) {
 			}
 			opts.Fallback = t
 		}
-		h, err := edge.NewHAProxy(opts)
+		h, err := newHAProxy(opts)
 		if err != nil {
 			return nil, fmt.Errorf("-haproxy-socket: %w", err)
 		}

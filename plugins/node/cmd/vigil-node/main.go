@@ -71,6 +71,8 @@ func run(args []string) error {
 		haFallback   = fs.String("haproxy-fallback", "", "HAProxy: `SRC:DEST` template of the whole haproxy.cfg (SRC a file or builtin:haproxy), written at every publication and reloaded when the runtime API cannot apply one")
 		haFbCheck    = fs.String("haproxy-fallback-check", "haproxy -c -q -f "+edge.CandidatePlaceholder, "HAProxy: `command` checking the fallback configuration")
 		haFbReload   = fs.String("haproxy-fallback-reload", "", "HAProxy: `command` reloading HAProxy gracefully with the fallback configuration, e.g. \"systemctl reload haproxy\"")
+		haRemove     = fs.Duration("haproxy-remove-after", edge.DefaultHAProxyRemoveAfter, "HAProxy: how long a server vigil-node added stays in maintenance once its origin left every level (or its site the publication) before it is deleted with del server, when drained (0: at the first apply)")
+		haDrain      = fs.Duration("haproxy-drain-timeout", 0, "HAProxy: cut the sessions still running on such a server this long after it went to maintenance (shutdown sessions server), so that it can be deleted; never before -haproxy-remove-after (0: never cut, the deletion waits for them)")
 		tmplCheck    = fs.String("template-check", "", "`command` (sh) checking the rendered -template files; a failure keeps the old ones ("+edge.CandidatePlaceholder+": the path of a single rendered file before it replaces the old one)")
 		tmplReload   = fs.String("template-reload", "", "`command` (sh) reloading the edge after the -template files changed and passed -template-check")
 		reloadMin    = fs.Duration("reload-min-interval", edge.DefaultMinReloadInterval, "least time between two reloads of an edge")
@@ -101,7 +103,8 @@ func run(args []string) error {
 		Log: log,
 	}
 	edges, err := edgeDrivers(edgeFlags{haSocket: *haSocket, haSrvArgs: *haSrvArgs, haTLSArgs: *haTLSArgs, haFallback: *haFallback,
-		haFbCheck: *haFbCheck, haFbReload: *haFbReload, templates: templates, check: *tmplCheck, reload: *tmplReload, minInterval: *reloadMin, log: log})
+		haFbCheck: *haFbCheck, haFbReload: *haFbReload, templates: templates, check: *tmplCheck, reload: *tmplReload, minInterval: *reloadMin,
+		haRemoveAfter: *haRemove, haDrainTimeout: *haDrain, log: log})
 	if err != nil {
 		return err
 	}
