@@ -92,6 +92,7 @@ fuzz:
 	$(GO) test ./core/publish/dns -run '^$$' -fuzz FuzzParseOrigin -fuzztime $(FUZZTIME)
 	$(GO) test ./plugins/node/internal/labels -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
 	$(GO) test ./plugins/node/proxy -run '^$$' -fuzz FuzzParseRequest -fuzztime $(FUZZTIME)
+	$(GO) test ./plugins/node/proxy -run '^$$' -fuzz FuzzParseAnswer -fuzztime $(FUZZTIME)
 
 # Protobuf: the vote-source protocol's generated code is committed. `make proto`
 # regenerates it with pinned generators (installed into $(BIN)/.tools) and the

@@ -411,13 +411,22 @@ func (rt *retrier) RoundTrip(out *http.Request) (*http.Response, error) {
 // report hands the outcome of an attempt on o begun at began to
 // Options.OnAttempt.
 func (p *Proxy) report(s *site, o *origin, resp *http.Response, err error, began time.Time) {
+	status, retryAfter := 0, false
+	if resp != nil {
+		status = resp.StatusCode
+		_, retryAfter = resp.Header["Retry-After"]
+	}
+	p.reportStatus(s, o, status, retryAfter, err, began)
+}
+
+// reportStatus is report for an answer of status (0: none came, err says
+// why).
+func (p *Proxy) reportStatus(s *site, o *origin, status int, retryAfter bool, err error, began time.Time) {
 	a := Attempt{Site: s.pub.Name, Origin: o.pub.Name, Address: o.pub.Address, Latency: p.opts.Now().Sub(began)}
-	switch {
-	case err != nil:
-		a.Err = classify(nil, err)
-	case resp != nil:
-		a.Status = resp.StatusCode
-		_, a.RetryAfter = resp.Header["Retry-After"]
+	if err != nil {
+		a.Err = classifyStatus(0, err)
+	} else {
+		a.Status, a.RetryAfter = status, retryAfter
 	}
 	p.opts.OnAttempt(a)
 }
@@ -546,6 +555,14 @@ func buffer(body io.ReadCloser, length, max int64) (buf []byte, rest io.ReadClos
 
 // classify names a failed attempt's outcome, or "" for a success.
 func classify(resp *http.Response, err error) string {
+	if err != nil || resp == nil {
+		return classifyStatus(0, err)
+	}
+	return classifyStatus(resp.StatusCode, nil)
+}
+
+// classifyStatus is classify for an answer of status, or err.
+func classifyStatus(status int, err error) string {
 	if err != nil {
 		var ne net.Error
 		if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
@@ -553,9 +570,9 @@ func classify(resp *http.Response, err error) string {
 		}
 		return "connect_error"
 	}
-	switch resp.StatusCode {
+	switch status {
 	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return "http_" + strconv.Itoa(resp.StatusCode)
+		return "http_" + strconv.Itoa(status)
 	}
 	return ""
 }

@@ -139,6 +139,9 @@ func serveRaw(t *testing.T, s *Server) string {
 		if err := <-done; err != http.ErrServerClosed {
 			t.Errorf("Serve returned %v, want http.ErrServerClosed", err)
 		}
+		if n := s.panics.Load(); n > 0 {
+			t.Errorf("%d visitor connections ended by a panic", n)
+		}
 	})
 	return ln.Addr().String()
 }

@@ -403,7 +403,7 @@ func (rc *rawConn) serveRequest(n int) (keep, take bool) {
 		tried = make([]bool, len(s.origins))
 	}
 	retries := 0
-	var resp *http.Response
+	var a answer
 	var uc *upConn
 	var o *origin
 	var err error
@@ -415,11 +415,11 @@ func (rc *rawConn) serveRequest(n int) (keep, take bool) {
 		if p.opts.OnAttempt != nil {
 			began = p.opts.Now()
 		}
-		resp, uc, err = rc.attempt(o, method, body)
+		a, uc, err = rc.attempt(o, method, body)
 		if p.opts.OnAttempt != nil {
-			p.report(s, o, resp, err, began)
+			p.reportStatus(s, o, a.status, a.retryAfter, err, began)
 		}
-		outcome := classify(resp, err)
+		outcome := classifyStatus(a.status, err)
 		if outcome == "" {
 			break
 		}
@@ -427,9 +427,8 @@ func (rc *rawConn) serveRequest(n int) (keep, take bool) {
 		if !retryable || retries >= p.opts.Retries || p.opts.Now().Sub(start) >= p.opts.RetryBudget || !untried(tried) {
 			break
 		}
-		if resp != nil {
-			n, cerr := io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-			o.up.release(uc, resp, cerr == nil && n < 64<<10)
+		if err == nil {
+			a.drain(o.up, uc)
 		}
 		retries++
 		p.m.retries.WithLabelValues(s.pub.Name).Inc()
@@ -439,8 +438,12 @@ func (rc *rawConn) serveRequest(n int) (keep, take bool) {
 		p.opts.Log.Warn("request failed on every origin tried", "site", s.pub.Name, "method", method, "error", err)
 		keep = rc.replyError(method, code, fmt.Sprintf("vigil-node: no origin of site %q answered; try again later", s.pub.Name))
 	} else {
-		code = resp.StatusCode
-		keep = rc.respond(method, o.up, uc, resp)
+		code = a.status
+		if a.resp != nil {
+			keep = rc.respond(method, o.up, uc, a.resp)
+		} else {
+			keep = rc.respondRaw(method, o.up, uc, &a)
+		}
 	}
 	s.m.code(p.m, s.pub.Name, code/100).Inc()
 	s.m.observer(p.m, s.pub.Name).Observe(p.opts.Now().Sub(start).Seconds())
@@ -450,7 +453,7 @@ func (rc *rawConn) serveRequest(n int) (keep, take bool) {
 // attempt sends the request to o and reads the response's header. A
 // kept-alive connection the origin closed meanwhile is replaced by a new
 // one, once, for a request http.Transport would have replayed.
-func (rc *rawConn) attempt(o *origin, method string, body []byte) (*http.Response, *upConn, error) {
+func (rc *rawConn) attempt(o *origin, method string, body []byte) (answer, *upConn, error) {
 	for fresh := false; ; fresh = true {
 		var uc *upConn
 		var err error
@@ -460,16 +463,16 @@ func (rc *rawConn) attempt(o *origin, method string, body []byte) (*http.Respons
 			uc, err = o.up.get(bgContext)
 		}
 		if err != nil {
-			return nil, nil, err
+			return answer{}, nil, err
 		}
 		uc.stop = nil
-		resp, err := rc.roundTrip(uc, method, body)
+		a, err := rc.roundTrip(uc, method, body)
 		if err == nil {
-			return resp, uc, nil
+			return a, uc, nil
 		}
 		_ = uc.c.Close()
 		if fresh || !uc.reused || !rc.replayable(method, body) || !stale(err) {
-			return nil, nil, err
+			return answer{}, nil, err
 		}
 	}
 }
@@ -503,20 +506,25 @@ func init() {
 	}
 }
 
-func (rc *rawConn) roundTrip(uc *upConn, method string, body []byte) (*http.Response, error) {
+// roundTrip sends the request on uc and reads the answer's head: in place
+// when it is a plain one (rawresp.go), else with http.ReadResponse.
+func (rc *rawConn) roundTrip(uc *upConn, method string, body []byte) (answer, error) {
 	p := rc.p
 	rc.writeHead(uc.bw, method, body)
 	if len(body) > 0 {
 		_, _ = uc.bw.Write(body)
 	}
 	if err := uc.bw.Flush(); err != nil {
-		return nil, err
+		return answer{}, err
 	}
 	if now := time.Now(); uc.deadline.IsZero() || uc.deadline.Before(now.Add(p.opts.ResponseTimeout)) {
 		uc.deadline = now.Add(p.opts.ResponseTimeout + p.opts.ResponseTimeout/8)
 		if err := uc.c.SetReadDeadline(uc.deadline); err != nil {
-			return nil, err
+			return answer{}, err
 		}
+	}
+	if a, ok, err := rc.peekAnswer(uc, method); ok || err != nil {
+		return a, err
 	}
 	req := readRequests[method]
 	if req == nil {
@@ -526,16 +534,16 @@ func (rc *rawConn) roundTrip(uc *upConn, method string, body []byte) (*http.Resp
 		resp, err := http.ReadResponse(uc.br, req)
 		if err != nil {
 			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				return nil, timeoutError{}
+				return answer{}, timeoutError{}
 			}
-			return nil, err
+			return answer{}, err
 		}
 		if resp.StatusCode == http.StatusSwitchingProtocols {
-			return nil, errors.New("the origin switched protocols, which the request did not ask for")
+			return answer{}, errors.New("the origin switched protocols, which the request did not ask for")
 		}
 		if resp.StatusCode >= 100 && resp.StatusCode < 200 {
 			if n1xx++; n1xx > max1xxResponses {
-				return nil, errors.New("net/http: too many 1xx informational responses")
+				return answer{}, errors.New("net/http: too many 1xx informational responses")
 			}
 			writeStatus(rc.bw, resp)
 			_ = resp.Header.Write(rc.bw)
@@ -546,10 +554,11 @@ func (rc *rawConn) roundTrip(uc *upConn, method string, body []byte) (*http.Resp
 		if resp.ContentLength < 0 || int64(uc.br.Buffered()) < resp.ContentLength {
 			uc.deadline = time.Time{}
 			if err := uc.c.SetReadDeadline(time.Time{}); err != nil {
-				return nil, err
+				return answer{}, err
 			}
 		}
-		return resp, nil
+		_, retryAfter := resp.Header["Retry-After"]
+		return answer{resp: resp, status: resp.StatusCode, retryAfter: retryAfter}, nil
 	}
 }
 
@@ -610,17 +619,7 @@ func (rc *rawConn) named(name []byte) bool {
 // writeStatus writes resp's status line as net/http.Server would for its
 // code.
 func writeStatus(bw *bufio.Writer, resp *http.Response) {
-	var b [3]byte
-	_, _ = bw.WriteString("HTTP/1.1 ")
-	_, _ = bw.Write(strconv.AppendInt(b[:0], int64(resp.StatusCode), 10))
-	_ = bw.WriteByte(' ')
-	if text := http.StatusText(resp.StatusCode); text != "" {
-		_, _ = bw.WriteString(text)
-	} else {
-		_, _ = bw.WriteString("status code ")
-		_, _ = bw.Write(strconv.AppendInt(b[:0], int64(resp.StatusCode), 10))
-	}
-	_, _ = bw.WriteString("\r\n")
+	_, _ = bw.WriteString(statusLine(resp.StatusCode))
 }
 
 // respond passes resp on to the visitor, then releases uc. It reports
@@ -701,7 +700,7 @@ func copyInto(bw *bufio.Writer, src io.Reader) error {
 
 func isEventStream(resp *http.Response) bool {
 	ct := resp.Header["Content-Type"]
-	if len(ct) == 0 {
+	if len(ct) == 0 || len(ct[0]) < 17 || !asciiEq([]byte(ct[0][:17]), "text/event-stream") {
 		return false
 	}
 	base, _, _ := mime.ParseMediaType(ct[0])

@@ -57,6 +57,26 @@ func newEchoOrigin(t *testing.T) *echoOrigin {
 			_, _ = brw.WriteString("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nuntil the end")
 			_ = brw.Flush()
 			_ = c.Close()
+		case "/http10": // an HTTP/1.0 answer with a length
+			c, brw, _ := w.(http.Hijacker).Hijack()
+			_, _ = brw.WriteString("HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 5\r\nX-Old: yes\r\n\r\nhello")
+			_ = brw.Flush()
+			_ = c.Close()
+		case "/odd": // lower-case names, an unknown status, named hop-by-hop headers
+			c, brw, _ := w.(http.Hijacker).Hijack()
+			_, _ = brw.WriteString("HTTP/1.1 299 \r\ncontent-type: text/plain\r\ncontent-length: 2\r\nconnection: x-a\r\nX-A: 1\r\nkeep-alive: 5\r\nx-b:\t b \r\n\r\nok")
+			_ = brw.Flush()
+			_ = c.Close()
+		case "/closing": // a length, and the origin closes after
+			c, brw, _ := w.(http.Hijacker).Hijack()
+			_, _ = brw.WriteString("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 3\r\nConnection: close\r\n\r\nbye")
+			_ = brw.Flush()
+			_ = c.Close()
+		case "/big":
+			_, _ = w.Write(bytes.Repeat([]byte("z"), 100<<10))
+		case "/bighead":
+			w.Header().Set("X-Long", strings.Repeat("h", 5000))
+			_, _ = io.WriteString(w, "long head")
 		case "/early":
 			w.Header().Set("Link", "</style.css>; rel=preload")
 			w.WriteHeader(http.StatusEarlyHints)
@@ -167,6 +187,12 @@ func TestRawMatchesHandler(t *testing.T) {
 		{name: "103 then 200", req: "GET /early HTTP/1.1\r\n" + host + "\r\n"},
 		{name: "204", req: "GET /204 HTTP/1.1\r\n" + host + "\r\n"},
 		{name: "304", req: "GET /304 HTTP/1.1\r\n" + host + "If-None-Match: \"v1\"\r\n\r\n"},
+		{name: "HTTP/1.0 answer", req: "GET /http10 HTTP/1.1\r\n" + host + "\r\n"},
+		{name: "odd answer", req: "GET /odd HTTP/1.1\r\n" + host + "\r\n"},
+		{name: "answer with a length, then close", req: "GET /closing HTTP/1.1\r\n" + host + "\r\n"},
+		{name: "body larger than the buffers", req: "GET /big HTTP/1.1\r\n" + host + "\r\n"},
+		{name: "head larger than the origin buffer", req: "GET /bighead HTTP/1.1\r\n" + host + "\r\n"},
+		{name: "HEAD of a large body", req: "HEAD /big HTTP/1.1\r\n" + host + "\r\n"},
 		{name: "503 passed on", req: "GET /503 HTTP/1.1\r\n" + host + "\r\n"},
 		{name: "HTTP/1.0", req: "GET / HTTP/1.0\r\n" + host + "\r\n", handoff: true},
 		{name: "chunked request body", req: "PUT /doc HTTP/1.1\r\n" + host + "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", handoff: true},
@@ -197,6 +223,29 @@ func TestRawMatchesHandler(t *testing.T) {
 				t.Errorf("handed off to net/http: %v, want %v", handed, tt.handoff)
 			}
 		})
+	}
+}
+
+// Where the raw path and net/http differ on purpose: net/http.Server sniffs
+// a Content-Type for an answer that has none, and http.ReadResponse drops
+// a "Connection: close" header before the proxy can remove the headers it
+// names. The raw path passes the answer on as it came, as HAProxy does,
+// and removes what Connection names (RFC 9110 section 7.6.1).
+func TestRawAnswerAsItCame(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, brw, _ := w.(http.Hijacker).Hijack()
+		defer c.Close()
+		_, _ = brw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: X-Secret, close\r\nX-Secret: s\r\nX-Kept: k\r\n\r\n<html")
+		_ = brw.Flush()
+	}))
+	t.Cleanup(origin.Close)
+	h := newHarness(t, Options{}, snapshot(publication.Origin{Name: "a1", Address: origin.URL, State: "healthy"}))
+	for i := range 2 { // the second on a new origin connection
+		got := exchange(t, strings.TrimPrefix(h.url, "http://"), "GET / HTTP/1.1\r\nHost: www.example.com\r\n\r\n")
+		want := "HTTP/1.1 200 OK te=[] len=5 close=false\nContent-Length: 5\nX-Kept: k\nbody \"<html\" trailer map[]"
+		if got = strings.ReplaceAll(got, "\r\n", "\n"); got != want {
+			t.Errorf("request %d: got\n%s", i, got)
+		}
 	}
 }
 
@@ -467,6 +516,47 @@ func FuzzParseRequest(f *testing.F) {
 		}
 		if req.Close != r.close {
 			t.Fatalf("%q: close %v, net/http %v", head, r.close, req.Close)
+		}
+	})
+}
+
+// FuzzParseAnswer: an answer head the raw path reads in place is one
+// http.ReadResponse reads the same way: status, length, and close.
+func FuzzParseAnswer(f *testing.F) {
+	for _, s := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n",
+		"HTTP/1.1 503 \r\nretry-after: 5\r\ncontent-length: 0\r\nConnection: close, x\r\n\r\n",
+		"HTTP/1.1 204 No Content\r\n\r\n",
+		"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nContent-Length: 0007\r\n\r\n",
+	} {
+		f.Add([]byte(s), false)
+	}
+	f.Fuzz(func(t *testing.T, in []byte, head bool) {
+		end, ok := headEnd(in)
+		if end == 0 || !ok {
+			return
+		}
+		method := http.MethodGet
+		if head {
+			method = http.MethodHead
+		}
+		rc := &rawConn{}
+		a, ok := rc.parseAnswer(in[:end], method)
+		if !ok {
+			return
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(in[:end])), &http.Request{Method: method})
+		if err != nil {
+			t.Fatalf("the raw path reads %q, http.ReadResponse refuses it: %v", in[:end], err)
+		}
+		if resp.StatusCode != a.status || resp.Close != a.close {
+			t.Fatalf("%q: status %d close %v, http.ReadResponse %d %v", in[:end], a.status, a.close, resp.StatusCode, resp.Close)
+		}
+		if a.length >= 0 && resp.ContentLength != a.length {
+			t.Fatalf("%q: length %d, http.ReadResponse %d", in[:end], a.length, resp.ContentLength)
+		}
+		if _, retry := resp.Header["Retry-After"]; retry != a.retryAfter {
+			t.Fatalf("%q: retry-after %v", in[:end], a.retryAfter)
 		}
 	})
 }

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,6 +63,7 @@ type Server struct {
 	wg      sync.WaitGroup
 
 	handedOff atomic.Int64 // connections handed to net/http
+	panics    atomic.Int64 // connections ended by a panic (a bug): tests want none
 }
 
 // NewServer returns a server for p. A request head must arrive within
@@ -251,6 +253,9 @@ type rawConn struct {
 	head     []byte // a copy of the current request head
 	req      rawRequest
 	body     []byte // the current request's body (reused)
+	// respNamed are the headers the answer's Connection names: slices of
+	// the origin connection's buffer, valid until its head is discarded.
+	respNamed [][]byte
 }
 
 // serve runs the connection's requests until it closes, times out, asks to
@@ -259,7 +264,8 @@ func (rc *rawConn) serve() {
 	handed := false
 	defer func() {
 		if v := recover(); v != nil {
-			rc.p.opts.Log.Error("proxy: a visitor connection failed; it is closed", "panic", fmt.Sprint(v))
+			rc.s.panics.Add(1)
+			rc.p.opts.Log.Error("proxy: a visitor connection failed; it is closed", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 		}
 		rc.s.forget(rc)
 		if !handed {
