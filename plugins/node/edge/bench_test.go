@@ -157,7 +157,10 @@ http {
     fastcgi_temp_path %[2]s/fastcgi;
     uwsgi_temp_path %[2]s/uwsgi;
     scgi_temp_path %[2]s/scgi;
-    upstream www { server %[3]s; keepalive 64; }
+    # The load keeps each connection for a whole round: nginx's default of
+    # 1000 requests a connection would close some under it.
+    keepalive_requests 1000000;
+    upstream www { server %[3]s; keepalive 64; keepalive_requests 1000000; }
     server {
         listen %[4]s;
         location / {
