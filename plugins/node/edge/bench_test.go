@@ -51,8 +51,8 @@ func BenchmarkEdgeCompare(b *testing.B) {
 	front := httptest.NewServer(p)
 	b.Cleanup(front.Close)
 
-	haListen := startHAProxyPeer(b, dir, haproxyBin, originAddr)
-	ngListen := startNginxPeer(b, dir, nginxBin, originAddr)
+	haListen, _ := startHAProxyPeer(b, dir, haproxyBin, originAddr)
+	ngListen, _ := startNginxPeer(b, dir, nginxBin, originAddr)
 
 	peers := []struct{ name, url string }{{"vigil", front.URL + "/"}, {"haproxy", "http://" + haListen + "/"}, {"nginx", "http://" + ngListen + "/"}}
 	for _, pr := range peers {
@@ -114,8 +114,8 @@ func measure(b *testing.B, url string, n int) (float64, time.Duration) {
 
 // startHAProxyPeer runs HAProxy from bin in dir as a reverse proxy to the
 // origin at originAddr (host:port), with upstream connections reused, and
-// returns the address it listens on.
-func startHAProxyPeer(b *testing.B, dir, bin, originAddr string) string {
+// returns the address it listens on and its process id.
+func startHAProxyPeer(b *testing.B, dir, bin, originAddr string) (string, int) {
 	listen := testnet.Addr(b)
 	cfg := filepath.Join(dir, "haproxy.cfg")
 	writeFile(b, cfg, fmt.Sprintf(`global
@@ -132,12 +132,12 @@ backend www
     http-reuse always
     server a1 %s
 `, listen, originAddr))
-	daemon(b, dir, bin, "-W", "-db", "-f", cfg)
-	return listen
+	cmd := daemon(b, dir, bin, "-W", "-db", "-f", cfg)
+	return listen, cmd.Process.Pid
 }
 
 // startNginxPeer is startHAProxyPeer for nginx.
-func startNginxPeer(b *testing.B, dir, bin, originAddr string) string {
+func startNginxPeer(b *testing.B, dir, bin, originAddr string) (string, int) {
 	listen := testnet.Addr(b)
 	user := ""
 	if os.Geteuid() == 0 {
@@ -172,6 +172,6 @@ http {
     }
 }
 `, user, dir, originAddr, listen))
-	daemon(b, dir, bin, "-p", dir, "-c", cfg, "-e", dir+"/error.log")
-	return listen
+	cmd := daemon(b, dir, bin, "-p", dir, "-c", cfg, "-e", dir+"/error.log")
+	return listen, cmd.Process.Pid
 }

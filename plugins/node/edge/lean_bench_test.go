@@ -2,9 +2,15 @@ package edge_test
 
 import (
 	"bufio"
+	"bytes"
+	"fmt"
+	"io"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,31 +22,43 @@ import (
 // BenchmarkEdgeLean is BenchmarkEdgeCompare with a load generator and an
 // origin that cost little CPU (raw HTTP/1.1 over 64 keep-alive connections,
 // like wrk -c64; no net/http on either side), so that what is compared is the
-// proxies themselves: vigil-node's proxy behind an http.Server configured as
-// -proxy-listen, HAProxy and nginx (each skipped when absent), and the origin
-// directly. They run in alternation, 3 rounds, in one run; the ratios are
-// medians over the rounds:
+// proxies themselves: vigil-node's proxy on its Server as -proxy-listen runs
+// it, HAProxy and nginx (each skipped when absent), each in a process of its
+// own, and the origin directly. They run in alternation, 3 rounds, in one
+// run; the ratios are medians over the rounds (VIGIL_BENCH_IN_PROCESS=1
+// adds the proxy inside the benchmark's own process, sharing its scheduler
+// with the load and the origin, as "vigil-in-process"):
 //
 //	go test -run '^$' -bench EdgeLean -benchtime 60000x ./plugins/node/edge
 //
 // vigil/haproxy-rps is vigil-node's throughput over HAProxy's (the goal of
-// issue 19 is 0.8 or more); haproxy/vigil-p99 above 1 means vigil-node's p99
-// is lower.
+// issue 19 is 0.8 or more); haproxy/vigil-p50 and -p99 above 1 mean
+// vigil-node's latency is lower; NAME-cpu-µs/req is the CPU time (user and
+// system, its worker processes' too) each proxy spent per request.
 func BenchmarkEdgeLean(b *testing.B) {
 	origin := leanload.Origin(b)
 	dir := b.TempDir()
-	p, err := proxy.New(proxy.Options{})
-	if err != nil {
-		b.Fatal(err)
+	type target struct {
+		name, addr string
+		pid        int // its process, whose CPU time is counted (0: none)
 	}
-	p.SetSnapshot(&publication.Snapshot{Version: 1, Sites: []publication.Site{{Name: "www", Hostname: hostname, Level: 1,
-		Origins: []publication.Origin{{Name: "a1", Address: "http://" + origin, State: "healthy"}}}}})
-	targets := []struct{ name, addr string }{{"direct", origin}, {"vigil", leanload.ServeOn(b, p.NewServer(0, 0))}}
+	vigilAddr, vigilPid := startLeanProxy(b, origin)
+	targets := []target{{"direct", origin, 0}, {"vigil", vigilAddr, vigilPid}}
+	if os.Getenv("VIGIL_BENCH_IN_PROCESS") != "" {
+		p, err := proxy.New(proxy.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.SetSnapshot(leanSnapshot(origin))
+		targets = append(targets, target{"vigil-in-process", leanload.ServeOn(b, p.NewServer(0, 0)), 0})
+	}
 	if bin, ok := lookPeer("haproxy"); ok {
-		targets = append(targets, struct{ name, addr string }{"haproxy", startHAProxyPeer(b, dir, bin, origin)})
+		addr, pid := startHAProxyPeer(b, dir, bin, origin)
+		targets = append(targets, target{"haproxy", addr, pid})
 	}
 	if bin, ok := lookPeer("nginx"); ok {
-		targets = append(targets, struct{ name, addr string }{"nginx", startNginxPeer(b, dir, bin, origin)})
+		addr, pid := startNginxPeer(b, dir, bin, origin)
+		targets = append(targets, target{"nginx", addr, pid})
 	}
 	for _, t := range targets {
 		waitLean(b, t.addr)
@@ -48,12 +66,20 @@ func BenchmarkEdgeLean(b *testing.B) {
 	}
 	const rounds = 3
 	rps := map[string][]float64{}
+	p50 := map[string][]float64{}
 	p99 := map[string][]float64{}
+	cpu := map[string]time.Duration{} // the proxy's CPU time, its children's too
+	served := map[string]int{}
 	b.ResetTimer()
 	for range rounds {
 		for _, t := range targets {
-			r, _, l99 := leanload.Load(b, t.addr, hostname, 64, max(b.N/rounds, 640))
+			n := max(b.N/rounds, 640)
+			before := treeCPU(t.pid)
+			r, l50, l99 := leanload.Load(b, t.addr, hostname, 64, n)
+			cpu[t.name] += treeCPU(t.pid) - before
+			served[t.name] += n
 			rps[t.name] = append(rps[t.name], r)
+			p50[t.name] = append(p50[t.name], float64(l50))
 			p99[t.name] = append(p99[t.name], float64(l99))
 		}
 	}
@@ -70,10 +96,127 @@ func BenchmarkEdgeLean(b *testing.B) {
 			continue
 		}
 		b.ReportMetric(ratio(rps["vigil"], rps[t.name]), "vigil/"+t.name+"-rps")
+		b.ReportMetric(ratio(p50[t.name], p50["vigil"]), t.name+"/vigil-p50")
 		b.ReportMetric(ratio(p99[t.name], p99["vigil"]), t.name+"/vigil-p99")
 	}
+	for _, t := range targets {
+		if t.pid != 0 && cpu[t.name] > 0 {
+			b.ReportMetric(float64(cpu[t.name].Nanoseconds())/float64(served[t.name])/1e3, t.name+"-cpu-µs/req")
+		}
+	}
+
 	b.ReportMetric(leanload.Median(rps["vigil"]), "vigil-rps")
 	b.ReportMetric(leanload.Median(p99["vigil"])/1e3, "vigil-p99-µs")
+}
+
+// treeCPU is the user and system CPU time of process pid and its
+// descendants (HAProxy's and nginx's workers), from /proc; 0 when pid is 0
+// or /proc cannot tell.
+func treeCPU(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	parent := map[int]int{}
+	ticks := map[int]int64{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ... utime(14) stime(15): comm may hold
+		// spaces, so the fields are counted after its ")".
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		pp, _ := strconv.Atoi(f[1])
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		parent[p], ticks[p] = pp, ut+st
+	}
+	var total int64
+	for p, t := range ticks {
+		for q := p; q > 1; q = parent[q] {
+			if q == pid {
+				total += t
+				break
+			}
+		}
+	}
+	return time.Duration(total) * time.Second / 100 // USER_HZ
+}
+
+func leanSnapshot(origin string) *publication.Snapshot {
+	return &publication.Snapshot{Version: 1, Sites: []publication.Site{{Name: "www", Hostname: hostname, Level: 1,
+		Origins: []publication.Origin{{Name: "a1", Address: "http://" + origin, State: "healthy"}}}}}
+}
+
+// startLeanProxy runs vigil-node's proxy (its Server, as -proxy-listen) in
+// a process of its own, as HAProxy and nginx run: this test binary again,
+// running TestLeanProxyProcess. It returns the proxy's address and
+// process id.
+func startLeanProxy(b *testing.B, origin string) (string, int) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLeanProxyProcess$")
+	cmd.Env = append(os.Environ(), "VIGIL_LEAN_PROXY_ORIGIN="+origin)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = stdin.Close() // the process ends when its stdin does
+		if err := cmd.Wait(); err != nil {
+			b.Errorf("the proxy process: %v", err)
+		}
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
+	if err != nil || !ok {
+		b.Fatalf("the proxy process said %q (%v)", line, err)
+	}
+	return addr, cmd.Process.Pid
+}
+
+// TestLeanProxyProcess is BenchmarkEdgeLean's proxy process; run alone,
+// it skips.
+func TestLeanProxyProcess(t *testing.T) {
+	origin := os.Getenv("VIGIL_LEAN_PROXY_ORIGIN")
+	if origin == "" {
+		t.Skip("the proxy process of BenchmarkEdgeLean, which starts it")
+	}
+	p, err := proxy.New(proxy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.SetSnapshot(leanSnapshot(origin))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := p.NewServer(0, 0)
+	go func() { _ = s.Serve(ln) }()
+	fmt.Println("listening on", ln.Addr())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	_ = s.Close()
 }
 
 // lookPeer finds an edge binary, or reports it absent (the benchmark then
