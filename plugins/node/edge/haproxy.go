@@ -107,8 +107,11 @@ func NewHAProxy(opts HAProxyOptions) (*HAProxy, error) {
 	if h.opts.Resolve == nil {
 		h.opts.Resolve = resolve
 	}
-	if h.opts.RemoveAfter == 0 {
+	switch {
+	case h.opts.RemoveAfter == 0:
 		h.opts.RemoveAfter = DefaultHAProxyRemoveAfter
+	case h.opts.RemoveAfter < 0:
+		h.opts.RemoveAfter = 0 // at the first apply (and logged as 0s)
 	}
 	if h.opts.Log == nil {
 		h.opts.Log = hclog.NewNullLogger()

@@ -78,6 +78,8 @@ func TestHAProxyRemovalFlagsRefused(t *testing.T) {
 			[]string{"-haproxy-drain-timeout", "need -haproxy-socket"}},
 		{"remove after without socket", []string{"-haproxy-remove-after", "0"},
 			[]string{"-haproxy-remove-after", "need -haproxy-socket"}},
+		{"unknown log level", []string{"-haproxy-socket", "/run/haproxy/admin.sock", "-log-level", "bogus"},
+			[]string{`-log-level "bogus"`, "give one of", "debug"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := captureHAProxy(t)

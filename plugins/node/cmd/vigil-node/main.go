@@ -94,6 +94,9 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("-labels: %w", err)
 	}
+	if hclog.LevelFromString(*logLevel) == hclog.NoLevel {
+		return fmt.Errorf("-log-level %q: give one of trace, debug, info, warn, error", *logLevel)
+	}
 	log := newLogger(*logLevel, *logJSON, os.Stderr)
 	cfg := agent.Config{
 		Gateway: *gateway, ID: *id, Labels: set, ControlPlane: *controlPlane, StateDir: *stateDir,
