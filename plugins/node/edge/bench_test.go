@@ -132,7 +132,8 @@ backend www
     http-reuse always
     server a1 %s
 `, listen, originAddr))
-	cmd := daemon(b, dir, bin, "-W", "-db", "-f", cfg)
+	name, args := pinned(bin, "-W", "-db", "-f", cfg)
+	cmd := daemon(b, dir, name, args...)
 	return listen, cmd.Process.Pid
 }
 
@@ -172,6 +173,7 @@ http {
     }
 }
 `, user, dir, originAddr, listen))
-	cmd := daemon(b, dir, bin, "-p", dir, "-c", cfg, "-e", dir+"/error.log")
+	name, args := pinned(bin, "-p", dir, "-c", cfg, "-e", dir+"/error.log")
+	cmd := daemon(b, dir, name, args...)
 	return listen, cmd.Process.Pid
 }

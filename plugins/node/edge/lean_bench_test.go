@@ -27,7 +27,8 @@ import (
 // own, and the origin directly. They run in alternation, 3 rounds, in one
 // run; the ratios are medians over the rounds (VIGIL_BENCH_IN_PROCESS=1
 // adds the proxy inside the benchmark's own process, sharing its scheduler
-// with the load and the origin, as "vigil-in-process"):
+// with the load and the origin, as "vigil-in-process"; with
+// VIGIL_BENCH_PROXY_CPUS each proxy runs on those CPUs only, see pinned):
 //
 //	go test -run '^$' -bench EdgeLean -benchtime 60000x ./plugins/node/edge
 //
@@ -168,7 +169,8 @@ func leanSnapshot(origin string) *publication.Snapshot {
 // running TestLeanProxyProcess. It returns the proxy's address and
 // process id.
 func startLeanProxy(b *testing.B, origin string) (string, int) {
-	cmd := exec.Command(os.Args[0], "-test.run=^TestLeanProxyProcess$")
+	name, args := pinned(os.Args[0], "-test.run=^TestLeanProxyProcess$")
+	cmd := exec.Command(name, args...)
 	cmd.Env = append(os.Environ(), "VIGIL_LEAN_PROXY_ORIGIN="+origin)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -194,6 +196,22 @@ func startLeanProxy(b *testing.B, origin string) (string, int) {
 		b.Fatalf("the proxy process said %q (%v)", line, err)
 	}
 	return addr, cmd.Process.Pid
+}
+
+// pinned runs bin with args on the CPUs VIGIL_BENCH_PROXY_CPUS names
+// (taskset's list, e.g. "1"), when it is set and taskset is installed: each
+// proxy then has its cores to itself, and the load generator (run apart,
+// e.g. under taskset -c 0, as make bench-ratios does) does not take them.
+func pinned(bin string, args ...string) (string, []string) {
+	cpus := os.Getenv("VIGIL_BENCH_PROXY_CPUS")
+	if cpus == "" {
+		return bin, args
+	}
+	taskset, err := exec.LookPath("taskset")
+	if err != nil {
+		return bin, args
+	}
+	return taskset, append([]string{"-c", cpus, bin}, args...)
 }
 
 // TestLeanProxyProcess is BenchmarkEdgeLean's proxy process; run alone,
