@@ -21,9 +21,6 @@ import (
 	"github.com/vigilcdn/vigil/sdk/publication"
 )
 
-// dynamicIDBase is the first id the driver gives the servers it adds.
-const dynamicIDBase = 1_000_000_000
-
 // siteSpec is one site of a removal test: its current level and every
 // level's origins (the topology).
 type siteSpec struct {
