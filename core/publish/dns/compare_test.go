@@ -1,13 +1,17 @@
 package dns
 
 import (
+	"bufio"
+	"bytes"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,36 +29,59 @@ import (
 // path before issue 19), and to NSD and Knot DNS serving the same zone when
 // nsd and knotd are installed (each skipped otherwise; both with their
 // default worker counts, on free loopback ports, with their files in
-// temporary directories). They run in alternation, 3 rounds, in one run; the
-// ratios are medians over the rounds (the cores are shared: compare the
-// ratios, never the absolute figures):
+// temporary directories). Every server runs in a process of its own:
+// vigil's two are this test binary again, running TestDNSServerProcess, so
+// that they do not share the load generator's Go scheduler
+// (VIGIL_BENCH_IN_PROCESS=1 adds both inside the benchmark's process as
+// well, as before, named fast-in-process and nofast-in-process). They run in
+// alternation, 3 rounds, in one run; the ratios are medians over the rounds
+// (the cores are shared: compare the ratios, never the absolute figures):
 //
 //	go test -run '^$' -bench DNSCompare -benchtime 200000x ./core/publish/dns
 //
 // fast/nofast-qps is the fast path's speed-up, fast/nsd-qps and
 // fast/knot-qps vigil against NSD and Knot (the goal of issue 19 is 0.8 or
-// more).
+// more). NAME-cpu-µs/q is the CPU time (user and system, of the server's
+// process and its children, from /proc) each server spent per query: it is
+// steadier than the queries per second on shared cores. With
+// VIGIL_BENCH_CPUPROFILE=DIR, vigil's server processes write their CPU
+// profiles to DIR/fast.prof and DIR/nofast.prof.
 func BenchmarkDNSCompare(b *testing.B) {
 	const names = 1000
 	hub := publish.NewHub()
-	snap := bigSnapshot(1, names)
-	hub.Publish(snap)
-	fast := start(b, newConfig(false), hub)
-	slowSrv, err := New(newConfig(false), hub, nil)
+	hub.Publish(bigSnapshot(1, names))
+	zoneOf, err := New(newConfig(false), hub, nil) // never started: its table is the zone NSD and Knot serve
 	if err != nil {
 		b.Fatal(err)
 	}
-	slowSrv.noFast = true
-	if err := slowSrv.Start(b.Context()); err != nil {
-		b.Fatal(err)
+	type target struct {
+		name, addr string
+		pid        int // its process, whose CPU time is counted (0: none)
 	}
-	b.Cleanup(func() { slowSrv.Close() })
-	targets := []struct{ name, addr string }{{"fast", fast.Addr()}, {"nofast", slowSrv.Addr()}}
-	if addr, ok := startNSD(b, fast.table.Load()); ok {
-		targets = append(targets, struct{ name, addr string }{"nsd", addr})
+	var targets []target
+	for _, name := range []string{"fast", "nofast"} {
+		addr, pid := startServerProcess(b, name, names)
+		targets = append(targets, target{name, addr, pid})
 	}
-	if addr, ok := startKnot(b, fast.table.Load()); ok {
-		targets = append(targets, struct{ name, addr string }{"knot", addr})
+	if os.Getenv("VIGIL_BENCH_IN_PROCESS") != "" {
+		for _, name := range []string{"fast", "nofast"} {
+			s, err := New(newConfig(false), hub, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s.noFast = name == "nofast"
+			if err := s.Start(b.Context()); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { s.Close() })
+			targets = append(targets, target{name + "-in-process", s.Addr(), 0})
+		}
+	}
+	if addr, pid, ok := startNSD(b, zoneOf.table.Load()); ok {
+		targets = append(targets, target{"nsd", addr, pid})
+	}
+	if addr, pid, ok := startKnot(b, zoneOf.table.Load()); ok {
+		targets = append(targets, target{"knot", addr, pid})
 	}
 	queries := make([][]byte, names)
 	for i := range queries {
@@ -67,10 +94,16 @@ func BenchmarkDNSCompare(b *testing.B) {
 	}
 	const rounds = 3
 	qps := map[string][]float64{}
+	cpu := map[string]time.Duration{}
+	served := map[string]int{}
 	b.ResetTimer()
 	for range rounds {
 		for _, t := range targets {
-			qps[t.name] = append(qps[t.name], udpLoad(b, t.addr, queries, 8, max(b.N/rounds, 800)))
+			n := max(b.N/rounds, 800)
+			before := procCPU(t.pid)
+			qps[t.name] = append(qps[t.name], udpLoad(b, t.addr, queries, 8, n))
+			cpu[t.name] += procCPU(t.pid) - before
+			served[t.name] += n
 		}
 	}
 	b.StopTimer()
@@ -82,18 +115,135 @@ func BenchmarkDNSCompare(b *testing.B) {
 		slices.Sort(rs)
 		return rs[len(rs)/2]
 	}
-	b.ReportMetric(ratio(qps["fast"], qps["nofast"]), "fast/nofast-qps")
-	if _, ok := qps["nsd"]; ok {
-		b.ReportMetric(ratio(qps["fast"], qps["nsd"]), "fast/nsd-qps")
-		b.ReportMetric(ratio(qps["nofast"], qps["nsd"]), "nofast/nsd-qps")
+	report := func(a, c string) {
+		if _, ok := qps[a]; !ok {
+			return
+		}
+		if _, ok := qps[c]; ok {
+			b.ReportMetric(ratio(qps[a], qps[c]), a+"/"+c+"-qps")
+		}
 	}
-	if _, ok := qps["knot"]; ok {
-		b.ReportMetric(ratio(qps["fast"], qps["knot"]), "fast/knot-qps")
-		b.ReportMetric(ratio(qps["nofast"], qps["knot"]), "nofast/knot-qps")
+	report("fast", "nofast")
+	for _, peer := range []string{"nsd", "knot"} {
+		for _, a := range []string{"fast", "nofast", "fast-in-process"} {
+			report(a, peer)
+		}
+	}
+	for _, t := range targets {
+		if t.pid != 0 && cpu[t.name] > 0 {
+			b.ReportMetric(float64(cpu[t.name].Nanoseconds())/float64(served[t.name])/1e3, t.name+"-cpu-µs/q")
+		}
 	}
 	v := slices.Clone(qps["fast"])
 	slices.Sort(v)
 	b.ReportMetric(v[len(v)/2], "fast-q/s")
+}
+
+// startServerProcess runs vigil's server (name "fast", or "nofast" without
+// its fast path) on a loopback port in a process of its own, as NSD and Knot
+// run: this test binary again, running TestDNSServerProcess, with the zone of
+// bigSnapshot(1, names). It returns the server's address and process id; the
+// process ends when its stdin is closed, at the end of the benchmark.
+func startServerProcess(b *testing.B, name string, names int) (string, int) {
+	args := []string{"-test.run=^TestDNSServerProcess$"}
+	if dir := os.Getenv("VIGIL_BENCH_CPUPROFILE"); dir != "" {
+		args = append(args, "-test.cpuprofile="+filepath.Join(dir, name+".prof"))
+	}
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "VIGIL_BENCH_DNS_SERVER="+name, "VIGIL_BENCH_DNS_NAMES="+strconv.Itoa(names))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = stdin.Close()
+		if err := cmd.Wait(); err != nil {
+			b.Errorf("the %s server process: %v", name, err)
+		}
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
+	if err != nil || !ok {
+		b.Fatalf("the %s server process said %q (%v)", name, line, err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }() // the test framework's last words
+	return addr, cmd.Process.Pid
+}
+
+// TestDNSServerProcess is BenchmarkDNSCompare's server process: it serves
+// bigSnapshot(1, VIGIL_BENCH_DNS_NAMES) on a loopback port, with the fast
+// path unless VIGIL_BENCH_DNS_SERVER is "nofast", prints "listening on
+// ADDR" and serves until its stdin closes. Run alone, it skips.
+func TestDNSServerProcess(t *testing.T) {
+	name := os.Getenv("VIGIL_BENCH_DNS_SERVER")
+	if name == "" {
+		t.Skip("the server process of BenchmarkDNSCompare, which starts it")
+	}
+	names, err := strconv.Atoi(os.Getenv("VIGIL_BENCH_DNS_NAMES"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := publish.NewHub()
+	hub.Publish(bigSnapshot(1, names))
+	s, err := New(newConfig(false), hub, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.noFast = name == "nofast"
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("listening on", s.Addr())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	_ = s.Close()
+}
+
+// procCPU is the user and system CPU time of process pid and its
+// descendants (NSD's server and xfrd children), from /proc; 0 when pid is 0
+// or /proc cannot tell.
+func procCPU(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	entries, _ := os.ReadDir("/proc")
+	parent, ticks := map[int]int{}, map[int]int64{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		i := bytes.LastIndexByte(stat, ')') // comm may hold spaces: count the fields after it
+		if err != nil || i < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[i+1:])) // state ppid ... utime(12th) stime(13th)
+		if len(f) < 13 {
+			continue
+		}
+		parent[p], _ = strconv.Atoi(f[1])
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		ticks[p] = ut + st
+	}
+	var total int64
+	for p, n := range ticks {
+		for q := p; q > 1; q = parent[q] {
+			if q == pid {
+				total += n
+				break
+			}
+		}
+	}
+	return time.Duration(total) * time.Second / 100 // USER_HZ
 }
 
 // udpLoad sends n queries (cycling through queries) from clients sockets,
@@ -212,9 +362,9 @@ func freeLoopbackPort(b *testing.B) int {
 }
 
 // runDaemon starts cmd with its output in dir/out, stops it when the
-// benchmark ends, and waits until addr answers an A query of the zone; the
-// logs are shown if it never does.
-func runDaemon(b *testing.B, name string, cmd *exec.Cmd, dir, addr string, logs ...string) {
+// benchmark ends, waits until addr answers an A query of the zone (the
+// logs are shown if it never does) and returns its process id.
+func runDaemon(b *testing.B, name string, cmd *exec.Cmd, dir, addr string, logs ...string) int {
 	outPath := filepath.Join(dir, name+".out")
 	out, err := os.Create(outPath)
 	if err != nil {
@@ -230,7 +380,7 @@ func runDaemon(b *testing.B, name string, cmd *exec.Cmd, dir, addr string, logs 
 	m.SetQuestion("s1.cdn.example.net.", dns.TypeA)
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		if r, _, err := c.Exchange(m, addr); err == nil && len(r.Answer) > 0 {
-			return
+			return cmd.Process.Pid
 		}
 		if time.Now().After(deadline) {
 			var all strings.Builder
@@ -244,13 +394,13 @@ func runDaemon(b *testing.B, name string, cmd *exec.Cmd, dir, addr string, logs 
 	}
 }
 
-// startNSD runs NSD on a free loopback port with t's zone, or reports false
-// when nsd is not installed.
-func startNSD(b *testing.B, t *table) (string, bool) {
+// startNSD runs NSD on a free loopback port with t's zone and returns its
+// address and process id, or reports false when nsd is not installed.
+func startNSD(b *testing.B, t *table) (string, int, bool) {
 	bin := findDaemon("nsd", "/usr/sbin", "/usr/local/sbin")
 	if bin == "" {
 		b.Log("nsd is not installed: comparing without it")
-		return "", false
+		return "", 0, false
 	}
 	dir := b.TempDir()
 	writeZone(b, t, filepath.Join(dir, "zone"))
@@ -278,20 +428,20 @@ zone:
 		b.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	runDaemon(b, "nsd", exec.Command(bin, "-d", "-c", cfg), dir, addr, filepath.Join(dir, "nsd.log"))
-	return addr, true
+	pid := runDaemon(b, "nsd", exec.Command(bin, "-d", "-c", cfg), dir, addr, filepath.Join(dir, "nsd.log"))
+	return addr, pid, true
 }
 
 // startKnot runs Knot DNS on a free loopback port with t's zone, its
 // configuration, storage (journal, timers, KASP) and rundir (control
-// socket, pid file) in a temporary directory, or reports false when knotd
-// is not installed. The zone is only served: no zone file sync, no journal,
-// no DNSSEC signing.
-func startKnot(b *testing.B, t *table) (string, bool) {
+// socket, pid file) in a temporary directory and returns its address and
+// process id, or reports false when knotd is not installed. The zone is
+// only served: no zone file sync, no journal, no DNSSEC signing.
+func startKnot(b *testing.B, t *table) (string, int, bool) {
 	bin := findDaemon("knotd", "/usr/sbin", "/usr/local/sbin")
 	if bin == "" {
 		b.Log("knotd is not installed: comparing without it")
-		return "", false
+		return "", 0, false
 	}
 	dir := b.TempDir()
 	writeZone(b, t, filepath.Join(dir, "zone"))
@@ -323,6 +473,6 @@ zone:
 		b.Fatal(err)
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	runDaemon(b, "knot", exec.Command(bin, "-c", cfg), dir, addr)
-	return addr, true
+	pid := runDaemon(b, "knot", exec.Command(bin, "-c", cfg), dir, addr)
+	return addr, pid, true
 }
