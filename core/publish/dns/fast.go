@@ -10,7 +10,8 @@ package dns
 // path produced for the same question bytes from the same table, with the
 // query's ID and RD and CD bits patched in. Everything else, and the first
 // query of each question for each table, goes through the normal path; so
-// the bytes sent are the ones the normal path would send.
+// the bytes sent are the ones the normal path would send. The socket is
+// read and written in batches (batch.go).
 //
 // A question whose answer meets a failback ramp (a site with a Ramp) is
 // cached twice: the normal path's answer from the current level and its
@@ -23,9 +24,7 @@ package dns
 import (
 	"hash/maphash"
 	"math/rand/v2"
-	"net"
 	"sync"
-	"time"
 
 	"github.com/miekg/dns"
 )
@@ -101,44 +100,21 @@ func (s *Server) decorateReader(r dns.Reader) dns.Reader {
 	if s.noFast {
 		return r
 	}
-	return &fastReader{Reader: r, s: s, buf: make([]byte, readBuffer), out: make([]byte, 0, readBuffer), key: make([]byte, 0, 300)}
-}
-
-// fastReader answers plain UDP queries in the server's read loop and hands
-// every other packet to the normal path. One per listener, used by its read
-// loop alone.
-type fastReader struct {
-	dns.Reader
-	s             *Server
-	buf, out, key []byte
-}
-
-func (f *fastReader) ReadUDP(conn *net.UDPConn, timeout time.Duration) ([]byte, *dns.SessionUDP, error) {
-	for {
-		n, sess, err := dns.ReadFromSessionUDP(conn, f.buf)
-		if err != nil {
-			return nil, nil, err
-		}
-		if f.answer(conn, f.buf[:n], sess) {
-			continue
-		}
-		m := make([]byte, n)
-		copy(m, f.buf[:n])
-		return m, sess, nil
-	}
+	return &fastReader{Reader: r, s: s, key: make([]byte, 0, 300)}
 }
 
 // answer answers the query m and reports true, or reports false for the
-// normal path to answer it.
-func (f *fastReader) answer(conn *net.UDPConn, m []byte, sess *dns.SessionUDP) bool {
+// normal path to answer it. The answer to send is returned (nil: none);
+// an answer from the cache is copied into *out, which is grown as needed.
+func (f *fastReader) answer(m []byte, out *[]byte) ([]byte, bool) {
 	if len(m) < 17 || m[2]&0xf8 != 0 || // QR = 0, opcode QUERY
 		m[4] != 0 || m[5] != 1 || m[6] != 0 || m[7] != 0 || m[8] != 0 || m[9] != 0 || m[10] != 0 || m[11] > 1 {
-		return false
+		return nil, false
 	}
 	off := 12
 	for {
 		if off >= len(m) {
-			return false
+			return nil, false
 		}
 		l := int(m[off])
 		if l == 0 {
@@ -146,16 +122,16 @@ func (f *fastReader) answer(conn *net.UDPConn, m []byte, sess *dns.SessionUDP) b
 			break
 		}
 		if l&0xc0 != 0 {
-			return false // a pointer (or a reserved label type)
+			return nil, false // a pointer (or a reserved label type)
 		}
 		off += 1 + l
 		if off-12 > 255 {
-			return false
+			return nil, false
 		}
 	}
 	qend := off + 4
 	if qend > len(m) {
-		return false
+		return nil, false
 	}
 	variant := byte(0)
 	limit := dns.MinMsgSize
@@ -165,7 +141,7 @@ func (f *fastReader) answer(conn *net.UDPConn, m []byte, sess *dns.SessionUDP) b
 		// extended rcode, version, flags; no options.
 		if qend+11 != len(m) || m[qend] != 0 || m[qend+1] != 0 || m[qend+2] != 41 ||
 			m[qend+5] != 0 || m[qend+6] != 0 || m[qend+9] != 0 || m[qend+10] != 0 {
-			return false
+			return nil, false
 		}
 		size := int(m[qend+3])<<8 | int(m[qend+4])
 		limit = min(max(size, dns.MinMsgSize), readBuffer)
@@ -176,7 +152,7 @@ func (f *fastReader) answer(conn *net.UDPConn, m []byte, sess *dns.SessionUDP) b
 		end = qend + 11
 	}
 	if end != len(m) {
-		return false
+		return nil, false
 	}
 	t := f.s.table.Load()
 	key := append(append(f.key[:0], m[12:qend]...), variant)
@@ -186,31 +162,28 @@ func (f *fastReader) answer(conn *net.UDPConn, m []byte, sess *dns.SessionUDP) b
 		a = a.alt
 	}
 	if a != nil && len(a.wire) <= limit {
-		out := append(f.out[:0], a.wire...)
-		f.out = out
-		out[0], out[1] = m[0], m[1]
-		out[2] = out[2]&^0x01 | m[2]&0x01 // RD
-		out[3] = out[3]&^0x10 | m[3]&0x10 // CD
+		o := append((*out)[:0], a.wire...)
+		*out = o
+		o[0], o[1] = m[0], m[1]
+		o[2] = o[2]&^0x01 | m[2]&0x01 // RD
+		o[3] = o[3]&^0x10 | m[3]&0x10 // CD
 		f.s.counters.count(a.qtype, a.rcode)
-		if _, err := dns.WriteToSessionUDP(conn, out, sess); err != nil {
-			f.s.log.Debug("writing an answer", "client", sess.RemoteAddr().String(), "error", err)
-		}
-		return true
+		return o, true
 	}
 	// The normal path, by hand, from the same table; its answer is kept
 	// for the next query of these question bytes.
 	req := new(dns.Msg)
 	if err := req.Unpack(m); err != nil {
-		return false
+		return nil, false
 	}
 	resp, ramps := f.s.replyFrom(t, req, false, sideDraw, true)
 	if resp == nil {
-		return true
+		return nil, true
 	}
 	wire, err := resp.Pack()
 	if err != nil {
 		f.s.log.Debug("packing an answer", "error", err)
-		return true
+		return nil, true
 	}
 	if !resp.Truncated {
 		qtype := typeIndex(req.Question[0].Qtype)
@@ -227,8 +200,5 @@ func (f *fastReader) answer(conn *net.UDPConn, m []byte, sess *dns.SessionUDP) b
 			}
 		}
 	}
-	if _, err := dns.WriteToSessionUDP(conn, wire, sess); err != nil {
-		f.s.log.Debug("writing an answer", "client", sess.RemoteAddr().String(), "error", err)
-	}
-	return true
+	return wire, true
 }

@@ -141,6 +141,16 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("dns publisher: %w", err)
 	}
+	if !s.noFast {
+		// The fast path reads and writes the socket in batches (batch.go).
+		u, err := newUDPSocket(pc.(*net.UDPConn))
+		if err != nil {
+			pc.Close()
+			ln.Close()
+			return fmt.Errorf("dns publisher: listen udp %s: %w", s.listen, err)
+		}
+		pc = u
+	}
 	started := make(chan struct{}, 2)
 	errc := make(chan error, 2)
 	mk := func() *dns.Server {
