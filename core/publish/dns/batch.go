@@ -41,6 +41,10 @@ import (
 const (
 	// batchSize bounds the queries one recvmmsg reads (NSD reads 100).
 	batchSize = 32
+	// minBatch is the fewest slots a read offers: each read offers twice
+	// as many as the last one filled, since preparing the slots costs as
+	// much as reading does for a batch of one or two.
+	minBatch = 4
 	// oobSize holds the destination address control messages a
 	// dual-stack socket may attach to one query (IP_PKTINFO and
 	// IPV6_PKTINFO both, for an IPv4 query).
@@ -119,6 +123,7 @@ type fastReader struct {
 	// (and OOB on a wildcard listener), the answer buffers, one per slot,
 	// and the answers of the batch being sent.
 	in      []ipv4.Message
+	slots   int // offered by the next read
 	out     [][]byte
 	send    []ipv4.Message
 	sendBuf [][][]byte
@@ -171,16 +176,18 @@ func (f *fastReader) init(u *udpSocket) {
 		f.sendBuf[i] = make([][]byte, 1)
 	}
 	f.pending = make([]pendingQuery, 0, batchSize)
+	f.slots = minBatch
 }
 
 // serveBatch reads the queries waiting (at least one: it blocks until one
 // comes), answers those the fast path takes with one write, and queues the
 // others for the normal path.
 func (f *fastReader) serveBatch(u *udpSocket) error {
-	n, err := u.batch.ReadBatch(f.in, 0)
+	n, err := u.batch.ReadBatch(f.in[:f.slots], 0)
 	if err != nil {
 		return err
 	}
+	f.slots = min(max(2*n, minBatch), batchSize)
 	f.send = f.send[:0]
 	for i := range f.in[:n] {
 		msg := &f.in[i]

@@ -40,7 +40,11 @@ func (c *fakeBatch) ReadBatch(ms []ipv4.Message, _ int) (int, error) {
 		return 0, net.ErrClosed
 	}
 	b := c.batches[0]
-	c.batches = c.batches[1:]
+	if len(b) > len(ms) {
+		b, c.batches[0] = b[:len(ms)], b[len(ms):]
+	} else {
+		c.batches = c.batches[1:]
+	}
 	for i, p := range b {
 		ms[i].N = copy(ms[i].Buffers[0], p.wire)
 		ms[i].NN = 0
@@ -72,14 +76,18 @@ func (c *fakeBatch) WriteBatch(ms []ipv4.Message, _ int) (int, error) {
 	return n, nil
 }
 
-// fakeReader is s's fast reader over conn.
+// fakeReader is s's fast reader over conn, its next read offering every
+// slot.
 func fakeReader(t *testing.T, s *Server, conn *fakeBatch) (*fastReader, *udpSocket) {
 	t.Helper()
 	f, ok := s.decorateReader(nil).(*fastReader)
 	if !ok {
 		t.Fatal("no fast reader")
 	}
-	return f, &udpSocket{batch: conn}
+	u := &udpSocket{batch: conn}
+	f.init(u)
+	f.slots = batchSize
+	return f, u
 }
 
 // normalAnswer is the normal path's answer to wire, as the library packs
@@ -434,4 +442,56 @@ func TestCloseWhileReading(t *testing.T) {
 		t.Fatalf("the port is still taken after Close: %v", err)
 	}
 	pc.Close()
+}
+
+// TestBatchSlots: a read offers minBatch slots at first, twice as many as
+// the last read filled after that (up to batchSize), and fewer again when
+// the queue drains; queries beyond the slots offered wait for the next read
+// and are all answered, in order.
+func TestBatchSlots(t *testing.T) {
+	hub := publish.NewHub()
+	hub.Publish(bigSnapshot(1, 20))
+	s, err := New(newConfig(false), hub, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var queue []fakePacket
+	for i := range 100 {
+		queue = append(queue, fakePacket{query(uint16(i), fmt.Sprintf("s%d.cdn.example.net.", i%20), dns.TypeA, nil),
+			&net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 30000 + i}})
+	}
+	conn := &offeredBatch{fakeBatch: fakeBatch{batches: [][]fakePacket{queue}}}
+	f, ok := s.decorateReader(nil).(*fastReader)
+	if !ok {
+		t.Fatal("no fast reader")
+	}
+	if _, _, err := f.ReadPacketConn(&udpSocket{batch: conn}, time.Second); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("read: %v", err)
+	}
+	if want := []int{4, 8, 16, 32, 32, 32, 16}; !slices.Equal(conn.offered, want) {
+		t.Errorf("reads offered %v slots, want %v", conn.offered, want)
+	}
+	var sent []ipv4.Message
+	for _, w := range conn.writes {
+		sent = append(sent, w...)
+	}
+	if len(sent) != len(queue) {
+		t.Fatalf("%d answers to %d queries", len(sent), len(queue))
+	}
+	for i, p := range queue {
+		if sent[i].Addr != p.from || !bytes.Equal(sent[i].Buffers[0], normalAnswer(t, s, p.wire)) {
+			t.Fatalf("answer %d: %x to %v", i, sent[i].Buffers[0], sent[i].Addr)
+		}
+	}
+}
+
+// offeredBatch records how many slots each read offers.
+type offeredBatch struct {
+	fakeBatch
+	offered []int
+}
+
+func (c *offeredBatch) ReadBatch(ms []ipv4.Message, flags int) (int, error) {
+	c.offered = append(c.offered, len(ms))
+	return c.fakeBatch.ReadBatch(ms, flags)
 }
