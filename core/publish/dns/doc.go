@@ -59,7 +59,15 @@
 //
 // # Transport and malformed requests
 //
-// The server listens on UDP and TCP on the same port. It speaks EDNS0:
+// The server listens on UDP and TCP on the same port. Plain UDP queries
+// are answered by a fast path inside the read loop, from the packed answers
+// of the normal path (fast.go), reading up to 32 queries with one recvmmsg
+// and sending their answers with one sendmmsg (batch.go; one message per
+// call on other systems than Linux); every other query goes through
+// github.com/miekg/dns as before. On a wildcard listen address (0.0.0.0,
+// ::) each answer leaves from the address its query was sent to, on both
+// paths (as the library does; not on Windows and macOS, where it does not
+// either). It speaks EDNS0:
 // a UDP answer is sized to the client's advertised buffer (at least 512,
 // at most 4096 bytes), to 512 bytes without EDNS0, and gets the TC bit
 // when records had to be left out; TCP answers are complete. Names are
@@ -87,8 +95,12 @@
 //
 // BenchmarkDNSCompare (compare_test.go) sends the same UDP load to this
 // server, to the same server without its fast path, and to NSD and Knot DNS
-// serving the same zone (each skipped when not installed), and reports the
-// ratios of their queries per second, measured in one run. TestZonemaster
+// serving the same zone (each skipped when not installed), every one in a
+// process of its own (VIGIL_BENCH_IN_PROCESS=1 adds vigil's two inside the
+// benchmark's process too), and reports the ratios of their queries per
+// second, measured in one run, and each server's CPU time per query (from
+// /proc, steadier on shared cores; VIGIL_BENCH_CPUPROFILE=DIR profiles
+// vigil's server processes). TestZonemaster
 // (zonemaster_test.go) runs Zonemaster (zonemaster-cli, installed by make
 // deps) against two of these servers on loopback port 53: every test case
 // of its default profile that needs nothing but the zone's own name servers
