@@ -116,8 +116,13 @@ func (u *upstream) get(ctx context.Context) (*upConn, error) {
 		u.idle = u.idle[:n-1]
 		if now.Sub(c.idleAt) < idleConnTimeout {
 			u.mu.Unlock()
-			c.reused = true
-			return c, nil
+			if idleClean(c.c) {
+				c.reused = true
+				return c, nil
+			}
+			_ = c.c.Close()
+			u.mu.Lock()
+			continue
 		}
 		_ = c.c.Close()
 	}
@@ -134,6 +139,11 @@ func (u *upstream) dial(ctx context.Context) (*upConn, error) {
 }
 
 func (u *upstream) put(c *upConn) {
+	if c.br.Buffered() > 0 {
+		// Bytes past the answer's end: never the next answer's.
+		_ = c.c.Close()
+		return
+	}
 	c.idleAt = time.Now()
 	u.mu.Lock()
 	if !u.closed && len(u.idle) < maxIdlePerOrigin {

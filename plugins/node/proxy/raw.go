@@ -383,13 +383,11 @@ func (rc *rawConn) serveRequest(n int) (keep, take bool) {
 		return false, false
 	}
 	_, _ = rc.br.Discard(n)
+	defer rc.endRequest()
 	var body []byte
 	if r.contentLength > 0 {
-		if int64(cap(rc.body)) < r.contentLength {
-			rc.body = make([]byte, r.contentLength)
-		}
-		body = rc.body[:r.contentLength]
-		if _, err := io.ReadFull(rc.br, body); err != nil {
+		var err error
+		if body, err = rc.readBody(r.contentLength); err != nil {
 			return false, true // the visitor went away within its body
 		}
 	}
@@ -450,6 +448,43 @@ func (rc *rawConn) serveRequest(n int) (keep, take bool) {
 	return keep && !r.close, true
 }
 
+// readBody reads a request body of length bytes, the buffer growing as
+// they come (a head announcing a body costs nothing until it arrives). The
+// body has the idle timeout to come, from its head on.
+func (rc *rawConn) readBody(length int64) ([]byte, error) {
+	if d := time.Now().Add(rc.s.idleTimeout); rc.deadline.Before(d.Add(-rc.s.idleTimeout / 10)) {
+		rc.deadline = d
+		if err := rc.c.SetReadDeadline(d); err != nil {
+			return nil, err
+		}
+	}
+	body := rc.body[:0]
+	for int64(len(body)) < length {
+		if len(body) == cap(body) {
+			body = slices.Grow(body, int(min(max(int64(cap(body)), 4<<10), length-int64(len(body)))))
+		}
+		n, err := rc.br.Read(body[len(body):min(int64(cap(body)), length)])
+		body = body[:len(body)+n]
+		if err != nil && int64(len(body)) < length {
+			return nil, err
+		}
+	}
+	rc.body = body
+	return body, nil
+}
+
+// endRequest drops what a request left: the origin connection it used, and
+// buffers an idle connection should not keep.
+func (rc *rawConn) endRequest() {
+	rc.up.Store(nil)
+	if cap(rc.body) > keepBuffer {
+		rc.body = nil
+	}
+	if cap(rc.head) > keepBuffer {
+		rc.head = nil
+	}
+}
+
 // attempt sends the request to o and reads the response's header. A
 // kept-alive connection the origin closed meanwhile is replaced by a new
 // one, once, for a request http.Transport would have replayed.
@@ -466,6 +501,7 @@ func (rc *rawConn) attempt(o *origin, method string, body []byte) (answer, *upCo
 			return answer{}, nil, err
 		}
 		uc.stop = nil
+		rc.up.Store(uc)
 		a, err := rc.roundTrip(uc, method, body)
 		if err == nil {
 			return a, uc, nil
@@ -669,7 +705,8 @@ func (rc *rawConn) respond(method string, up *upstream, uc *upConn, resp *http.R
 	}
 	up.release(uc, resp, err == nil)
 	if err != nil {
-		return false // a cut response: the visitor sees its connection close
+		_ = bw.Flush() // what came, then the cut: the visitor sees its connection close
+		return false
 	}
 	return bw.Flush() == nil
 }

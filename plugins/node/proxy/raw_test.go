@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -559,4 +560,278 @@ func FuzzParseAnswer(f *testing.F) {
 			t.Fatalf("%q: retry-after %v", in[:end], a.retryAfter)
 		}
 	})
+}
+
+// rawOrigin is an origin written byte by byte: answer gets each request's
+// method and path and returns what to send; after idle without a request
+// it sends idleBye (if any), closes the connection and says so on closed.
+type rawOrigin struct {
+	addr   string
+	closed chan struct{}
+}
+
+func newRawOrigin(t *testing.T, idle time.Duration, idleBye string, answer func(method, path string) string) *rawOrigin {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &rawOrigin{addr: "http://" + ln.Addr().String(), closed: make(chan struct{}, 16)}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn // closed at the end: the proxy keeps idle ones
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Go(func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					if idle > 0 {
+						_ = c.SetReadDeadline(time.Now().Add(idle))
+					}
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						if ne, ok := err.(net.Error); ok && ne.Timeout() {
+							_, _ = io.WriteString(c, idleBye)
+							_ = c.Close()
+							o.closed <- struct{}{}
+						}
+						return
+					}
+					_, _ = io.Copy(io.Discard, req.Body)
+					if _, err := io.WriteString(c, answer(req.Method, req.URL.Path)); err != nil {
+						return
+					}
+				}
+			})
+		}
+	})
+	return o
+}
+
+// An origin that sends more than its answer (a body after HEAD, 204 or
+// 304, or past Content-Length) never gets those bytes taken for another
+// visitor's answer: the connection is not reused.
+func TestRawNoAnswerFromAnotherRequest(t *testing.T) {
+	const injected = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\nX-Injected: yes\r\n\r\nPWNED!"
+	tests := []struct {
+		name, method, answer string
+	}{
+		{"body after HEAD", "HEAD", "HTTP/1.1 200 OK\r\nContent-Length: 61\r\n\r\n" + injected},
+		{"body after 204", "GET", "HTTP/1.1 204 No Content\r\n\r\n" + injected},
+		{"body after 304", "GET", "HTTP/1.1 304 Not Modified\r\n\r\n" + injected},
+		{"past Content-Length", "GET", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok" + injected},
+	}
+	for _, raw := range []bool{true, false} {
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("%s raw=%v", tt.name, raw), func(t *testing.T) {
+				o := newRawOrigin(t, 0, "", func(method, path string) string {
+					if path == "/evil" {
+						return tt.answer
+					}
+					return "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nyour-doc"
+				})
+				h := newHarnessOn(t, Options{Retries: NoRetries}, snapshot(publication.Origin{Name: "a1", Address: o.addr, State: "healthy"}), raw)
+				addr := strings.TrimPrefix(h.url, "http://")
+				exchange(t, addr, tt.method+" /evil HTTP/1.1\r\nHost: www.example.com\r\n\r\n")
+				for i := range 3 {
+					got := exchange(t, addr, "GET /doc HTTP/1.1\r\nHost: www.example.com\r\n\r\n")
+					if !strings.Contains(got, `body "your-doc"`) || strings.Contains(got, "Injected") {
+						t.Fatalf("request %d after the odd answer got:\n%s", i, got)
+					}
+				}
+			})
+		}
+	}
+}
+
+// An idle origin connection the origin closed, or closed after a 408, is
+// not used: a request that cannot be replayed (a POST) still gets its
+// answer, and the origin is not counted as failing.
+func TestRawIdleOriginClosed(t *testing.T) {
+	for _, bye := range []string{"", "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"} {
+		for _, raw := range []bool{true, false} {
+			t.Run(fmt.Sprintf("408=%v raw=%v", bye != "", raw), func(t *testing.T) {
+				o := newRawOrigin(t, 50*time.Millisecond, bye, func(method, path string) string {
+					return "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+				})
+				h := newHarnessOn(t, Options{Retries: NoRetries}, snapshot(publication.Origin{Name: "a1", Address: o.addr, State: "healthy"}), raw)
+				if resp, _ := h.do(t, http.MethodGet, "www.example.com", ""); resp.StatusCode != 200 {
+					t.Fatalf("first request: %d", resp.StatusCode)
+				}
+				<-o.closed // the origin ended the idle connection
+				for _, m := range []string{http.MethodPost, http.MethodDelete} {
+					if resp, body := h.do(t, m, "www.example.com", ""); resp.StatusCode != 200 || body != "ok" {
+						t.Errorf("%s after the origin closed: %d %q", m, resp.StatusCode, body)
+					}
+				}
+				if n := counter(t, h.p.m.originErrors.WithLabelValues("www", "a1", "connect_error")); n != 0 {
+					t.Errorf("%v connect errors counted against a healthy origin", n)
+				}
+			})
+		}
+	}
+}
+
+// Close returns while a visitor is on a stream the origin holds open.
+func TestRawCloseDuringStream(t *testing.T) {
+	hold := make(chan struct{})
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: first\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(origin.Close)
+	t.Cleanup(func() { close(hold) })
+	p, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.SetSnapshot(snapshot(publication.Origin{Name: "a1", Address: origin.URL, State: "healthy"}))
+	s := p.NewServer(0, 0)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Serve(ln) }()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /events HTTP/1.1\r\nHost: www.example.com\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	for { // up to the first event
+		l, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(l, "data: first") {
+			break
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Close() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close still waiting on the stream after 10s")
+	}
+}
+
+// A body with a length, from an origin that closes after it, may take
+// longer than the response timeout (which bounds the head only), and a
+// request body that comes late in the idle time is still read.
+func TestRawSlowBodies(t *testing.T) {
+	t.Run("answer body", func(t *testing.T) {
+		origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c, brw, _ := w.(http.Hijacker).Hijack()
+			defer c.Close()
+			_, _ = brw.WriteString("HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 10\r\nConnection: close\r\n\r\nhello")
+			_ = brw.Flush()
+			time.Sleep(300 * time.Millisecond) // past the response timeout
+			_, _ = brw.WriteString("world")
+			_ = brw.Flush()
+		}))
+		t.Cleanup(origin.Close)
+		h := newHarness(t, Options{ResponseTimeout: 100 * time.Millisecond}, snapshot(publication.Origin{Name: "a1", Address: origin.URL, State: "healthy"}))
+		if resp, body := h.do(t, http.MethodGet, "www.example.com", ""); resp.StatusCode != 200 || body != "helloworld" {
+			t.Fatalf("%d %q", resp.StatusCode, body)
+		}
+	})
+	t.Run("request body", func(t *testing.T) {
+		e := newEchoOrigin(t)
+		p, err := New(Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.SetSnapshot(snapshot(publication.Origin{Name: "a1", Address: e.srv.URL, State: "healthy"}))
+		addr := serveRaw(t, p.NewServer(time.Second, 300*time.Millisecond))
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		time.Sleep(200 * time.Millisecond) // most of the idle time gone
+		if _, err := io.WriteString(c, "PUT /doc HTTP/1.1\r\nHost: www.example.com\r\nContent-Length: 5\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(150 * time.Millisecond) // past the first idle deadline
+		if _, err := io.WriteString(c, "hello"); err != nil {
+			t.Fatal(err)
+		}
+		if got := readAnswer(t, bufio.NewReader(c), "PUT"); !strings.Contains(got, `body "hello PUT"`) {
+			t.Fatalf("answer %s", got)
+		}
+	})
+}
+
+// A request body is read into a buffer that grows as the bytes come: a
+// head announcing 8 MiB that sends 5 bytes costs kilobytes, not 8 MiB.
+func TestRawReadBody(t *testing.T) {
+	tests := []struct {
+		name   string
+		chunks []string
+		length int64
+		err    bool
+	}{
+		{"in one piece", []string{"hello"}, 5, false},
+		{"in pieces", []string{strings.Repeat("a", 3000), strings.Repeat("b", 5000), strings.Repeat("c", 9000)}, 17000, false},
+		{"short, then gone", []string{"hello"}, 8 << 20, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client, server := net.Pipe()
+			t.Cleanup(func() { client.Close(); server.Close() })
+			rc := &rawConn{s: &Server{idleTimeout: time.Minute}, c: server, br: bufio.NewReaderSize(server, visitorReadBuffer)}
+			go func() {
+				for _, c := range tt.chunks {
+					if _, err := io.WriteString(client, c); err != nil {
+						return
+					}
+				}
+				if tt.err {
+					client.Close()
+				}
+			}()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			body, err := rc.readBody(tt.length)
+			runtime.ReadMemStats(&after)
+			if (err != nil) != tt.err {
+				t.Fatalf("error %v, want one: %v", err, tt.err)
+			}
+			if !tt.err && string(body) != strings.Join(tt.chunks, "") {
+				t.Fatalf("body of %d bytes, not what was sent", len(body))
+			}
+			if tt.err && after.TotalAlloc-before.TotalAlloc > 1<<20 {
+				t.Errorf("%d bytes allocated for a body that never came", after.TotalAlloc-before.TotalAlloc)
+			}
+		})
+	}
 }

@@ -90,7 +90,7 @@ func (rc *rawConn) peekAnswer(uc *upConn, method string) (answer, bool, error) {
 					return answer{}, false, nil
 				}
 				a, ok := rc.parseAnswer(buf[:end], method)
-				if ok && !a.close && a.length > 0 && int64(br.Buffered()-end) < a.length {
+				if ok && a.length > 0 && int64(br.Buffered()-end) < a.length {
 					uc.deadline = time.Time{} // the body is not bounded, as http.Transport's
 					if err := uc.c.SetReadDeadline(time.Time{}); err != nil {
 						return answer{}, false, err
@@ -243,7 +243,8 @@ func (rc *rawConn) respondRaw(method string, up *upstream, uc *upConn, a *answer
 	err := rc.copyN(uc.br, max(a.length, 0), a.stream)
 	up.releaseRaw(uc, err == nil && !a.close)
 	if err != nil {
-		return false // a cut response: the visitor sees its connection close
+		_ = bw.Flush() // what came, then the cut: the visitor sees its connection close
+		return false
 	}
 	return bw.Flush() == nil
 }

@@ -36,9 +36,13 @@ const (
 const (
 	// visitorReadBuffer holds one request head; a larger head (or a
 	// pipelined run that fills it) goes to net/http, which takes heads up
-	// to 1 MiB. HAProxy's default buffer (tune.bufsize) is 16 KiB.
-	visitorReadBuffer  = 16 << 10
-	visitorWriteBuffer = 8 << 10
+	// to 1 MiB. HAProxy's default buffer (tune.bufsize) is 16 KiB; net/http
+	// reads and writes through 4 KiB.
+	visitorReadBuffer  = 8 << 10
+	visitorWriteBuffer = 4 << 10
+	// keepBuffer: a head or body buffer larger than this is dropped after
+	// its request, so that an idle connection keeps no more.
+	keepBuffer = 4 << 10
 )
 
 // Server serves a Proxy on listeners, through the raw path for the HTTP/1.1
@@ -125,8 +129,10 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 }
 
-// Close closes the listeners and every connection, the raw path's and those
-// handed to net/http, and waits for their goroutines.
+// Close closes the listeners and every connection, the raw path's (with the
+// origin connection each is using) and those handed to net/http, and waits
+// for the raw path's goroutines (as net/http.Server.Close, not for the
+// handlers of handed-off connections).
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.closed = true
@@ -144,6 +150,9 @@ func (s *Server) Close() error {
 	}
 	for _, rc := range conns {
 		_ = rc.c.Close()
+		if uc := rc.up.Load(); uc != nil {
+			_ = uc.c.Close() // a goroutine may be waiting on the origin: a stream
+		}
 	}
 	s.handoff.Close()
 	if err := s.http.Close(); err != nil {
@@ -230,6 +239,15 @@ type handedConn struct {
 	pre []byte
 }
 
+// CloseWrite lets net/http half-close the connection before it closes it,
+// so that a reset does not wipe the last answer.
+func (c *handedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 func (c *handedConn) Read(b []byte) (int, error) {
 	if len(c.pre) > 0 {
 		n := copy(b, c.pre)
@@ -256,6 +274,8 @@ type rawConn struct {
 	// respNamed are the headers the answer's Connection names: slices of
 	// the origin connection's buffer, valid until its head is discarded.
 	respNamed [][]byte
+	// up is the origin connection the current request uses, for Close.
+	up atomic.Pointer[upConn]
 }
 
 // serve runs the connection's requests until it closes, times out, asks to
