@@ -548,10 +548,20 @@ func (rc *rawConn) roundTrip(uc *upConn, method string, body []byte) (answer, er
 	p := rc.p
 	rc.writeHead(uc.bw, method, body)
 	if len(body) > 0 {
+		// An origin that does not read its request: the write is bounded
+		// by ResponseTimeout too (a head alone fits the socket's buffer).
+		if err := uc.c.SetWriteDeadline(time.Now().Add(p.opts.ResponseTimeout)); err != nil {
+			return answer{}, err
+		}
 		_, _ = uc.bw.Write(body)
 	}
 	if err := uc.bw.Flush(); err != nil {
 		return answer{}, err
+	}
+	if len(body) > 0 {
+		if err := uc.c.SetWriteDeadline(time.Time{}); err != nil {
+			return answer{}, err
+		}
 	}
 	if now := time.Now(); uc.deadline.IsZero() || uc.deadline.Before(now.Add(p.opts.ResponseTimeout)) {
 		uc.deadline = now.Add(p.opts.ResponseTimeout + p.opts.ResponseTimeout/8)

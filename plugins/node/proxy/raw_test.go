@@ -835,3 +835,43 @@ func TestRawReadBody(t *testing.T) {
 		})
 	}
 }
+
+// An origin that never reads a request body is a timeout, bounded by the
+// response timeout, not a visitor's goroutine stuck for good.
+func TestRawOriginNotReading(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var held []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // accepted, never read
+			mu.Unlock()
+		}
+	}()
+	h := newHarness(t, Options{ResponseTimeout: 200 * time.Millisecond, MaxReplayBody: 64 << 20, Retries: NoRetries},
+		snapshot(publication.Origin{Name: "a1", Address: "http://" + ln.Addr().String(), State: "healthy"}))
+	body := strings.Repeat("x", 32<<20) // far more than the socket buffers hold
+	resp, _ := h.do(t, http.MethodPut, "www.example.com", body)
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("status %d, want 502", resp.StatusCode)
+	}
+	if n := counter(t, h.p.m.originErrors.WithLabelValues("www", "a1", "timeout")); n != 1 {
+		t.Errorf("%v timeouts counted, want 1", n)
+	}
+}
