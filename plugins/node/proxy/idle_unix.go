@@ -24,10 +24,11 @@ func idleClean(c net.Conn) bool {
 	}
 	clean := false
 	var b [1]byte
-	if err := raw.Read(func(fd uintptr) bool {
+	// Control, not Read: Read would answer a read deadline left from the
+	// last answer without asking the socket.
+	if err := raw.Control(func(fd uintptr) {
 		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		clean = err == syscall.EAGAIN || err == syscall.EWOULDBLOCK
-		return true // never wait for readiness
 	}); err != nil {
 		return false
 	}

@@ -414,6 +414,9 @@ func (rc *rawConn) serveRequest(n int) (keep, take bool) {
 			began = p.opts.Now()
 		}
 		a, uc, err = rc.attempt(o, method, body)
+		if err != nil && rc.s.closing.Load() {
+			break // shutting down: not the origin's failure, and no retry
+		}
 		if p.opts.OnAttempt != nil {
 			p.reportStatus(s, o, a.status, a.retryAfter, err, began)
 		}
@@ -426,6 +429,7 @@ func (rc *rawConn) serveRequest(n int) (keep, take bool) {
 			break
 		}
 		if err == nil {
+			rc.up.Store(nil) // back to the pool: no longer this request's
 			a.drain(o.up, uc)
 		}
 		retries++
@@ -502,6 +506,11 @@ func (rc *rawConn) attempt(o *origin, method string, body []byte) (answer, *upCo
 		}
 		uc.stop = nil
 		rc.up.Store(uc)
+		if rc.s.closing.Load() {
+			rc.up.Store(nil)
+			_ = uc.c.Close()
+			return answer{}, nil, net.ErrClosed
+		}
 		a, err := rc.roundTrip(uc, method, body)
 		if err == nil {
 			return a, uc, nil
@@ -713,6 +722,7 @@ func (rc *rawConn) respond(method string, up *upstream, uc *upConn, resp *http.R
 	default:
 		err = copyInto(bw, resp.Body)
 	}
+	rc.up.Store(nil)
 	up.release(uc, resp, err == nil)
 	if err != nil {
 		_ = bw.Flush() // what came, then the cut: the visitor sees its connection close

@@ -12,8 +12,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/vigilcdn/vigil/sdk/publication"
 )
@@ -873,5 +876,103 @@ func TestRawOriginNotReading(t *testing.T) {
 	}
 	if n := counter(t, h.p.m.originErrors.WithLabelValues("www", "a1", "timeout")); n != 1 {
 		t.Errorf("%v timeouts counted, want 1", n)
+	}
+}
+
+// countingOrigin answers "ok" and counts the connections it accepts.
+func countingOrigin(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}))
+	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, &conns
+}
+
+// An idle origin connection is reused past the read deadline its last
+// answer left on it (the idle check does not read through deadlines).
+func TestIdleReusedPastResponseTimeout(t *testing.T) {
+	for _, raw := range []bool{true, false} {
+		t.Run(fmt.Sprintf("raw=%v", raw), func(t *testing.T) {
+			srv, conns := countingOrigin(t)
+			h := newHarnessOn(t, Options{ResponseTimeout: 100 * time.Millisecond}, snapshot(publication.Origin{Name: "a1", Address: srv.URL, State: "healthy"}), raw)
+			for i := range 2 {
+				if resp, _ := h.do(t, http.MethodGet, "www.example.com", ""); resp.StatusCode != 200 {
+					t.Fatalf("request %d: %d", i, resp.StatusCode)
+				}
+				time.Sleep(300 * time.Millisecond) // past 1.125 x the response timeout
+			}
+			if n := conns.Load(); n != 1 {
+				t.Errorf("the origin accepted %d connections, want 1 (the idle one reused)", n)
+			}
+		})
+	}
+}
+
+// Close while a request waits for an answer head from one of two origins:
+// no retry on the other origin, no failure counted, and Close returns.
+func TestRawCloseDuringHeadWait(t *testing.T) {
+	var reqs atomic.Int64
+	got := make(chan int64, 4)
+	hold := make(chan struct{})
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := reqs.Add(1)
+		got <- n
+		if n > 1 { // a stream whose head came and no event yet
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(200)
+			w.(http.Flusher).Flush()
+		}
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+		}
+	})
+	a, b := httptest.NewServer(handler), httptest.NewServer(handler)
+	t.Cleanup(a.Close)
+	t.Cleanup(b.Close)
+	t.Cleanup(func() { close(hold) })
+	reg := prometheus.NewRegistry()
+	p, err := New(Options{Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.SetSnapshot(snapshot(publication.Origin{Name: "a1", Address: a.URL, State: "healthy"}, publication.Origin{Name: "a2", Address: b.URL, State: "healthy"}))
+	s := p.NewServer(0, 0)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.Serve(ln) }()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /events HTTP/1.1\r\nHost: www.example.com\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	<-got // an origin has the request and holds its head
+	done := make(chan error, 1)
+	go func() { done <- s.Close() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close still waiting 10s after it began")
+	}
+	if n := reqs.Load(); n != 1 {
+		t.Errorf("%d origin requests, want 1: no retry once Close began", n)
+	}
+	for _, o := range []string{"a1", "a2"} {
+		if n := counter(t, p.m.originErrors.WithLabelValues("www", o, "connect_error")); n != 0 {
+			t.Errorf("origin %s: %v failures counted for the shutdown", o, n)
+		}
 	}
 }

@@ -241,6 +241,7 @@ func (rc *rawConn) respondRaw(method string, up *upstream, uc *upConn, a *answer
 	bw.WriteString("\r\n")
 	_, _ = uc.br.Discard(a.head)
 	err := rc.copyN(uc.br, max(a.length, 0), a.stream)
+	rc.up.Store(nil)
 	up.releaseRaw(uc, err == nil && !a.close)
 	if err != nil {
 		_ = bw.Flush() // what came, then the cut: the visitor sees its connection close

@@ -66,6 +66,10 @@ type Server struct {
 	started bool
 	wg      sync.WaitGroup
 
+	// closing is set first thing in Close: a request then makes no new
+	// attempt (Close stores closing, then reads each connection's up; a
+	// request stores up, then reads closing: one of them sees the other).
+	closing   atomic.Bool
 	handedOff atomic.Int64 // connections handed to net/http
 	panics    atomic.Int64 // connections ended by a panic (a bug): tests want none
 }
@@ -134,6 +138,7 @@ func (s *Server) Serve(ln net.Listener) error {
 // for the raw path's goroutines (as net/http.Server.Close, not for the
 // handlers of handed-off connections).
 func (s *Server) Close() error {
+	s.closing.Store(true)
 	s.mu.Lock()
 	s.closed = true
 	lns := s.lns
