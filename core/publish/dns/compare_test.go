@@ -1,10 +1,7 @@
 package dns
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"os"
@@ -21,6 +18,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/vigilcdn/vigil/core/publish"
+	"github.com/vigilcdn/vigil/internal/benchproc"
 )
 
 // BenchmarkDNSCompare sends the same UDP load (A queries over 1000 names,
@@ -100,9 +98,9 @@ func BenchmarkDNSCompare(b *testing.B) {
 	for range rounds {
 		for _, t := range targets {
 			n := max(b.N/rounds, 800)
-			before := procCPU(t.pid)
+			before := benchproc.TreeCPU(t.pid)
 			qps[t.name] = append(qps[t.name], udpLoad(b, t.addr, queries, 8, n))
-			cpu[t.name] += procCPU(t.pid) - before
+			cpu[t.name] += benchproc.TreeCPU(t.pid) - before
 			served[t.name] += n
 		}
 	}
@@ -141,41 +139,17 @@ func BenchmarkDNSCompare(b *testing.B) {
 
 // startServerProcess runs vigil's server (name "fast", or "nofast" without
 // its fast path) on a loopback port in a process of its own, as NSD and Knot
-// run: this test binary again, running TestDNSServerProcess, with the zone of
-// bigSnapshot(1, names). It returns the server's address and process id; the
-// process ends when its stdin is closed, at the end of the benchmark.
+// run (TestDNSServerProcess), with the zone of bigSnapshot(1, names). It
+// returns the server's address and process id.
 func startServerProcess(b *testing.B, name string, names int) (string, int) {
-	args := []string{"-test.run=^TestDNSServerProcess$"}
+	var args []string
 	if dir := os.Getenv("VIGIL_BENCH_CPUPROFILE"); dir != "" {
 		args = append(args, "-test.cpuprofile="+filepath.Join(dir, name+".prof"))
 	}
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "VIGIL_BENCH_DNS_SERVER="+name, "VIGIL_BENCH_DNS_NAMES="+strconv.Itoa(names))
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		_ = stdin.Close()
-		if err := cmd.Wait(); err != nil {
-			b.Errorf("the %s server process: %v", name, err)
-		}
+	return benchproc.Start(b, "TestDNSServerProcess", benchproc.Options{
+		Env:  []string{"VIGIL_BENCH_DNS_SERVER=" + name, "VIGIL_BENCH_DNS_NAMES=" + strconv.Itoa(names)},
+		Args: args,
 	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
-	if err != nil || !ok {
-		b.Fatalf("the %s server process said %q (%v)", name, line, err)
-	}
-	go func() { _, _ = io.Copy(io.Discard, stdout) }() // the test framework's last words
-	return addr, cmd.Process.Pid
 }
 
 // TestDNSServerProcess is BenchmarkDNSCompare's server process: it serves
@@ -201,49 +175,8 @@ func TestDNSServerProcess(t *testing.T) {
 	if err := s.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	fmt.Println("listening on", s.Addr())
-	_, _ = io.Copy(io.Discard, os.Stdin)
+	benchproc.Announce(s.Addr())
 	_ = s.Close()
-}
-
-// procCPU is the user and system CPU time of process pid and its
-// descendants (NSD's server and xfrd children), from /proc; 0 when pid is 0
-// or /proc cannot tell.
-func procCPU(pid int) time.Duration {
-	if pid == 0 {
-		return 0
-	}
-	entries, _ := os.ReadDir("/proc")
-	parent, ticks := map[int]int{}, map[int]int64{}
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		i := bytes.LastIndexByte(stat, ')') // comm may hold spaces: count the fields after it
-		if err != nil || i < 0 {
-			continue
-		}
-		f := strings.Fields(string(stat[i+1:])) // state ppid ... utime(12th) stime(13th)
-		if len(f) < 13 {
-			continue
-		}
-		parent[p], _ = strconv.Atoi(f[1])
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		ticks[p] = ut + st
-	}
-	var total int64
-	for p, n := range ticks {
-		for q := p; q > 1; q = parent[q] {
-			if q == pid {
-				total += n
-				break
-			}
-		}
-	}
-	return time.Duration(total) * time.Second / 100 // USER_HZ
 }
 
 // udpLoad sends n queries (cycling through queries) from clients sockets,

@@ -2,18 +2,14 @@ package edge_test
 
 import (
 	"bufio"
-	"bytes"
-	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/vigilcdn/vigil/internal/benchproc"
 	"github.com/vigilcdn/vigil/plugins/node/internal/leanload"
 	"github.com/vigilcdn/vigil/plugins/node/proxy"
 	"github.com/vigilcdn/vigil/sdk/publication"
@@ -75,9 +71,9 @@ func BenchmarkEdgeLean(b *testing.B) {
 	for range rounds {
 		for _, t := range targets {
 			n := max(b.N/rounds, 640)
-			before := treeCPU(t.pid)
+			before := benchproc.TreeCPU(t.pid)
 			r, l50, l99 := leanload.Load(b, t.addr, hostname, 64, n)
-			cpu[t.name] += treeCPU(t.pid) - before
+			cpu[t.name] += benchproc.TreeCPU(t.pid) - before
 			served[t.name] += n
 			rps[t.name] = append(rps[t.name], r)
 			p50[t.name] = append(p50[t.name], float64(l50))
@@ -110,92 +106,19 @@ func BenchmarkEdgeLean(b *testing.B) {
 	b.ReportMetric(leanload.Median(p99["vigil"])/1e3, "vigil-p99-µs")
 }
 
-// treeCPU is the user and system CPU time of process pid and its
-// descendants (HAProxy's and nginx's workers), from /proc; 0 when pid is 0
-// or /proc cannot tell.
-func treeCPU(pid int) time.Duration {
-	if pid == 0 {
-		return 0
-	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
-	parent := map[int]int{}
-	ticks := map[int]int64{}
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ... utime(14) stime(15): comm may hold
-		// spaces, so the fields are counted after its ")".
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) < 13 {
-			continue
-		}
-		pp, _ := strconv.Atoi(f[1])
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		parent[p], ticks[p] = pp, ut+st
-	}
-	var total int64
-	for p, t := range ticks {
-		for q := p; q > 1; q = parent[q] {
-			if q == pid {
-				total += t
-				break
-			}
-		}
-	}
-	return time.Duration(total) * time.Second / 100 // USER_HZ
-}
-
 func leanSnapshot(origin string) *publication.Snapshot {
 	return &publication.Snapshot{Version: 1, Sites: []publication.Site{{Name: "www", Hostname: hostname, Level: 1,
 		Origins: []publication.Origin{{Name: "a1", Address: "http://" + origin, State: "healthy"}}}}}
 }
 
 // startLeanProxy runs vigil-node's proxy (its Server, as -proxy-listen) in
-// a process of its own, as HAProxy and nginx run: this test binary again,
-// running TestLeanProxyProcess. It returns the proxy's address and
-// process id.
+// a process of its own, as HAProxy and nginx run (TestLeanProxyProcess). It
+// returns the proxy's address and process id.
 func startLeanProxy(b *testing.B, origin string) (string, int) {
-	name, args := pinned(os.Args[0], "-test.run=^TestLeanProxyProcess$")
-	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), "VIGIL_LEAN_PROXY_ORIGIN="+origin)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		_ = stdin.Close() // the process ends when its stdin does
-		if err := cmd.Wait(); err != nil {
-			b.Errorf("the proxy process: %v", err)
-		}
+	return benchproc.Start(b, "TestLeanProxyProcess", benchproc.Options{
+		Env:  []string{"VIGIL_LEAN_PROXY_ORIGIN=" + origin},
+		Wrap: func(bin string, args []string) (string, []string) { return pinned(bin, args...) },
 	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "listening on ")
-	if err != nil || !ok {
-		b.Fatalf("the proxy process said %q (%v)", line, err)
-	}
-	return addr, cmd.Process.Pid
 }
 
 // pinned runs bin with args on the CPUs VIGIL_BENCH_PROXY_CPUS names
@@ -232,8 +155,7 @@ func TestLeanProxyProcess(t *testing.T) {
 	}
 	s := p.NewServer(0, 0)
 	go func() { _ = s.Serve(ln) }()
-	fmt.Println("listening on", ln.Addr())
-	_, _ = io.Copy(io.Discard, os.Stdin)
+	benchproc.Announce(ln.Addr().String())
 	_ = s.Close()
 }
 

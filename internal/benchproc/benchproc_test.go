@@ -1,0 +1,54 @@
+package benchproc
+
+import (
+	"net"
+	"os"
+	"testing"
+)
+
+// Start runs TestServerProcess, which announces a real listener; TreeCPU
+// counts the CPU the test process itself has spent.
+func TestStartAndTreeCPU(t *testing.T) {
+	addr, pid := Start(t, "TestServerProcess", Options{Env: []string{"BENCHPROC_SERVE=1"}})
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("the announced address %s: %v", addr, err)
+	}
+	c.Close()
+	if pid <= 0 {
+		t.Fatalf("pid %d", pid)
+	}
+	if TreeCPU(0) != 0 {
+		t.Error("TreeCPU(0) is not 0")
+	}
+	spin := 0
+	for i := range 50_000_000 {
+		spin += i
+	}
+	_ = spin
+	if cpu := TreeCPU(os.Getpid()); cpu <= 0 {
+		t.Errorf("TreeCPU of this process: %v", cpu)
+	}
+}
+
+// TestServerProcess is TestStartAndTreeCPU's server; run alone, it skips.
+func TestServerProcess(t *testing.T) {
+	if os.Getenv("BENCHPROC_SERVE") == "" {
+		t.Skip("the server process of TestStartAndTreeCPU")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	Announce(ln.Addr().String())
+}
