@@ -402,19 +402,13 @@ func TestRawServerClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.SetSnapshot(snapshot(publication.Origin{Name: "a1", Address: e.srv.URL, State: "healthy"}))
-	s := p.NewServer(0, 0)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ln) }()
+	s, addr, done := startUnmanaged(t, p)
 	var conns []net.Conn
 	for _, req := range []string{
 		"GET / HTTP/1.1\r\nHost: www.example.com\r\n\r\n",                           // stays on the raw path
 		"GET / HTTP/1.0\r\nHost: www.example.com\r\nConnection: keep-alive\r\n\r\n", // handed off
 	} {
-		c, err := net.Dial("tcp", ln.Addr().String())
+		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -441,6 +435,11 @@ func TestRawServerClose(t *testing.T) {
 			t.Errorf("connection %d still open after Close (%d, %v)", i, n, err)
 		}
 	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
 	if err := s.Serve(ln); err != http.ErrServerClosed {
 		t.Errorf("Serve after Close returned %v", err)
 	}
@@ -711,13 +710,8 @@ func TestRawCloseDuringStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.SetSnapshot(snapshot(publication.Origin{Name: "a1", Address: origin.URL, State: "healthy"}))
-	s := p.NewServer(0, 0)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = s.Serve(ln) }()
-	c, err := net.Dial("tcp", ln.Addr().String())
+	s, addr, _ := startUnmanaged(t, p)
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -945,13 +939,8 @@ func TestRawCloseDuringHeadWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.SetSnapshot(snapshot(publication.Origin{Name: "a1", Address: a.URL, State: "healthy"}, publication.Origin{Name: "a2", Address: b.URL, State: "healthy"}))
-	s := p.NewServer(0, 0)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = s.Serve(ln) }()
-	c, err := net.Dial("tcp", ln.Addr().String())
+	s, addr, _ := startUnmanaged(t, p)
+	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -975,4 +964,18 @@ func TestRawCloseDuringHeadWait(t *testing.T) {
 			t.Errorf("origin %s: %v failures counted for the shutdown", o, n)
 		}
 	}
+}
+
+// startUnmanaged serves p on a loopback port for a test that closes the
+// server itself: it returns the server, its address and Serve's result.
+func startUnmanaged(t *testing.T, p *Proxy) (*Server, string, chan error) {
+	t.Helper()
+	s := p.NewServer(0, 0)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ln) }()
+	return s, ln.Addr().String(), done
 }
