@@ -77,6 +77,12 @@ type upConn struct {
 	idleAt time.Time
 	reused bool
 	stop   func() bool // ends the watch on the visitor's context (nil: none)
+	// raw, peek, peekBuf and peekClean are idleClean's, made at its
+	// first peek.
+	raw       syscall.RawConn
+	peek      func(fd uintptr)
+	peekBuf   [1]byte
+	peekClean bool
 	// deadline is the read deadline set on c (zero: none). It is moved
 	// only when it would end within ResponseTimeout, so that most
 	// requests set no deadline at all.
@@ -116,7 +122,7 @@ func (u *upstream) get(ctx context.Context) (*upConn, error) {
 		u.idle = u.idle[:n-1]
 		if now.Sub(c.idleAt) < idleConnTimeout {
 			u.mu.Unlock()
-			if idleClean(c.c) {
+			if idleClean(c) {
 				c.reused = true
 				return c, nil
 			}
@@ -175,11 +181,7 @@ func (u *upstream) release(c *upConn, resp *http.Response, reusable bool) {
 		watching = c.stop()
 		c.stop = nil
 	}
-	if reusable && watching && !resp.Close {
-		u.put(c)
-		return
-	}
-	_ = c.c.Close()
+	u.releaseRaw(c, reusable && watching && !resp.Close)
 }
 
 // fastRequest reports whether r can take the fast path.
@@ -258,45 +260,16 @@ func (p *Proxy) serveFast(w *recorder, r *http.Request, s *site, start time.Time
 			body = []byte{}
 		}
 	}
-	var triedBuf [8]bool
-	var tried []bool
-	if len(s.origins) <= len(triedBuf) {
-		tried = triedBuf[:len(s.origins)]
-	} else {
-		tried = make([]bool, len(s.origins))
+	try := func(o *origin) (answer, *upConn, error) {
+		resp, uc, err := p.attempt(w, r, o, body)
+		if resp == nil {
+			return answer{}, uc, err
+		}
+		_, retryAfter := resp.Header["Retry-After"]
+		return answer{resp: resp, status: resp.StatusCode, retryAfter: retryAfter}, uc, err
 	}
-	retries := 0
-	var resp *http.Response
-	var uc *upConn
-	var o *origin
-	var err error
-	for {
-		i := p.pick(s, tried, from)
-		o = &s.origins[i]
-		tried[i] = true
-		var began time.Time
-		if p.opts.OnAttempt != nil {
-			began = p.opts.Now()
-		}
-		resp, uc, err = p.attempt(w, r, o, body)
-		if p.opts.OnAttempt != nil && r.Context().Err() == nil {
-			p.report(s, o, resp, err, began)
-		}
-		outcome := classify(resp, err)
-		if outcome == "" || r.Context().Err() != nil {
-			break
-		}
-		p.failed(s, o, outcome)
-		if !retryable || retries >= p.opts.Retries || p.opts.Now().Sub(start) >= p.opts.RetryBudget || !untried(tried) {
-			break
-		}
-		if resp != nil {
-			n, cerr := io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-			o.up.release(uc, resp, cerr == nil && n < 64<<10)
-		}
-		retries++
-		p.m.retries.WithLabelValues(s.pub.Name).Inc()
-	}
+	a, uc, o, err := p.tries(s, from, retryable, start, try, func(error) bool { return r.Context().Err() != nil })
+	resp := a.resp
 	if err != nil {
 		p.failSite(w, r, s.pub.Name, err)
 		return true

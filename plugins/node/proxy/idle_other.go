@@ -2,8 +2,6 @@
 
 package proxy
 
-import "net"
-
 // idleClean cannot peek on this platform: an idle connection the origin
 // closed fails its next request, which is retried as http.Transport would.
-func idleClean(net.Conn) bool { return true }
+func idleClean(*upConn) bool { return true }

@@ -513,6 +513,52 @@ func (p *Proxy) pickIn(s *site, tried []bool, lo, hi, tlo, thi int) int {
 	return -1
 }
 
+// tries runs the attempts of one request on s's origins, as both fast
+// paths do: pick an origin, try it, report and judge the outcome, and retry
+// on another origin of the level within Retries and RetryBudget (only a
+// retryable request). gone(err), asked after each attempt, says the visitor
+// (or the server) is going away: that attempt is neither reported nor
+// counted as the origin's failure, and nothing is retried. It returns the
+// last attempt's answer, connection, origin and error.
+func (p *Proxy) tries(s *site, from, retryable bool, start time.Time,
+	try func(*origin) (answer, *upConn, error), gone func(error) bool) (answer, *upConn, *origin, error) {
+	var triedBuf [8]bool
+	var tried []bool
+	if len(s.origins) <= len(triedBuf) {
+		tried = triedBuf[:len(s.origins)]
+	} else {
+		tried = make([]bool, len(s.origins))
+	}
+	for retries := 0; ; retries++ {
+		i := p.pick(s, tried, from)
+		o := &s.origins[i]
+		tried[i] = true
+		var began time.Time
+		if p.opts.OnAttempt != nil {
+			began = p.opts.Now()
+		}
+		a, uc, err := try(o)
+		if gone(err) {
+			return a, uc, o, err
+		}
+		if p.opts.OnAttempt != nil {
+			p.reportStatus(s, o, a.status, a.retryAfter, err, began)
+		}
+		outcome := classifyStatus(a.status, err)
+		if outcome == "" {
+			return a, uc, o, err
+		}
+		p.failed(s, o, outcome)
+		if !retryable || retries >= p.opts.Retries || p.opts.Now().Sub(start) >= p.opts.RetryBudget || !untried(tried) {
+			return a, uc, o, err
+		}
+		if err == nil {
+			a.drain(o.up, uc)
+		}
+		p.m.retries.WithLabelValues(s.pub.Name).Inc()
+	}
+}
+
 func untried(tried []bool) bool {
 	for _, t := range tried {
 		if !t {

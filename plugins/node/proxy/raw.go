@@ -393,48 +393,10 @@ func (rc *rawConn) serveRequest(n int) (keep, take bool) {
 	}
 	start := p.opts.Now()
 	from := s.weight != 0 && s.toFrom()
-	var triedBuf [8]bool
-	var tried []bool
-	if len(s.origins) <= len(triedBuf) {
-		tried = triedBuf[:len(s.origins)]
-	} else {
-		tried = make([]bool, len(s.origins))
-	}
-	retries := 0
-	var a answer
-	var uc *upConn
-	var o *origin
-	var err error
-	for {
-		i := p.pick(s, tried, from)
-		o = &s.origins[i]
-		tried[i] = true
-		var began time.Time
-		if p.opts.OnAttempt != nil {
-			began = p.opts.Now()
-		}
-		a, uc, err = rc.attempt(o, method, body)
-		if err != nil && rc.s.closing.Load() {
-			break // shutting down: not the origin's failure, and no retry
-		}
-		if p.opts.OnAttempt != nil {
-			p.reportStatus(s, o, a.status, a.retryAfter, err, began)
-		}
-		outcome := classifyStatus(a.status, err)
-		if outcome == "" {
-			break
-		}
-		p.failed(s, o, outcome)
-		if !retryable || retries >= p.opts.Retries || p.opts.Now().Sub(start) >= p.opts.RetryBudget || !untried(tried) {
-			break
-		}
-		if err == nil {
-			rc.up.Store(nil) // back to the pool: no longer this request's
-			a.drain(o.up, uc)
-		}
-		retries++
-		p.m.retries.WithLabelValues(s.pub.Name).Inc()
-	}
+	try := func(o *origin) (answer, *upConn, error) { return rc.attempt(o, method, body) }
+	// Shutting down: not the origin's failure, and no retry.
+	closing := func(err error) bool { return err != nil && rc.s.closing.Load() }
+	a, uc, o, err := p.tries(s, from, retryable, start, try, closing)
 	code := http.StatusBadGateway
 	if err != nil {
 		p.opts.Log.Warn("request failed on every origin tried", "site", s.pub.Name, "method", method, "error", err)
@@ -600,7 +562,7 @@ func (rc *rawConn) roundTrip(uc *upConn, method string, body []byte) (answer, er
 			if n1xx++; n1xx > max1xxResponses {
 				return answer{}, errors.New("net/http: too many 1xx informational responses")
 			}
-			writeStatus(rc.bw, resp)
+			_, _ = rc.bw.WriteString(statusLine(resp.StatusCode))
 			_ = resp.Header.Write(rc.bw)
 			_, _ = rc.bw.WriteString("\r\n")
 			_ = rc.bw.Flush()
@@ -671,11 +633,6 @@ func (rc *rawConn) named(name []byte) bool {
 	return false
 }
 
-// writeStatus writes resp's status line as net/http.Server would for its
-// code.
-func writeStatus(bw *bufio.Writer, resp *http.Response) {
-	_, _ = bw.WriteString(statusLine(resp.StatusCode))
-}
 
 // respond passes resp on to the visitor, then releases uc. It reports
 // whether the visitor's connection can serve another request.
@@ -685,7 +642,7 @@ func (rc *rawConn) respond(method string, up *upstream, uc *upConn, resp *http.R
 	code := resp.StatusCode
 	noBody := method == http.MethodHead || code == http.StatusNoContent || code == http.StatusNotModified
 	chunked := !noBody && resp.ContentLength < 0
-	writeStatus(bw, resp)
+	_, _ = bw.WriteString(statusLine(resp.StatusCode))
 	if len(resp.Trailer) > 0 {
 		keys := make([]string, 0, len(resp.Trailer))
 		for k := range resp.Trailer {
@@ -807,7 +764,7 @@ func (rc *rawConn) copyFlushing(w io.Writer, src io.Reader) error {
 // replyError answers the request itself, as http.Error does.
 func (rc *rawConn) replyError(method string, code int, msg string) bool {
 	bw := rc.bw
-	writeStatus(bw, &http.Response{StatusCode: code})
+	_, _ = bw.WriteString(statusLine(code))
 	_, _ = bw.WriteString("Content-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\nContent-Length: ")
 	_, _ = bw.WriteString(strconv.Itoa(len(msg) + 1))
 	if rc.req.close {

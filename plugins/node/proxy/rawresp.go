@@ -10,7 +10,6 @@ package proxy
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -37,7 +36,7 @@ type answer struct {
 func (a *answer) drain(up *upstream, uc *upConn) {
 	const most = 64 << 10
 	if a.resp != nil {
-		n, err := discardN(a.resp.Body, most)
+		n, err := io.Copy(io.Discard, io.LimitReader(a.resp.Body, most))
 		up.release(uc, a.resp, err == nil && n < most)
 		return
 	}
@@ -48,22 +47,6 @@ func (a *answer) drain(up *upstream, uc *upConn) {
 		ok = err == nil
 	}
 	up.releaseRaw(uc, ok)
-}
-
-func discardN(r io.Reader, most int64) (int64, error) {
-	var buf [4 << 10]byte
-	var n int64
-	for n < most {
-		m, err := r.Read(buf[:min(int64(len(buf)), most-n)])
-		n += int64(m)
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				return n, nil
-			}
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 // releaseRaw is release for a plain answer: uc goes back to the pool when
