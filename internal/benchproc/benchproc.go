@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -109,4 +110,21 @@ func TreeCPU(pid int) time.Duration {
 		}
 	}
 	return time.Duration(total) * time.Second / 100 // USER_HZ
+}
+
+// Median is the median of v (v is not changed).
+func Median(v []float64) float64 {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+// MedianRatio is the median of a[i]/b[i]: the ratio of two targets measured
+// in the same rounds, each round's pair side by side.
+func MedianRatio(a, b []float64) float64 {
+	rs := make([]float64, len(a))
+	for i := range a {
+		rs[i] = a[i] / b[i]
+	}
+	return Median(rs)
 }

@@ -52,3 +52,22 @@ func TestServerProcess(t *testing.T) {
 	}()
 	Announce(ln.Addr().String())
 }
+
+func TestMedianRatio(t *testing.T) {
+	for _, tt := range []struct {
+		a, b []float64
+		want float64
+	}{
+		{[]float64{2}, []float64{1}, 2},
+		{[]float64{1, 9, 3}, []float64{1, 3, 1}, 3}, // ratios 1, 3, 3
+		{[]float64{4, 1, 10}, []float64{2, 2, 2}, 2}, // ratios 2, 0.5, 5
+	} {
+		if got := MedianRatio(tt.a, tt.b); got != tt.want {
+			t.Errorf("MedianRatio(%v, %v) = %v, want %v", tt.a, tt.b, got, tt.want)
+		}
+	}
+	v := []float64{3, 1, 2}
+	if Median(v) != 2 || v[0] != 3 {
+		t.Errorf("Median changed its input or is wrong: %v", v)
+	}
+}

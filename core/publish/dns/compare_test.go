@@ -105,20 +105,12 @@ func BenchmarkDNSCompare(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	ratio := func(a, c []float64) float64 {
-		var rs []float64
-		for i := range a {
-			rs = append(rs, a[i]/c[i])
-		}
-		slices.Sort(rs)
-		return rs[len(rs)/2]
-	}
 	report := func(a, c string) {
 		if _, ok := qps[a]; !ok {
 			return
 		}
 		if _, ok := qps[c]; ok {
-			b.ReportMetric(ratio(qps[a], qps[c]), a+"/"+c+"-qps")
+			b.ReportMetric(benchproc.MedianRatio(qps[a], qps[c]), a+"/"+c+"-qps")
 		}
 	}
 	report("fast", "nofast")
@@ -132,9 +124,7 @@ func BenchmarkDNSCompare(b *testing.B) {
 			b.ReportMetric(float64(cpu[t.name].Nanoseconds())/float64(served[t.name])/1e3, t.name+"-cpu-µs/q")
 		}
 	}
-	v := slices.Clone(qps["fast"])
-	slices.Sort(v)
-	b.ReportMetric(v[len(v)/2], "fast-q/s")
+	b.ReportMetric(benchproc.Median(qps["fast"]), "fast-q/s")
 }
 
 // startServerProcess runs vigil's server (name "fast", or "nofast" without

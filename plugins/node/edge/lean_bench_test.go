@@ -81,20 +81,13 @@ func BenchmarkEdgeLean(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	ratio := func(a, c []float64) float64 {
-		var rs []float64
-		for i := range a {
-			rs = append(rs, a[i]/c[i])
-		}
-		return leanload.Median(rs)
-	}
 	for _, t := range targets {
 		if t.name == "vigil" {
 			continue
 		}
-		b.ReportMetric(ratio(rps["vigil"], rps[t.name]), "vigil/"+t.name+"-rps")
-		b.ReportMetric(ratio(p50[t.name], p50["vigil"]), t.name+"/vigil-p50")
-		b.ReportMetric(ratio(p99[t.name], p99["vigil"]), t.name+"/vigil-p99")
+		b.ReportMetric(benchproc.MedianRatio(rps["vigil"], rps[t.name]), "vigil/"+t.name+"-rps")
+		b.ReportMetric(benchproc.MedianRatio(p50[t.name], p50["vigil"]), t.name+"/vigil-p50")
+		b.ReportMetric(benchproc.MedianRatio(p99[t.name], p99["vigil"]), t.name+"/vigil-p99")
 	}
 	for _, t := range targets {
 		if t.pid != 0 && cpu[t.name] > 0 {
@@ -102,8 +95,8 @@ func BenchmarkEdgeLean(b *testing.B) {
 		}
 	}
 
-	b.ReportMetric(leanload.Median(rps["vigil"]), "vigil-rps")
-	b.ReportMetric(leanload.Median(p99["vigil"])/1e3, "vigil-p99-µs")
+	b.ReportMetric(benchproc.Median(rps["vigil"]), "vigil-rps")
+	b.ReportMetric(benchproc.Median(p99["vigil"])/1e3, "vigil-p99-µs")
 }
 
 func leanSnapshot(origin string) *publication.Snapshot {

@@ -2,11 +2,11 @@ package proxy
 
 import (
 	"os"
-	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/vigilcdn/vigil/internal/benchproc"
 	"github.com/vigilcdn/vigil/plugins/node/internal/leanload"
 	"github.com/vigilcdn/vigil/sdk/publication"
 )
@@ -73,14 +73,6 @@ func BenchmarkProxyCompare(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	ratio := func(a, c []float64) float64 {
-		var rs []float64
-		for i := range a {
-			rs = append(rs, a[i]/c[i])
-		}
-		slices.Sort(rs)
-		return rs[len(rs)/2]
-	}
 	durs := func(d []time.Duration) []float64 {
 		var f []float64
 		for _, x := range d {
@@ -88,16 +80,16 @@ func BenchmarkProxyCompare(b *testing.B) {
 		}
 		return f
 	}
-	b.ReportMetric(ratio(rps["now"], rps["legacy"]), "now/legacy-rps")
-	b.ReportMetric(ratio(rps["now"], rps["handler"]), "now/handler-rps")
-	b.ReportMetric(ratio(durs(p99["handler"]), durs(p99["now"])), "handler/now-p99")
-	b.ReportMetric(ratio(durs(p99["legacy"]), durs(p99["now"])), "legacy/now-p99")
-	b.ReportMetric(ratio(rps["now"], rps["direct"]), "now/direct-rps")
-	b.ReportMetric(leanload.Median(durs(p50["now"]))/1e3, "now-p50-µs")
-	b.ReportMetric(leanload.Median(durs(p99["now"]))/1e3, "now-p99-µs")
-	b.ReportMetric(leanload.Median(durs(p50["legacy"]))/1e3, "legacy-p50-µs")
-	b.ReportMetric(leanload.Median(durs(p99["legacy"]))/1e3, "legacy-p99-µs")
-	b.ReportMetric(leanload.Median(rps["now"]), "now-rps")
+	b.ReportMetric(benchproc.MedianRatio(rps["now"], rps["legacy"]), "now/legacy-rps")
+	b.ReportMetric(benchproc.MedianRatio(rps["now"], rps["handler"]), "now/handler-rps")
+	b.ReportMetric(benchproc.MedianRatio(durs(p99["handler"]), durs(p99["now"])), "handler/now-p99")
+	b.ReportMetric(benchproc.MedianRatio(durs(p99["legacy"]), durs(p99["now"])), "legacy/now-p99")
+	b.ReportMetric(benchproc.MedianRatio(rps["now"], rps["direct"]), "now/direct-rps")
+	b.ReportMetric(benchproc.Median(durs(p50["now"]))/1e3, "now-p50-µs")
+	b.ReportMetric(benchproc.Median(durs(p99["now"]))/1e3, "now-p99-µs")
+	b.ReportMetric(benchproc.Median(durs(p50["legacy"]))/1e3, "legacy-p50-µs")
+	b.ReportMetric(benchproc.Median(durs(p99["legacy"]))/1e3, "legacy-p99-µs")
+	b.ReportMetric(benchproc.Median(rps["now"]), "now-rps")
 }
 
 // BenchmarkProxyLean is the current path alone under the lean load, for

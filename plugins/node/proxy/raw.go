@@ -633,7 +633,6 @@ func (rc *rawConn) named(name []byte) bool {
 	return false
 }
 
-
 // respond passes resp on to the visitor, then releases uc. It reports
 // whether the visitor's connection can serve another request.
 func (rc *rawConn) respond(method string, up *upstream, uc *upConn, resp *http.Response) bool {

@@ -19,13 +19,6 @@ import (
 	"time"
 )
 
-// Median is the median of v (v is not changed).
-func Median(v []float64) float64 {
-	v = slices.Clone(v)
-	slices.Sort(v)
-	return v[len(v)/2]
-}
-
 // Serve runs h behind an http.Server configured as vigil-node's
 // -proxy-listen and returns its address.
 func Serve(b testing.TB, h http.Handler) string {
