@@ -59,7 +59,7 @@ func TestMedianRatio(t *testing.T) {
 		want float64
 	}{
 		{[]float64{2}, []float64{1}, 2},
-		{[]float64{1, 9, 3}, []float64{1, 3, 1}, 3}, // ratios 1, 3, 3
+		{[]float64{1, 9, 3}, []float64{1, 3, 1}, 3},  // ratios 1, 3, 3
 		{[]float64{4, 1, 10}, []float64{2, 2, 2}, 2}, // ratios 2, 0.5, 5
 	} {
 		if got := MedianRatio(tt.a, tt.b); got != tt.want {
