@@ -20,6 +20,13 @@
 // side by side); the raw path adds no Date header, and notices a visitor
 // that left only when it writes the answer.
 //
+// On Linux the Server's visitor connections and all origin connections wait
+// on the proxy's own epoll instance (fifopoll_linux.go) rather than on Go's
+// network poller, which hands each batch of ready connections to the
+// scheduler in reverse: at saturation the first ready was served last, and
+// the p99 was twice the median. The FIFO poller wakes them in the order
+// they became ready. Options.GoPoller goes back to Go's poller.
+//
 // # Choosing an origin
 //
 // Requests go round-robin over the current level's origins that are neither

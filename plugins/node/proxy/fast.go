@@ -64,6 +64,7 @@ func (copyBuffers) Put(b []byte) { bufPool.Put(&b) }
 type upstream struct {
 	addr   string
 	dialer *net.Dialer
+	fifo   bool // its connections go on the FIFO poller
 
 	mu     sync.Mutex
 	idle   []*upConn // most recently used last
@@ -107,7 +108,7 @@ func (p *Proxy) pool(s, prev *site, u *url.URL) *upstream {
 		up = prev.pools[addr]
 	}
 	if up == nil {
-		up = &upstream{addr: addr, dialer: &net.Dialer{Timeout: p.opts.ConnectTimeout, KeepAlive: 30 * time.Second}}
+		up = &upstream{addr: addr, dialer: &net.Dialer{Timeout: p.opts.ConnectTimeout, KeepAlive: 30 * time.Second}, fifo: !p.opts.GoPoller}
 	}
 	s.pools[addr] = up
 	return up
@@ -140,6 +141,11 @@ func (u *upstream) dial(ctx context.Context) (*upConn, error) {
 	c, err := u.dialer.DialContext(ctx, "tcp", u.addr)
 	if err != nil {
 		return nil, err
+	}
+	if u.fifo {
+		if c, err = onFIFOPoller(c); err != nil {
+			return nil, err
+		}
 	}
 	return &upConn{c: c, br: bufio.NewReaderSize(c, 4<<10), bw: bufio.NewWriterSize(c, 4<<10)}, nil
 }

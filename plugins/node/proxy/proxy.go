@@ -69,6 +69,13 @@ type Options struct {
 	// references past the call. vigil-node feeds its passive windows with
 	// it. Nil costs nothing.
 	OnAttempt func(Attempt)
+	// GoPoller keeps the proxy's connections on Go's own network poller.
+	// By default (on Linux) the raw path's visitor connections and all
+	// origin connections wait on the proxy's FIFO poller instead, which
+	// wakes them in the order they became ready; Go's serves each batch in
+	// reverse, which doubles the tail latency at saturation
+	// (fifopoll_linux.go). For comparison in benchmarks, and a way back.
+	GoPoller bool
 }
 
 // Attempt is the outcome of one attempt of the proxy on an origin, as

@@ -161,8 +161,19 @@ func readAnswer(t *testing.T, br *bufio.Reader, method string) string {
 func TestRawMatchesHandler(t *testing.T) {
 	e := newEchoOrigin(t)
 	snap := snapshot(publication.Origin{Name: "a1", Address: e.srv.URL, State: "healthy"})
-	raw := newHarnessOn(t, Options{Retries: NoRetries}, snap, true)
-	handler := newHarnessOn(t, Options{Retries: NoRetries}, snap, false)
+	for _, goPoller := range []bool{false, true} {
+		name := "FIFO poller"
+		if goPoller {
+			name = "Go's poller"
+		}
+		t.Run(name, func(t *testing.T) {
+			opts := Options{Retries: NoRetries, GoPoller: goPoller}
+			rawMatchesHandler(t, e, newHarnessOn(t, opts, snap, true), newHarnessOn(t, opts, snap, false))
+		})
+	}
+}
+
+func rawMatchesHandler(t *testing.T, e *echoOrigin, raw, handler *harness) {
 	const host = "Host: www.example.com\r\n"
 	tests := []struct {
 		name    string

@@ -124,6 +124,12 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		backoff = 0
+		if !s.p.opts.GoPoller {
+			if c, err = onFIFOPoller(c); err != nil {
+				s.p.opts.Log.Warn("proxy listener: a visitor connection was lost moving it to the poller", "error", err)
+				continue
+			}
+		}
 		rc := s.newConn(c)
 		if rc == nil {
 			_ = c.Close()

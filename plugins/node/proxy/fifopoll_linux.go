@@ -1,0 +1,481 @@
+//go:build linux
+
+package proxy
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// The FIFO poller. Go's network poller hands the scheduler each batch of
+// ready connections in the reverse of the order they became ready
+// (runtime.netpoll pushes them onto a stack), so under load the connection
+// that became ready first in a batch is served last. A proxy at saturation
+// then has a tail twice its median: p99 2.1 ms against a p90 of 1.2 ms in
+// BenchmarkEdgeLean pinned to one core, where HAProxy, serving its events in
+// the kernel's order, showed 1.7 ms. The same code built with a runtime
+// whose netpoll keeps the kernel's order measured 1.45 ms.
+//
+// So vigil-node's own connections (visitors on the raw path, origins) are
+// taken off Go's poller and put on an epoll instance of ours. One goroutine
+// waits for that instance through Go's poller (the epoll descriptor is
+// itself pollable, as fsnotify does), takes its events in the kernel's
+// order, and wakes each connection's goroutine in that order. Code above
+// still sees a net.Conn with deadlines, blocking reads and writes.
+
+// fifoPoller is the epoll instance and the goroutine that serves it.
+type fifoPoller struct {
+	epfd int
+	file *os.File        // epfd's file, kept so that no finalizer closes it
+	raw  syscall.RawConn // epfd as Go's poller sees it
+
+	mu   sync.RWMutex
+	byFD []*pollConn // the connection of each descriptor registered
+
+	events [256]syscall.EpollEvent
+}
+
+var (
+	fifoOnce   sync.Once
+	fifoShared *fifoPoller
+	fifoErr    error
+)
+
+// sharedPoller returns the process's FIFO poller, starting it the first
+// time, or the reason there is none (then Go's own poller is used).
+func sharedPoller() (*fifoPoller, error) {
+	fifoOnce.Do(func() {
+		fifoShared, fifoErr = newFIFOPoller()
+		if fifoErr == nil {
+			go fifoShared.run()
+		}
+	})
+	return fifoShared, fifoErr
+}
+
+func newFIFOPoller() (*fifoPoller, error) {
+	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("proxy poller: epoll_create1: %w", err)
+	}
+	if err := syscall.SetNonblock(epfd, true); err != nil {
+		_ = syscall.Close(epfd)
+		return nil, fmt.Errorf("proxy poller: non-blocking epoll: %w", err)
+	}
+	// A non-blocking descriptor given to os.NewFile joins Go's poller.
+	f := os.NewFile(uintptr(epfd), "vigil-proxy-epoll")
+	raw, err := f.SyscallConn()
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("proxy poller: %w", err)
+	}
+	return &fifoPoller{epfd: epfd, file: f, raw: raw}, nil
+}
+
+// onFIFOPoller moves c onto the process's FIFO poller (see adopt). When
+// there is none, c is returned as it is: it stays on Go's poller.
+func onFIFOPoller(c net.Conn) (net.Conn, error) {
+	p, err := sharedPoller()
+	if err != nil {
+		return c, nil
+	}
+	return p.adopt(c)
+}
+
+// run serves the epoll instance for the life of the process.
+func (p *fifoPoller) run() {
+	for {
+		if err := p.raw.Read(p.drain); err != nil {
+			// Only a closed descriptor fails, and it is never closed.
+			panic(fmt.Sprintf("proxy poller: %v", err))
+		}
+	}
+}
+
+// drain takes the ready events and wakes their connections' goroutines, in
+// the kernel's order. It returns false, to wait for the epoll descriptor,
+// only once no event is left.
+func (p *fifoPoller) drain(uintptr) bool {
+	n, err := syscall.EpollWait(p.epfd, p.events[:], 0)
+	if err == syscall.EINTR {
+		return true // run calls again at once
+	}
+	if err != nil {
+		// EBADF, EFAULT, EINVAL: a bug, and every connection would hang.
+		panic(fmt.Sprintf("proxy poller: epoll_wait: %v", err))
+	}
+	if n <= 0 {
+		return false
+	}
+	p.mu.RLock()
+	for _, ev := range p.events[:n] {
+		fd := int(ev.Fd)
+		if fd < 0 || fd >= len(p.byFD) {
+			continue
+		}
+		c := p.byFD[fd]
+		if c == nil {
+			continue
+		}
+		if ev.Events&(syscall.EPOLLIN|syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
+			c.r.wake()
+		}
+		if ev.Events&(syscall.EPOLLOUT|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
+			c.w.wake()
+		}
+	}
+	p.mu.RUnlock()
+	return true
+}
+
+// adopt moves c's socket from Go's poller to p: it returns a connection on
+// a duplicate of c's descriptor and closes c (which takes c's own
+// descriptor off Go's poller; the socket stays open through the
+// duplicate). A connection that is not a socket is returned as it is.
+func (p *fifoPoller) adopt(c net.Conn) (net.Conn, error) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return c, nil
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return c, nil
+	}
+	fd := -1
+	var dupErr error
+	if err := raw.Control(func(s uintptr) {
+		r, _, e := syscall.Syscall(syscall.SYS_FCNTL, s, syscall.F_DUPFD_CLOEXEC, 0)
+		if e != 0 {
+			dupErr = e
+			return
+		}
+		fd = int(r)
+	}); err != nil {
+		return nil, fmt.Errorf("proxy poller: %w", err) // c is closed
+	}
+	if dupErr != nil {
+		return c, nil // out of descriptors, say: c stays on Go's poller
+	}
+	pc := &pollConn{p: p, fd: fd, laddr: c.LocalAddr(), raddr: c.RemoteAddr()}
+	pc.r.init()
+	pc.w.init()
+	p.mu.Lock()
+	if fd >= len(p.byFD) {
+		p.byFD = append(p.byFD, make([]*pollConn, fd+1-len(p.byFD)+len(p.byFD)/2)...)
+	}
+	p.byFD[fd] = pc
+	p.mu.Unlock()
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLOUT | syscall.EPOLLRDHUP | syscall.EPOLLET&0xffffffff, Fd: int32(fd)}
+	if err := syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		// c is still whole: keep it on Go's poller.
+		p.forget(fd)
+		_ = syscall.Close(fd)
+		return c, nil
+	}
+	_ = c.Close()
+	return pc, nil
+}
+
+func (p *fifoPoller) forget(fd int) {
+	p.mu.Lock()
+	p.byFD[fd] = nil
+	p.mu.Unlock()
+}
+
+// pollConn is a TCP connection on the FIFO poller: a net.Conn, safe for a
+// reader and a writer at once (and, like Go's own, for several of each,
+// which take turns).
+type pollConn struct {
+	p            *fifoPoller
+	fd           int
+	laddr, raddr net.Addr
+
+	// refs counts the calls using fd; closedBit is set by Close. fd is
+	// closed by whichever of Close and the last call comes last.
+	refs atomic.Int64
+
+	rmu, wmu sync.Mutex // one reader, one writer at a time
+	r, w     pollWaiter
+}
+
+const closedBit = 1 << 62
+
+// pollWaiter is one direction of a pollConn: its wake-ups and deadline.
+type pollWaiter struct {
+	ready chan struct{} // a pending wake-up (an event, Close, a deadline)
+
+	mu       sync.Mutex
+	deadline time.Time
+	timer    *time.Timer
+	expired  atomic.Bool
+}
+
+func (w *pollWaiter) init() { w.ready = make(chan struct{}, 1) }
+
+func (w *pollWaiter) wake() {
+	select {
+	case w.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (w *pollWaiter) setDeadline(t time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.deadline = t
+	if t.IsZero() {
+		w.expired.Store(false)
+		if w.timer != nil {
+			w.timer.Stop()
+		}
+		return
+	}
+	d := time.Until(t)
+	if d <= 0 {
+		w.expired.Store(true)
+		if w.timer != nil {
+			w.timer.Stop()
+		}
+		w.wake()
+		return
+	}
+	w.expired.Store(false)
+	if w.timer == nil {
+		w.timer = time.AfterFunc(d, w.fire)
+	} else {
+		w.timer.Reset(d)
+	}
+}
+
+// fire is the deadline's timer.
+func (w *pollWaiter) fire() {
+	w.mu.Lock()
+	if !w.deadline.IsZero() && !time.Now().Before(w.deadline) {
+		w.expired.Store(true)
+	}
+	w.mu.Unlock()
+	w.wake()
+}
+
+func (w *pollWaiter) stop() {
+	w.mu.Lock()
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.mu.Unlock()
+}
+
+func (c *pollConn) incref() bool {
+	for {
+		v := c.refs.Load()
+		if v&closedBit != 0 {
+			return false
+		}
+		if c.refs.CompareAndSwap(v, v+1) {
+			return true
+		}
+	}
+}
+
+func (c *pollConn) decref() {
+	if c.refs.Add(-1) == closedBit {
+		c.destroy()
+	}
+}
+
+func (c *pollConn) closed() bool { return c.refs.Load()&closedBit != 0 }
+
+func (c *pollConn) destroy() {
+	c.r.stop()
+	c.w.stop()
+	c.p.forget(c.fd)
+	_ = syscall.EpollCtl(c.p.epfd, syscall.EPOLL_CTL_DEL, c.fd, nil)
+	_ = syscall.Close(c.fd)
+}
+
+func (c *pollConn) opError(op string, err error) error {
+	return &net.OpError{Op: op, Net: "tcp", Source: c.laddr, Addr: c.raddr, Err: err}
+}
+
+// wait parks until w is woken, and says why when it is not for an event.
+func (c *pollConn) wait(op string, w *pollWaiter) error {
+	if c.closed() {
+		return c.opError(op, net.ErrClosed)
+	}
+	if w.expired.Load() {
+		return c.opError(op, os.ErrDeadlineExceeded)
+	}
+	<-w.ready
+	if c.closed() {
+		return c.opError(op, net.ErrClosed)
+	}
+	if w.expired.Load() {
+		return c.opError(op, os.ErrDeadlineExceeded)
+	}
+	return nil
+}
+
+func (c *pollConn) Read(b []byte) (int, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	if !c.incref() {
+		return 0, c.opError("read", net.ErrClosed)
+	}
+	defer c.decref()
+	if len(b) == 0 {
+		return 0, nil
+	}
+	for {
+		if c.r.expired.Load() {
+			return 0, c.opError("read", os.ErrDeadlineExceeded)
+		}
+		n, err := syscall.Read(c.fd, b)
+		switch err {
+		case nil:
+			if n == 0 {
+				return 0, io.EOF
+			}
+			return n, nil
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			if err := c.wait("read", &c.r); err != nil {
+				return 0, err
+			}
+		default:
+			return 0, c.opError("read", os.NewSyscallError("read", err))
+		}
+	}
+}
+
+func (c *pollConn) Write(b []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if !c.incref() {
+		return 0, c.opError("write", net.ErrClosed)
+	}
+	defer c.decref()
+	n := 0
+	for n < len(b) {
+		if c.w.expired.Load() {
+			return n, c.opError("write", os.ErrDeadlineExceeded)
+		}
+		m, err := syscall.Write(c.fd, b[n:])
+		if m > 0 {
+			n += m
+		}
+		switch err {
+		case nil:
+			if m <= 0 {
+				return n, c.opError("write", io.ErrShortWrite)
+			}
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			if err := c.wait("write", &c.w); err != nil {
+				return n, err
+			}
+		default:
+			return n, c.opError("write", os.NewSyscallError("write", err))
+		}
+	}
+	return n, nil
+}
+
+// Close closes the connection; calls blocked on it return net.ErrClosed.
+func (c *pollConn) Close() error {
+	for {
+		v := c.refs.Load()
+		if v&closedBit != 0 {
+			return c.opError("close", net.ErrClosed)
+		}
+		if c.refs.CompareAndSwap(v, v|closedBit) {
+			c.r.wake()
+			c.w.wake()
+			if v == 0 {
+				c.destroy()
+			}
+			return nil
+		}
+	}
+}
+
+// CloseWrite shuts down the sending side (a FIN after what was written).
+func (c *pollConn) CloseWrite() error { return c.shutdown("close write", syscall.SHUT_WR) }
+
+// CloseRead shuts down the reading side.
+func (c *pollConn) CloseRead() error { return c.shutdown("close read", syscall.SHUT_RD) }
+
+func (c *pollConn) shutdown(op string, how int) error {
+	if !c.incref() {
+		return c.opError(op, net.ErrClosed)
+	}
+	defer c.decref()
+	if err := syscall.Shutdown(c.fd, how); err != nil {
+		return c.opError(op, os.NewSyscallError("shutdown", err))
+	}
+	return nil
+}
+
+func (c *pollConn) LocalAddr() net.Addr  { return c.laddr }
+func (c *pollConn) RemoteAddr() net.Addr { return c.raddr }
+
+func (c *pollConn) SetDeadline(t time.Time) error {
+	if c.closed() {
+		return c.opError("set deadline", net.ErrClosed)
+	}
+	c.r.setDeadline(t)
+	c.w.setDeadline(t)
+	return nil
+}
+
+func (c *pollConn) SetReadDeadline(t time.Time) error {
+	if c.closed() {
+		return c.opError("set read deadline", net.ErrClosed)
+	}
+	c.r.setDeadline(t)
+	return nil
+}
+
+func (c *pollConn) SetWriteDeadline(t time.Time) error {
+	if c.closed() {
+		return c.opError("set write deadline", net.ErrClosed)
+	}
+	c.w.setDeadline(t)
+	return nil
+}
+
+// SyscallConn gives the descriptor to f (idleClean peeks through it).
+func (c *pollConn) SyscallConn() (syscall.RawConn, error) { return pollRawConn{c}, nil }
+
+type pollRawConn struct{ c *pollConn }
+
+func (r pollRawConn) Control(f func(uintptr)) error {
+	if !r.c.incref() {
+		return r.c.opError("raw-control", net.ErrClosed)
+	}
+	defer r.c.decref()
+	f(uintptr(r.c.fd))
+	return nil
+}
+
+func (r pollRawConn) Read(f func(uintptr) bool) error  { return r.io("raw-read", &r.c.r, f) }
+func (r pollRawConn) Write(f func(uintptr) bool) error { return r.io("raw-write", &r.c.w, f) }
+
+func (r pollRawConn) io(op string, w *pollWaiter, f func(uintptr) bool) error {
+	if !r.c.incref() {
+		return r.c.opError(op, net.ErrClosed)
+	}
+	defer r.c.decref()
+	for !f(uintptr(r.c.fd)) {
+		if err := r.c.wait(op, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
