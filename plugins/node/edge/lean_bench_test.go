@@ -19,9 +19,11 @@ import (
 // origin that cost little CPU (raw HTTP/1.1 over 64 keep-alive connections,
 // like wrk -c64; no net/http on either side), so that what is compared is the
 // proxies themselves: vigil-node's proxy on its Server as -proxy-listen runs
-// it, HAProxy and nginx (each skipped when absent), each in a process of its
-// own, and the origin directly. They run in alternation, 3 rounds, in one
-// run; the ratios are medians over the rounds (VIGIL_BENCH_IN_PROCESS=1
+// it, the same on Go's own network poller ("vigil-gopoller", to show what
+// the FIFO poller does for the tail), HAProxy and nginx (each skipped when
+// absent), each in a process of its own, and the origin directly. They run
+// in alternation, 5 rounds, in one run; the ratios are medians over the
+// rounds (VIGIL_BENCH_IN_PROCESS=1
 // adds the proxy inside the benchmark's own process, sharing its scheduler
 // with the load and the origin, as "vigil-in-process"; with
 // VIGIL_BENCH_PROXY_CPUS each proxy runs on those CPUs only, see pinned):
@@ -39,8 +41,9 @@ func BenchmarkEdgeLean(b *testing.B) {
 		name, addr string
 		pid        int // its process, whose CPU time is counted (0: none)
 	}
-	vigilAddr, vigilPid := startLeanProxy(b, origin)
-	targets := []target{{"direct", origin, 0}, {"vigil", vigilAddr, vigilPid}}
+	vigilAddr, vigilPid := startLeanProxy(b, origin, false)
+	goPollAddr, goPollPid := startLeanProxy(b, origin, true)
+	targets := []target{{"direct", origin, 0}, {"vigil", vigilAddr, vigilPid}, {"vigil-gopoller", goPollAddr, goPollPid}}
 	if os.Getenv("VIGIL_BENCH_IN_PROCESS") != "" {
 		p, err := proxy.New(proxy.Options{})
 		if err != nil {
@@ -61,7 +64,7 @@ func BenchmarkEdgeLean(b *testing.B) {
 		waitLean(b, t.addr)
 		leanload.Load(b, t.addr, hostname, 64, 2000) // warm up
 	}
-	const rounds = 3
+	const rounds = 5
 	rps := map[string][]float64{}
 	p50 := map[string][]float64{}
 	p99 := map[string][]float64{}
@@ -105,11 +108,16 @@ func leanSnapshot(origin string) *publication.Snapshot {
 }
 
 // startLeanProxy runs vigil-node's proxy (its Server, as -proxy-listen) in
-// a process of its own, as HAProxy and nginx run (TestLeanProxyProcess). It
-// returns the proxy's address and process id.
-func startLeanProxy(b *testing.B, origin string) (string, int) {
+// a process of its own, as HAProxy and nginx run (TestLeanProxyProcess),
+// on Go's own network poller when goPoller is set (proxy.Options.GoPoller).
+// It returns the proxy's address and process id.
+func startLeanProxy(b *testing.B, origin string, goPoller bool) (string, int) {
+	env := []string{"VIGIL_LEAN_PROXY_ORIGIN=" + origin}
+	if goPoller {
+		env = append(env, "VIGIL_LEAN_PROXY_GO_POLLER=1")
+	}
 	return benchproc.Start(b, "TestLeanProxyProcess", benchproc.Options{
-		Env:  []string{"VIGIL_LEAN_PROXY_ORIGIN=" + origin},
+		Env:  env,
 		Wrap: func(bin string, args []string) (string, []string) { return pinned(bin, args...) },
 	})
 }
@@ -137,7 +145,7 @@ func TestLeanProxyProcess(t *testing.T) {
 	if origin == "" {
 		t.Skip("the proxy process of BenchmarkEdgeLean, which starts it")
 	}
-	p, err := proxy.New(proxy.Options{})
+	p, err := proxy.New(proxy.Options{GoPoller: os.Getenv("VIGIL_LEAN_PROXY_GO_POLLER") != ""})
 	if err != nil {
 		t.Fatal(err)
 	}
