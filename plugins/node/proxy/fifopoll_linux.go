@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // The FIFO poller. Go's network poller hands the scheduler each batch of
@@ -102,11 +103,15 @@ func (p *fifoPoller) run() {
 // the kernel's order. It returns false, to wait for the epoll descriptor,
 // only once no event is left.
 func (p *fifoPoller) drain(uintptr) bool {
-	n, err := syscall.EpollWait(p.epfd, p.events[:], 0)
-	if err == syscall.EINTR {
+	// epoll_pwait with no signal mask is epoll_wait (which arm64 lacks);
+	// raw, as it never sleeps with a timeout of 0 (see rawRead).
+	r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(p.epfd), uintptr(unsafe.Pointer(&p.events[0])), uintptr(len(p.events)), 0, 0, 0)
+	n := int(r)
+	if e == syscall.EINTR {
 		return true // run calls again at once
 	}
-	if err != nil {
+	if e != 0 {
+		err := e
 		// EBADF, EFAULT, EINVAL: a bug, and every connection would hang.
 		panic(fmt.Sprintf("proxy poller: epoll_wait: %v", err))
 	}
@@ -335,9 +340,9 @@ func (c *pollConn) Read(b []byte) (int, error) {
 		if c.r.expired.Load() {
 			return 0, c.opError("read", os.ErrDeadlineExceeded)
 		}
-		n, err := syscall.Read(c.fd, b)
+		n, err := rawRead(c.fd, b)
 		switch err {
-		case nil:
+		case 0:
 			if n == 0 {
 				return 0, io.EOF
 			}
@@ -366,12 +371,12 @@ func (c *pollConn) Write(b []byte) (int, error) {
 		if c.w.expired.Load() {
 			return n, c.opError("write", os.ErrDeadlineExceeded)
 		}
-		m, err := syscall.Write(c.fd, b[n:])
+		m, err := rawWrite(c.fd, b[n:])
 		if m > 0 {
 			n += m
 		}
 		switch err {
-		case nil:
+		case 0:
 			if m <= 0 {
 				return n, c.opError("write", io.ErrShortWrite)
 			}
@@ -478,4 +483,28 @@ func (r pollRawConn) io(op string, w *pollWaiter, f func(uintptr) bool) error {
 		}
 	}
 	return nil
+}
+
+// rawRead and rawWrite are read(2) and write(2) on a non-blocking socket,
+// which never sleep in the kernel. They are raw (no entersyscall) so that a
+// thread the kernel preempts inside one does not have its P handed to
+// another thread: on cores shared with busy processes, that handing-off
+// (sysmon retakes a P whose syscall outlasts 20 us) woke thread after
+// thread and moved goroutines between them.
+func rawRead(fd int, b []byte) (int, syscall.Errno) {
+	var p unsafe.Pointer
+	if len(b) > 0 {
+		p = unsafe.Pointer(&b[0])
+	}
+	n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), uintptr(p), uintptr(len(b)))
+	return int(n), e
+}
+
+func rawWrite(fd int, b []byte) (int, syscall.Errno) {
+	var p unsafe.Pointer
+	if len(b) > 0 {
+		p = unsafe.Pointer(&b[0])
+	}
+	n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(fd), uintptr(p), uintptr(len(b)))
+	return int(n), e
 }
