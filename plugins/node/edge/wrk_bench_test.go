@@ -2,6 +2,8 @@ package edge_test
 
 import (
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"regexp"
@@ -16,12 +18,14 @@ import (
 
 // BenchmarkEdgeWrk is BenchmarkEdgeLean with wrk as the load, the tool
 // issue 19 measured with (wrk -t2 -c64 on the same 2 cores): vigil-node's
-// proxy, the same on Go's own poller, HAProxy and nginx, each in a process
-// of its own, in alternation, 3 rounds of VIGIL_BENCH_WRK_DURATION (3s)
-// each. It skips without wrk (apt-get install wrk). wrk is written in C and
-// keeps its two threads busy, which is the worst case for the proxy's
-// scheduling: the figures differ from EdgeLean's, whose load is Go and
-// lighter.
+// proxy, the same on Go's own poller, HAProxy, nginx, and "go-forwarder",
+// the least a Go proxy can do (a goroutine copying each way, an origin
+// connection per visitor connection, no HTTP at all: the floor of Go's
+// runtime), each in a process of its own, in alternation, 3 rounds of
+// VIGIL_BENCH_WRK_DURATION (3s) each. It skips without wrk (apt-get install
+// wrk). wrk is written in C and keeps its two threads busy, which is the
+// worst case for a Go process's scheduling when they share cores: the
+// figures differ from EdgeLean's, whose load is Go and lighter.
 //
 //	go test -run '^$' -bench EdgeWrk -benchtime 1x ./plugins/node/edge
 func BenchmarkEdgeWrk(b *testing.B) {
@@ -41,7 +45,11 @@ func BenchmarkEdgeWrk(b *testing.B) {
 	}
 	vigilAddr, vigilPid := startLeanProxy(b, origin, false)
 	goPollAddr, goPollPid := startLeanProxy(b, origin, true)
-	targets := []target{{"vigil", vigilAddr, vigilPid}, {"vigil-gopoller", goPollAddr, goPollPid}}
+	fwdAddr, fwdPid := benchproc.Start(b, "TestGoForwarderProcess", benchproc.Options{
+		Env:  []string{"VIGIL_GO_FORWARDER_ORIGIN=" + origin},
+		Wrap: func(bin string, args []string) (string, []string) { return pinned(bin, args...) },
+	})
+	targets := []target{{"vigil", vigilAddr, vigilPid}, {"vigil-gopoller", goPollAddr, goPollPid}, {"go-forwarder", fwdAddr, fwdPid}}
 	if bin, ok := lookPeer("haproxy"); ok {
 		addr, pid := startHAProxyPeer(b, dir, bin, origin)
 		targets = append(targets, target{"haproxy", addr, pid})
@@ -91,6 +99,39 @@ func BenchmarkEdgeWrk(b *testing.B) {
 	}
 	b.ReportMetric(benchproc.Median(rps["vigil"]), "vigil-rps")
 	b.ReportMetric(benchproc.Median(p99["vigil"])/1e3, "vigil-p99-µs")
+}
+
+// TestGoForwarderProcess is BenchmarkEdgeWrk's go-forwarder; run alone,
+// it skips.
+func TestGoForwarderProcess(t *testing.T) {
+	origin := os.Getenv("VIGIL_GO_FORWARDER_ORIGIN")
+	if origin == "" {
+		t.Skip("the go-forwarder process of BenchmarkEdgeWrk, which starts it")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				u, err := net.Dial("tcp", origin)
+				if err != nil {
+					return
+				}
+				defer u.Close()
+				go func() { _, _ = io.Copy(u, c) }()
+				_, _ = io.Copy(c, u)
+			}()
+		}
+	}()
+	benchproc.Announce(ln.Addr().String())
+	_ = ln.Close()
 }
 
 // wrkResult is what BenchmarkEdgeWrk takes from wrk's report.
