@@ -455,7 +455,20 @@ func (c *pollConn) SetWriteDeadline(t time.Time) error {
 	return nil
 }
 
-// SyscallConn gives the descriptor to f (idleClean peeks through it).
+// idleClean is the package's idleClean for a connection on the poller: a
+// recv with MSG_PEEK|MSG_DONTWAIT, raw as it never sleeps (see rawRead).
+func (c *pollConn) idleClean() bool {
+	if !c.incref() {
+		return false
+	}
+	defer c.decref()
+	var b [1]byte
+	_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, uintptr(c.fd), uintptr(unsafe.Pointer(&b[0])), 1,
+		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+	return e == syscall.EAGAIN
+}
+
+// SyscallConn gives the descriptor to f.
 func (c *pollConn) SyscallConn() (syscall.RawConn, error) { return pollRawConn{c}, nil }
 
 type pollRawConn struct{ c *pollConn }

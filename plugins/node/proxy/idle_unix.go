@@ -13,6 +13,9 @@ import "syscall"
 // connection's RawConn and peek function are made once, at its first
 // peek, so that a reuse allocates nothing.
 func idleClean(c *upConn) bool {
+	if pc, ok := c.c.(interface{ idleClean() bool }); ok {
+		return pc.idleClean() // on the FIFO poller
+	}
 	if c.peek == nil {
 		sc, ok := c.c.(syscall.Conn)
 		if !ok {
