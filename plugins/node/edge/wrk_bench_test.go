@@ -1,9 +1,9 @@
+//go:build linux
+
 package edge_test
 
 import (
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"regexp"
@@ -18,11 +18,11 @@ import (
 
 // BenchmarkEdgeWrk is BenchmarkEdgeLean with wrk as the load, the tool
 // issue 19 measured with (wrk -t2 -c64 on the same 2 cores): vigil-node's
-// proxy, the same on Go's own poller, HAProxy, nginx, and "go-forwarder",
-// the least a Go proxy can do (a goroutine copying each way, an origin
-// connection per visitor connection, no HTTP at all: the floor of Go's
-// runtime), each in a process of its own, in alternation, 3 rounds of
-// VIGIL_BENCH_WRK_DURATION (3s) each. It skips without wrk (apt-get install
+// proxy, the same on Go's own poller, HAProxy, nginx, and two floors of a Go
+// proxy that does no HTTP at all (floor_bench_test.go): "go-forwarder", a
+// goroutine copying each way, and "go-event-loop", a thread per core
+// relaying from its own epoll instance. Each runs in a process of its own,
+// in alternation, 3 rounds of VIGIL_BENCH_WRK_DURATION (3s) each. It skips without wrk (apt-get install
 // wrk). wrk is written in C and keeps its two threads busy, which is the
 // worst case for a Go process's scheduling when they share cores: the
 // figures differ from EdgeLean's, whose load is Go and lighter.
@@ -45,11 +45,10 @@ func BenchmarkEdgeWrk(b *testing.B) {
 	}
 	vigilAddr, vigilPid := startLeanProxy(b, origin, false)
 	goPollAddr, goPollPid := startLeanProxy(b, origin, true)
-	fwdAddr, fwdPid := benchproc.Start(b, "TestGoForwarderProcess", benchproc.Options{
-		Env:  []string{"VIGIL_GO_FORWARDER_ORIGIN=" + origin},
-		Wrap: func(bin string, args []string) (string, []string) { return pinned(bin, args...) },
-	})
-	targets := []target{{"vigil", vigilAddr, vigilPid}, {"vigil-gopoller", goPollAddr, goPollPid}, {"go-forwarder", fwdAddr, fwdPid}}
+	fwdAddr, fwdPid := startFloor(b, "TestGoForwarderProcess", origin)
+	loopAddr, loopPid := startFloor(b, "TestGoEventLoopProcess", origin)
+	targets := []target{{"vigil", vigilAddr, vigilPid}, {"vigil-gopoller", goPollAddr, goPollPid},
+		{"go-forwarder", fwdAddr, fwdPid}, {"go-event-loop", loopAddr, loopPid}}
 	if bin, ok := lookPeer("haproxy"); ok {
 		addr, pid := startHAProxyPeer(b, dir, bin, origin)
 		targets = append(targets, target{"haproxy", addr, pid})
@@ -99,39 +98,6 @@ func BenchmarkEdgeWrk(b *testing.B) {
 	}
 	b.ReportMetric(benchproc.Median(rps["vigil"]), "vigil-rps")
 	b.ReportMetric(benchproc.Median(p99["vigil"])/1e3, "vigil-p99-µs")
-}
-
-// TestGoForwarderProcess is BenchmarkEdgeWrk's go-forwarder; run alone,
-// it skips.
-func TestGoForwarderProcess(t *testing.T) {
-	origin := os.Getenv("VIGIL_GO_FORWARDER_ORIGIN")
-	if origin == "" {
-		t.Skip("the go-forwarder process of BenchmarkEdgeWrk, which starts it")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				u, err := net.Dial("tcp", origin)
-				if err != nil {
-					return
-				}
-				defer u.Close()
-				go func() { _, _ = io.Copy(u, c) }()
-				_, _ = io.Copy(c, u)
-			}()
-		}
-	}()
-	benchproc.Announce(ln.Addr().String())
-	_ = ln.Close()
 }
 
 // wrkResult is what BenchmarkEdgeWrk takes from wrk's report.
