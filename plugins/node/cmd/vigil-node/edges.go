@@ -92,6 +92,10 @@ func edgeDrivers(f edgeFlags) ([]edge.Driver, error) {
 		out = append(out, h)
 	} else if f.haFallback != "" {
 		return nil, fmt.Errorf("-haproxy-fallback needs -haproxy-socket (for a template-only HAProxy, use -template builtin:haproxy:DEST)")
+	} else if f.haSrvArgs != "" || f.haTLSArgs != edge.DefaultHAProxyTLSArgs {
+		// Without the runtime API no server is added: the arguments would
+		// be dropped silently.
+		return nil, fmt.Errorf("-haproxy-server-args and -haproxy-tls-args need -haproxy-socket: they are the arguments of the servers vigil-node adds through HAProxy's runtime API (with -template builtin:haproxy:DEST, write them in the template)")
 	}
 	if len(f.templates) > 0 {
 		var files []edge.File

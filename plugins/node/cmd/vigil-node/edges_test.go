@@ -78,6 +78,10 @@ func TestHAProxyRemovalFlagsRefused(t *testing.T) {
 			[]string{"-haproxy-drain-timeout", "need -haproxy-socket"}},
 		{"remove after without socket", []string{"-haproxy-remove-after", "0"},
 			[]string{"-haproxy-remove-after", "need -haproxy-socket"}},
+		{"server arguments without socket", []string{"-haproxy-server-args", "check inter 2s"},
+			[]string{"-haproxy-server-args", "need -haproxy-socket", "template"}},
+		{"TLS arguments without socket", []string{"-haproxy-tls-args", "ssl verify none"},
+			[]string{"-haproxy-tls-args", "need -haproxy-socket"}},
 		{"unknown log level", []string{"-haproxy-socket", "/run/haproxy/admin.sock", "-log-level", "bogus"},
 			[]string{`-log-level "bogus"`, "give one of", "debug"}},
 	} {
