@@ -346,3 +346,63 @@ func TestServerUsesFIFOPoller(t *testing.T) {
 		})
 	}
 }
+
+// Reads, writes, deadlines and Close racing on many connections at once
+// leave no descriptor open and nothing blocked: each pollConn closes its
+// descriptor exactly once, after its last call.
+func TestPollConnCloseRaces(t *testing.T) {
+	openFDs := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skip("no /proc/self/fd")
+		}
+		return len(ents)
+	}
+	if _, err := sharedPoller(); err != nil { // its epoll descriptor stays
+		t.Fatal(err)
+	}
+	before := openFDs()
+	const conns = 50
+	var wg sync.WaitGroup
+	for i := range conns {
+		pc, client := pollPair(t)
+		wg.Go(func() { // a reader, blocked most of the time
+			buf := make([]byte, 512)
+			for {
+				if _, err := pc.Read(buf); err != nil {
+					return
+				}
+			}
+		})
+		wg.Go(func() { // a writer the peer never reads: it blocks when full
+			buf := make([]byte, 64<<10)
+			for {
+				if _, err := pc.Write(buf); err != nil {
+					return
+				}
+			}
+		})
+		wg.Go(func() { // the peer sends a little, then deadlines and Close race
+			_, _ = client.Write([]byte("hello"))
+			if i%3 == 0 {
+				_ = pc.SetDeadline(time.Now().Add(time.Duration(i) * time.Millisecond))
+			}
+			time.Sleep(time.Duration(i%7) * time.Millisecond)
+			_ = pc.Close()
+			_ = pc.Close()
+			client.Close()
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("a read or write stayed blocked after Close")
+	}
+	// pollPair's cleanups have not run yet: the clients are closed above,
+	// the pollConns too; only the listener sockets of pollPair are gone.
+	if after := openFDs(); after > before {
+		t.Fatalf("%d descriptors open after, %d before: a pollConn kept its descriptor", after, before)
+	}
+}
