@@ -82,6 +82,8 @@ func TestHAProxyRemovalFlagsRefused(t *testing.T) {
 			[]string{"-haproxy-server-args", "need -haproxy-socket", "template"}},
 		{"TLS arguments without socket", []string{"-haproxy-tls-args", "ssl verify none"},
 			[]string{"-haproxy-tls-args", "need -haproxy-socket"}},
+		{"unknown poller", []string{"-haproxy-socket", "/run/haproxy/admin.sock", "-proxy-poller", "epoll"},
+			[]string{`-proxy-poller "epoll"`, "give fifo or go"}},
 		{"unknown log level", []string{"-haproxy-socket", "/run/haproxy/admin.sock", "-log-level", "bogus"},
 			[]string{`-log-level "bogus"`, "give one of", "debug"}},
 	} {
