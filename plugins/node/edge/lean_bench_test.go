@@ -19,8 +19,9 @@ import (
 // origin that cost little CPU (raw HTTP/1.1 over 64 keep-alive connections,
 // like wrk -c64; no net/http on either side), so that what is compared is the
 // proxies themselves: vigil-node's proxy on its Server as -proxy-listen runs
-// it, the same on Go's own network poller ("vigil-gopoller", to show what
-// the FIFO poller does for the tail), HAProxy and nginx (each skipped when
+// it (on its event loops), the same with a goroutine per connection on its
+// FIFO poller ("vigil-fifo") and on Go's network poller ("vigil-gopoller"),
+// HAProxy and nginx (each skipped when
 // absent), each in a process of its own, and the origin directly. They run
 // in alternation, 5 rounds, in one run; the ratios are medians over the
 // rounds (VIGIL_BENCH_IN_PROCESS=1
@@ -41,9 +42,11 @@ func BenchmarkEdgeLean(b *testing.B) {
 		name, addr string
 		pid        int // its process, whose CPU time is counted (0: none)
 	}
-	vigilAddr, vigilPid := startLeanProxy(b, origin, false)
-	goPollAddr, goPollPid := startLeanProxy(b, origin, true)
-	targets := []target{{"direct", origin, 0}, {"vigil", vigilAddr, vigilPid}, {"vigil-gopoller", goPollAddr, goPollPid}}
+	vigilAddr, vigilPid := startLeanProxy(b, origin)
+	fifoAddr, fifoPid := startLeanProxy(b, origin, fifoPoller)
+	goPollAddr, goPollPid := startLeanProxy(b, origin, goPoller)
+	targets := []target{{"direct", origin, 0}, {"vigil", vigilAddr, vigilPid},
+		{"vigil-fifo", fifoAddr, fifoPid}, {"vigil-gopoller", goPollAddr, goPollPid}}
 	if os.Getenv("VIGIL_BENCH_IN_PROCESS") != "" {
 		p, err := proxy.New(proxy.Options{})
 		if err != nil {
@@ -109,18 +112,22 @@ func leanSnapshot(origin string) *publication.Snapshot {
 
 // startLeanProxy runs vigil-node's proxy (its Server, as -proxy-listen) in
 // a process of its own, as HAProxy and nginx run (TestLeanProxyProcess),
-// on Go's own network poller when goPoller is set (proxy.Options.GoPoller).
-// It returns the proxy's address and process id.
-func startLeanProxy(b *testing.B, origin string, goPoller bool) (string, int) {
-	env := []string{"VIGIL_LEAN_PROXY_ORIGIN=" + origin}
-	if goPoller {
-		env = append(env, "VIGIL_LEAN_PROXY_GO_POLLER=1")
-	}
+// with env added to its environment (VIGIL_LEAN_PROXY_POLLER=NAME:
+// proxy.Options.Poller; GOMAXPROCS=N). It returns the proxy's address and
+// process id.
+func startLeanProxy(b *testing.B, origin string, env ...string) (string, int) {
 	return benchproc.Start(b, "TestLeanProxyProcess", benchproc.Options{
-		Env:  env,
+		Env:  append([]string{"VIGIL_LEAN_PROXY_ORIGIN=" + origin}, env...),
 		Wrap: func(bin string, args []string) (string, []string) { return pinned(bin, args...) },
 	})
 }
+
+// Environments of startLeanProxy: the proxy with a goroutine per
+// connection, on the FIFO poller and on Go's.
+const (
+	fifoPoller = "VIGIL_LEAN_PROXY_POLLER=" + proxy.PollerFIFO
+	goPoller   = "VIGIL_LEAN_PROXY_POLLER=" + proxy.PollerGo
+)
 
 // pinned runs bin with args on the CPUs VIGIL_BENCH_PROXY_CPUS names
 // (taskset's list, e.g. "1"), when it is set and taskset is installed: each
@@ -145,7 +152,7 @@ func TestLeanProxyProcess(t *testing.T) {
 	if origin == "" {
 		t.Skip("the proxy process of BenchmarkEdgeLean, which starts it")
 	}
-	p, err := proxy.New(proxy.Options{GoPoller: os.Getenv("VIGIL_LEAN_PROXY_GO_POLLER") != ""})
+	p, err := proxy.New(proxy.Options{Poller: os.Getenv("VIGIL_LEAN_PROXY_POLLER")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,11 +18,12 @@ import (
 
 // BenchmarkEdgeWrk is BenchmarkEdgeLean with wrk as the load, the tool
 // issue 19 measured with (wrk -t2 -c64 on the same 2 cores): vigil-node's
-// proxy, the same on Go's own poller, HAProxy, nginx, and two floors of a Go
-// proxy that does no HTTP at all (floor_bench_test.go): "go-forwarder", a
-// goroutine copying each way, and "go-event-loop", a thread per core
-// relaying from its own epoll instance. Each runs in a process of its own,
-// in alternation, 3 rounds of VIGIL_BENCH_WRK_DURATION (3s) each. It skips without wrk (apt-get install
+// proxy, the same with a goroutine per connection on its FIFO poller and on
+// Go's poller, HAProxy, nginx, and two floors of a Go proxy that does no HTTP
+// at all (floor_bench_test.go): "go-forwarder", a goroutine copying each
+// way, and "go-event-loop", a thread per core relaying from its own epoll
+// instance. Each runs in a process of its own, in alternation, 3 rounds of
+// VIGIL_BENCH_WRK_DURATION (3s) each. It skips without wrk (apt-get install
 // wrk). wrk is written in C and keeps its two threads busy, which is the
 // worst case for a Go process's scheduling when they share cores: the
 // figures differ from EdgeLean's, whose load is Go and lighter.
@@ -43,11 +44,12 @@ func BenchmarkEdgeWrk(b *testing.B) {
 		name, addr string
 		pid        int
 	}
-	vigilAddr, vigilPid := startLeanProxy(b, origin, false)
-	goPollAddr, goPollPid := startLeanProxy(b, origin, true)
+	vigilAddr, vigilPid := startLeanProxy(b, origin)
+	fifoAddr, fifoPid := startLeanProxy(b, origin, fifoPoller)
+	goPollAddr, goPollPid := startLeanProxy(b, origin, goPoller)
 	fwdAddr, fwdPid := startFloor(b, "TestGoForwarderProcess", origin)
 	loopAddr, loopPid := startFloor(b, "TestGoEventLoopProcess", origin)
-	targets := []target{{"vigil", vigilAddr, vigilPid}, {"vigil-gopoller", goPollAddr, goPollPid},
+	targets := []target{{"vigil", vigilAddr, vigilPid}, {"vigil-fifo", fifoAddr, fifoPid}, {"vigil-gopoller", goPollAddr, goPollPid},
 		{"go-forwarder", fwdAddr, fwdPid}, {"go-event-loop", loopAddr, loopPid}}
 	if bin, ok := lookPeer("haproxy"); ok {
 		addr, pid := startHAProxyPeer(b, dir, bin, origin)

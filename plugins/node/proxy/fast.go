@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -108,23 +109,41 @@ func (p *Proxy) pool(s, prev *site, u *url.URL) *upstream {
 		up = prev.pools[addr]
 	}
 	if up == nil {
-		up = &upstream{addr: addr, dialer: &net.Dialer{Timeout: p.opts.ConnectTimeout, KeepAlive: 30 * time.Second}, fifo: !p.opts.GoPoller}
+		up = &upstream{addr: addr, dialer: &net.Dialer{Timeout: p.opts.ConnectTimeout, KeepAlive: 30 * time.Second}, fifo: p.opts.Poller != PollerGo}
 	}
 	s.pools[addr] = up
 	return up
 }
 
-func (u *upstream) get(ctx context.Context) (*upConn, error) {
+// loopPickDepth is how far down the idle stack get looks for a connection
+// on the task's loop.
+const loopPickDepth = 8
+
+// get returns an idle connection, or a new one, for a request on task t
+// (nil: on a goroutine), bound to it.
+func (u *upstream) get(ctx context.Context, t *coTask) (*upConn, error) {
 	now := time.Now()
 	u.mu.Lock()
 	for n := len(u.idle); n > 0; n = len(u.idle) {
-		c := u.idle[n-1]
+		i := n - 1
+		if t != nil {
+			// One of the last few that waits on t's loop already, if any.
+			for j := n - 1; j >= max(0, n-loopPickDepth); j-- {
+				if onLoop(u.idle[j].c, t) {
+					i = j
+					break
+				}
+			}
+		}
+		c := u.idle[i]
+		u.idle[i] = u.idle[n-1]
 		u.idle[n-1] = nil
 		u.idle = u.idle[:n-1]
 		if now.Sub(c.idleAt) < idleConnTimeout {
 			u.mu.Unlock()
 			if idleClean(c) {
 				c.reused = true
+				bindConn(c.c, t)
 				return c, nil
 			}
 			_ = c.c.Close()
@@ -134,7 +153,30 @@ func (u *upstream) get(ctx context.Context) (*upConn, error) {
 		_ = c.c.Close()
 	}
 	u.mu.Unlock()
-	return u.dial(ctx)
+	return u.dialFor(ctx, t)
+}
+
+// dialFor is dial for task t: a task's loop must not wait for a connect,
+// so the dial runs on a goroutine while t yields.
+func (u *upstream) dialFor(ctx context.Context, t *coTask) (*upConn, error) {
+	if t == nil {
+		return u.dial(ctx)
+	}
+	var c *upConn
+	var err error
+	var done atomic.Bool
+	go func() {
+		c, err = u.dial(ctx)
+		done.Store(true)
+		t.post()
+	}()
+	for !done.Load() {
+		t.wait()
+	}
+	if err == nil {
+		bindConn(c.c, t)
+	}
+	return c, err
 }
 
 func (u *upstream) dial(ctx context.Context) (*upConn, error) {
@@ -156,6 +198,7 @@ func (u *upstream) put(c *upConn) {
 		_ = c.c.Close()
 		return
 	}
+	releaseConn(c.c)
 	c.idleAt = time.Now()
 	u.mu.Lock()
 	if !u.closed && len(u.idle) < maxIdlePerOrigin {
@@ -295,7 +338,7 @@ func (p *Proxy) attempt(w http.ResponseWriter, r *http.Request, o *origin, body 
 		if fresh {
 			uc, err = o.up.dial(ctx)
 		} else {
-			uc, err = o.up.get(ctx)
+			uc, err = o.up.get(ctx, nil)
 		}
 		if err != nil {
 			return nil, nil, err

@@ -28,7 +28,9 @@ import (
 // waits for that instance through Go's poller (the epoll descriptor is
 // itself pollable, as fsnotify does), takes its events in the kernel's
 // order, and wakes each connection's goroutine in that order. Code above
-// still sees a net.Conn with deadlines, blocking reads and writes.
+// still sees a net.Conn with deadlines, blocking reads and writes. Every
+// connection starts here; the raw path's event loops (loop_linux.go) then
+// take those their coroutines use (pollConn.bind), and give them back.
 
 // fifoPoller is the epoll instance and the goroutine that serves it.
 type fifoPoller struct {
@@ -36,10 +38,42 @@ type fifoPoller struct {
 	file *os.File        // epfd's file, kept so that no finalizer closes it
 	raw  syscall.RawConn // epfd as Go's poller sees it
 
-	mu   sync.RWMutex
-	byFD []*pollConn // the connection of each descriptor registered
+	reg registry // the connections registered on epfd
 
 	events [256]syscall.EpollEvent
+}
+
+// registry maps the descriptors registered on an epoll instance to their
+// connections.
+type registry struct {
+	mu   sync.RWMutex
+	byFD []*pollConn
+}
+
+func (r *registry) put(fd int, c *pollConn) {
+	r.mu.Lock()
+	if fd >= len(r.byFD) {
+		r.byFD = append(r.byFD, make([]*pollConn, fd+1-len(r.byFD)+len(r.byFD)/2)...)
+	}
+	r.byFD[fd] = c
+	r.mu.Unlock()
+}
+
+// forget removes fd, if it is still c's.
+func (r *registry) forget(fd int, c *pollConn) {
+	r.mu.Lock()
+	if fd < len(r.byFD) && r.byFD[fd] == c {
+		r.byFD[fd] = nil
+	}
+	r.mu.Unlock()
+}
+
+// lookup is the connection of fd; r.mu is read-locked by the caller.
+func (r *registry) lookup(fd int) *pollConn {
+	if fd < 0 || fd >= len(r.byFD) {
+		return nil
+	}
+	return r.byFD[fd]
 }
 
 var (
@@ -118,13 +152,9 @@ func (p *fifoPoller) drain(uintptr) bool {
 	if n <= 0 {
 		return false
 	}
-	p.mu.RLock()
+	p.reg.mu.RLock()
 	for _, ev := range p.events[:n] {
-		fd := int(ev.Fd)
-		if fd < 0 || fd >= len(p.byFD) {
-			continue
-		}
-		c := p.byFD[fd]
+		c := p.reg.lookup(int(ev.Fd))
 		if c == nil {
 			continue
 		}
@@ -135,7 +165,7 @@ func (p *fifoPoller) drain(uintptr) bool {
 			c.w.wake()
 		}
 	}
-	p.mu.RUnlock()
+	p.reg.mu.RUnlock()
 	return true
 }
 
@@ -167,19 +197,12 @@ func (p *fifoPoller) adopt(c net.Conn) (net.Conn, error) {
 	if dupErr != nil {
 		return c, nil // out of descriptors, say: c stays on Go's poller
 	}
-	pc := &pollConn{p: p, fd: fd, laddr: c.LocalAddr(), raddr: c.RemoteAddr()}
-	pc.r.init()
-	pc.w.init()
-	p.mu.Lock()
-	if fd >= len(p.byFD) {
-		p.byFD = append(p.byFD, make([]*pollConn, fd+1-len(p.byFD)+len(p.byFD)/2)...)
-	}
-	p.byFD[fd] = pc
-	p.mu.Unlock()
-	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLOUT | syscall.EPOLLRDHUP | syscall.EPOLLET&0xffffffff, Fd: int32(fd)}
-	if err := syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
+	pc := &pollConn{p: p, fd: fd, laddr: c.LocalAddr(), raddr: c.RemoteAddr(), reg: &p.reg}
+	pc.ep.Store(int32(p.epfd))
+	pc.r.init(pc)
+	pc.w.init(pc)
+	if err := register(p.epfd, &p.reg, fd, pc); err != nil {
 		// c is still whole: keep it on Go's poller.
-		p.forget(fd)
 		_ = syscall.Close(fd)
 		return c, nil
 	}
@@ -187,10 +210,16 @@ func (p *fifoPoller) adopt(c net.Conn) (net.Conn, error) {
 	return pc, nil
 }
 
-func (p *fifoPoller) forget(fd int) {
-	p.mu.Lock()
-	p.byFD[fd] = nil
-	p.mu.Unlock()
+// register adds fd (c's) to the epoll instance ep and its registry,
+// edge-triggered for reading and writing.
+func register(ep int, reg *registry, fd int, c *pollConn) error {
+	reg.put(fd, c)
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLOUT | syscall.EPOLLRDHUP | syscall.EPOLLET&0xffffffff, Fd: int32(fd)}
+	if err := syscall.EpollCtl(ep, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		reg.forget(fd, c)
+		return fmt.Errorf("proxy poller: epoll_ctl: %w", err)
+	}
+	return nil
 }
 
 // pollConn is a TCP connection on the FIFO poller: a net.Conn, safe for a
@@ -207,12 +236,23 @@ type pollConn struct {
 
 	rmu, wmu sync.Mutex // one reader, one writer at a time
 	r, w     pollWaiter
+
+	// task is the event loop's task using the connection (loop_linux.go),
+	// nil when goroutines use it. Its waits then yield to the loop.
+	task atomic.Pointer[coTask]
+	// ep and reg are where fd is registered: the FIFO poller's epoll
+	// instance, or a loop's (regMu orders their changes; ep is atomic for
+	// onLoop, which only reads it).
+	regMu sync.Mutex
+	ep    atomic.Int32
+	reg   *registry
 }
 
 const closedBit = 1 << 62
 
 // pollWaiter is one direction of a pollConn: its wake-ups and deadline.
 type pollWaiter struct {
+	c     *pollConn
 	ready chan struct{} // a pending wake-up (an event, Close, a deadline)
 
 	mu       sync.Mutex
@@ -221,9 +261,15 @@ type pollWaiter struct {
 	expired  atomic.Bool
 }
 
-func (w *pollWaiter) init() { w.ready = make(chan struct{}, 1) }
+func (w *pollWaiter) init(c *pollConn) { w.c, w.ready = c, make(chan struct{}, 1) }
 
+// wake wakes whoever waits in this direction: the connection's task, or a
+// goroutine.
 func (w *pollWaiter) wake() {
+	if t := w.c.task.Load(); t != nil {
+		t.loop.post(t)
+		return
+	}
 	select {
 	case w.ready <- struct{}{}:
 	default:
@@ -299,9 +345,41 @@ func (c *pollConn) closed() bool { return c.refs.Load()&closedBit != 0 }
 func (c *pollConn) destroy() {
 	c.r.stop()
 	c.w.stop()
-	c.p.forget(c.fd)
-	_ = syscall.EpollCtl(c.p.epfd, syscall.EPOLL_CTL_DEL, c.fd, nil)
+	c.regMu.Lock()
+	c.reg.forget(c.fd, c)
+	_ = syscall.EpollCtl(int(c.ep.Load()), syscall.EPOLL_CTL_DEL, c.fd, nil)
 	_ = syscall.Close(c.fd)
+	c.regMu.Unlock()
+}
+
+// bind gives the connection to t (nil: to goroutines), moving its
+// descriptor to the epoll instance that wakes t (t's loop's, or the FIFO
+// poller's). It is called by whoever takes the connection, before using it.
+func (c *pollConn) bind(t *coTask) error {
+	c.task.Store(t) // first: an event where fd goes finds its task
+	ep, reg := c.p.epfd, &c.p.reg
+	if t != nil {
+		ep, reg = t.loop.ep, &t.loop.reg
+	}
+	if !c.incref() {
+		return c.opError("bind", net.ErrClosed)
+	}
+	defer c.decref()
+	c.regMu.Lock()
+	defer c.regMu.Unlock()
+	if int(c.ep.Load()) == ep {
+		return nil
+	}
+	// Add to the new instance, then delete from the old: no edge is lost
+	// (adding reports what is ready already).
+	if err := register(ep, reg, c.fd, c); err != nil {
+		return err
+	}
+	_ = syscall.EpollCtl(int(c.ep.Load()), syscall.EPOLL_CTL_DEL, c.fd, nil)
+	c.reg.forget(c.fd, c)
+	c.ep.Store(int32(ep))
+	c.reg = reg
+	return nil
 }
 
 func (c *pollConn) opError(op string, err error) error {
@@ -316,7 +394,11 @@ func (c *pollConn) wait(op string, w *pollWaiter) error {
 	if w.expired.Load() {
 		return c.opError(op, os.ErrDeadlineExceeded)
 	}
-	<-w.ready
+	if t := c.task.Load(); t != nil {
+		t.wait() // back on the loop, until an event, a deadline or Close
+	} else {
+		<-w.ready
+	}
 	if c.closed() {
 		return c.opError(op, net.ErrClosed)
 	}

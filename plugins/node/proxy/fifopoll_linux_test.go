@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -298,13 +297,15 @@ func longestIncreasing(s []int) int {
 }
 
 // The server puts its visitor connections and its origin connections on
-// the FIFO poller, unless Options.GoPoller says not to.
+// the proxy's pollers (a loop's epoll instance, bound to the visitor's
+// task, with PollerLoop; the FIFO poller's with PollerFIFO), and leaves them
+// on Go's with PollerGo.
 func TestServerUsesFIFOPoller(t *testing.T) {
 	origin := newEchoOrigin(t)
 	snap := snapshot(publication.Origin{Name: "a1", Address: origin.srv.URL, State: "healthy"})
-	for _, goPoller := range []bool{false, true} {
-		t.Run(fmt.Sprintf("GoPoller=%v", goPoller), func(t *testing.T) {
-			h := newHarnessOn(t, Options{GoPoller: goPoller}, snap, true)
+	for _, poller := range []string{PollerLoop, PollerFIFO, PollerGo} {
+		t.Run(poller, func(t *testing.T) {
+			h := newHarnessOn(t, Options{Poller: poller}, snap, true)
 			c, err := net.Dial("tcp", strings.TrimPrefix(h.url, "http://"))
 			if err != nil {
 				t.Fatal(err)
@@ -338,10 +339,33 @@ func TestServerUsesFIFOPoller(t *testing.T) {
 			if len(visitors) != 1 || len(idle) != 1 {
 				t.Fatalf("%d visitor and %d idle origin connections, want 1 each", len(visitors), len(idle))
 			}
-			for _, conn := range []net.Conn{visitors[0], idle[0]} {
-				if _, onFIFO := conn.(*pollConn); onFIFO == goPoller {
-					t.Errorf("%T with GoPoller=%v", conn, goPoller)
+			visitor, origin := visitors[0], idle[0]
+			if poller == PollerGo {
+				for _, conn := range []net.Conn{visitor, origin} {
+					if _, ours := conn.(*pollConn); ours {
+						t.Errorf("a %T with Poller %q", conn, poller)
+					}
 				}
+				return
+			}
+			v, ok1 := visitor.(*pollConn)
+			o, ok2 := origin.(*pollConn)
+			if !ok1 || !ok2 {
+				t.Fatalf("%T and %T with Poller %q, want pollConns", visitor, origin, poller)
+			}
+			task := v.task.Load()
+			if (task != nil) != (poller == PollerLoop) {
+				t.Errorf("visitor task %v with Poller %q", task, poller)
+			}
+			vep, oep := int(v.ep.Load()), int(o.ep.Load())
+			if poller == PollerLoop && (vep != task.loop.ep || oep != task.loop.ep) {
+				t.Errorf("visitor on epoll %d, origin on %d, want both on the task's loop's %d", vep, oep, task.loop.ep)
+			}
+			if poller == PollerFIFO && (vep != v.p.epfd || oep != v.p.epfd) {
+				t.Errorf("visitor on epoll %d, origin on %d, want both on the FIFO poller's %d", vep, oep, v.p.epfd)
+			}
+			if o.task.Load() != nil {
+				t.Error("an idle origin connection still has a task")
 			}
 		})
 	}

@@ -66,17 +66,26 @@ type Options struct {
 	// goroutine) with the outcome of every attempt on an origin once its
 	// response header came or it failed; not for an attempt the visitor
 	// gave up on. It must be quick and must not keep the Attempt's
-	// references past the call. vigil-node feeds its passive windows with
-	// it. Nil costs nothing.
+	// references past the call: on the raw path it runs on an event loop,
+	// whose other connections wait while it does. vigil-node feeds its
+	// passive windows with it. Nil costs nothing.
 	OnAttempt func(Attempt)
-	// GoPoller keeps the proxy's connections on Go's own network poller.
-	// By default (on Linux) the raw path's visitor connections and all
-	// origin connections wait on the proxy's FIFO poller instead, which
-	// wakes them in the order they became ready; Go's serves each batch in
-	// reverse, which doubles the tail latency at saturation
-	// (fifopoll_linux.go). For comparison in benchmarks, and a way back.
-	GoPoller bool
+	// Poller is how the Server's connections wait (Linux; elsewhere
+	// always PollerGo): PollerLoop (the default) runs each visitor
+	// connection as a coroutine on an event loop per core, each sleeping
+	// in epoll_wait as HAProxy's threads do (loop_linux.go); PollerFIFO
+	// runs a goroutine per connection on the proxy's FIFO poller, which
+	// wakes them in the order they became ready (fifopoll_linux.go);
+	// PollerGo runs a goroutine per connection on Go's own network poller.
+	Poller string
 }
+
+// The Options.Poller values.
+const (
+	PollerLoop = "loop"
+	PollerFIFO = "fifo"
+	PollerGo   = "go"
+)
 
 // Attempt is the outcome of one attempt of the proxy on an origin, as
 // Options.OnAttempt sees it. It holds no pointer to the request: passed by
@@ -187,6 +196,13 @@ type origin struct {
 // New returns a proxy with opts.
 func New(opts Options) (*Proxy, error) {
 	opts.defaults()
+	switch opts.Poller {
+	case "":
+		opts.Poller = PollerLoop
+	case PollerLoop, PollerFIFO, PollerGo:
+	default:
+		return nil, fmt.Errorf("proxy: poller %q: give %q, %q or %q", opts.Poller, PollerLoop, PollerFIFO, PollerGo)
+	}
 	p := &Proxy{opts: opts, track: newTracker(opts.Now, opts.FailCount, opts.FailWindow, opts.SkipFor), m: newMetrics()}
 	if opts.Registerer != nil {
 		if err := p.m.register(opts.Registerer); err != nil {

@@ -459,9 +459,9 @@ func (rc *rawConn) attempt(o *origin, method string, body []byte) (answer, *upCo
 		var uc *upConn
 		var err error
 		if fresh {
-			uc, err = o.up.dial(bgContext)
+			uc, err = o.up.dialFor(bgContext, rc.task)
 		} else {
-			uc, err = o.up.get(bgContext)
+			uc, err = o.up.get(bgContext, rc.task)
 		}
 		if err != nil {
 			return answer{}, nil, err

@@ -161,13 +161,9 @@ func readAnswer(t *testing.T, br *bufio.Reader, method string) string {
 func TestRawMatchesHandler(t *testing.T) {
 	e := newEchoOrigin(t)
 	snap := snapshot(publication.Origin{Name: "a1", Address: e.srv.URL, State: "healthy"})
-	for _, goPoller := range []bool{false, true} {
-		name := "FIFO poller"
-		if goPoller {
-			name = "Go's poller"
-		}
-		t.Run(name, func(t *testing.T) {
-			opts := Options{Retries: NoRetries, GoPoller: goPoller}
+	for _, poller := range []string{PollerLoop, PollerFIFO, PollerGo} {
+		t.Run(poller, func(t *testing.T) {
+			opts := Options{Retries: NoRetries, Poller: poller}
 			rawMatchesHandler(t, e, newHarnessOn(t, opts, snap, true), newHarnessOn(t, opts, snap, false))
 		})
 	}

@@ -124,7 +124,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			continue
 		}
 		backoff = 0
-		if !s.p.opts.GoPoller {
+		if s.p.opts.Poller != PollerGo {
 			if c, err = onFIFOPoller(c); err != nil {
 				s.p.opts.Log.Warn("proxy listener: a visitor connection was lost moving it to the poller", "error", err)
 				continue
@@ -134,6 +134,18 @@ func (s *Server) Serve(ln net.Listener) error {
 		if rc == nil {
 			_ = c.Close()
 			return http.ErrServerClosed
+		}
+		if s.p.opts.Poller == PollerLoop {
+			if l, err := nextLoop(); err == nil {
+				s.wg.Add(1)
+				l.start(func(t *coTask) {
+					defer s.wg.Done()
+					rc.task = t
+					bindConn(rc.c, t)
+					rc.serve()
+				})
+				continue
+			}
 		}
 		s.wg.Go(rc.serve)
 	}
@@ -287,6 +299,9 @@ type rawConn struct {
 	respNamed [][]byte
 	// up is the origin connection the current request uses, for Close.
 	up atomic.Pointer[upConn]
+	// task is the connection's coroutine on an event loop (loop_linux.go),
+	// nil when it runs on a goroutine of its own.
+	task *coTask
 }
 
 // serve runs the connection's requests until it closes, times out, asks to
@@ -398,5 +413,13 @@ func (rc *rawConn) handOff() {
 	_ = rc.c.SetReadDeadline(time.Time{})
 	rc.s.forget(rc)
 	rc.s.handedOff.Add(1)
-	rc.s.handoff.give(&handedConn{Conn: rc.c, pre: pre})
+	hc := &handedConn{Conn: rc.c, pre: pre}
+	if rc.task != nil {
+		// net/http's goroutines take it from here; the loop must not wait
+		// for its Accept.
+		bindConn(rc.c, nil)
+		go rc.s.handoff.give(hc)
+		return
+	}
+	rc.s.handoff.give(hc)
 }

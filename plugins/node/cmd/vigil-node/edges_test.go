@@ -83,7 +83,7 @@ func TestHAProxyRemovalFlagsRefused(t *testing.T) {
 		{"TLS arguments without socket", []string{"-haproxy-tls-args", "ssl verify none"},
 			[]string{"-haproxy-tls-args", "need -haproxy-socket"}},
 		{"unknown poller", []string{"-haproxy-socket", "/run/haproxy/admin.sock", "-proxy-poller", "epoll"},
-			[]string{`-proxy-poller "epoll"`, "give fifo or go"}},
+			[]string{`-proxy-poller "epoll"`, "give loop, fifo or go"}},
 		{"unknown log level", []string{"-haproxy-socket", "/run/haproxy/admin.sock", "-log-level", "bogus"},
 			[]string{`-log-level "bogus"`, "give one of", "debug"}},
 	} {

@@ -8,16 +8,15 @@ import (
 	"github.com/vigilcdn/vigil/plugins/node/agent"
 )
 
-// -proxy-poller reaches the proxy's options: fifo (the default) keeps
-// GoPoller off, go turns it on.
+// -proxy-poller reaches the proxy's options (loop by default).
 func TestProxyPollerFlag(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
-		want bool
+		want string
 	}{
-		{nil, false},
-		{[]string{"-proxy-poller", "fifo"}, false},
-		{[]string{"-proxy-poller", "go"}, true},
+		{nil, "loop"},
+		{[]string{"-proxy-poller", "fifo"}, "fifo"},
+		{[]string{"-proxy-poller", "go"}, "go"},
 	} {
 		t.Run(fmt.Sprint(tc.args), func(t *testing.T) {
 			var got agent.Config
@@ -31,8 +30,8 @@ func TestProxyPollerFlag(t *testing.T) {
 			if err := run(args); !errors.Is(err, errStop) {
 				t.Fatalf("run: %v, want it to reach the agent", err)
 			}
-			if got.Proxy.GoPoller != tc.want {
-				t.Errorf("GoPoller %v, want %v", got.Proxy.GoPoller, tc.want)
+			if got.Proxy.Poller != tc.want {
+				t.Errorf("Poller %q, want %q", got.Proxy.Poller, tc.want)
 			}
 		})
 	}

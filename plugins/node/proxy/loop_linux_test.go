@@ -1,0 +1,85 @@
+//go:build linux
+
+package proxy
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vigilcdn/vigil/sdk/publication"
+)
+
+// A visitor waiting on a slow origin yields its loop: the other visitors
+// on every loop are answered meanwhile.
+func TestLoopSlowOriginStallsNoOne(t *testing.T) {
+	release := make(chan struct{})
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			<-release
+		}
+		_, _ = io.WriteString(w, "answer "+r.URL.Path)
+	}))
+	t.Cleanup(origin.Close)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	snap := snapshot(publication.Origin{Name: "a1", Address: origin.URL, State: "healthy"})
+	h := newHarnessOn(t, Options{Poller: PollerLoop}, snap, true)
+	addr := strings.TrimPrefix(h.url, "http://")
+	send := func(path string) (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: www.example.com\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		return c, bufio.NewReader(c)
+	}
+	read := func(c net.Conn, br *bufio.Reader, path string) {
+		t.Helper()
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(body) != "answer "+path {
+			t.Fatalf("%s: got %q", path, body)
+		}
+	}
+	// Connections go to the loops in turn: as many slow ones as there are
+	// loops put one on each.
+	n := runtime.GOMAXPROCS(0)
+	type conn struct {
+		c  net.Conn
+		br *bufio.Reader
+	}
+	var slow []conn
+	for range n {
+		c, br := send("/slow")
+		slow = append(slow, conn{c, br})
+	}
+	for i := range 3 * n {
+		path := "/fast" + string(rune('a'+i))
+		c, br := send(path)
+		read(c, br, path) // within 5s, while every loop has a slow one waiting
+	}
+	close(release)
+	for _, s := range slow {
+		read(s.c, s.br, "/slow")
+	}
+}
