@@ -152,7 +152,11 @@ func TestLeanProxyProcess(t *testing.T) {
 	if origin == "" {
 		t.Skip("the proxy process of BenchmarkEdgeLean, which starts it")
 	}
-	p, err := proxy.New(proxy.Options{Poller: os.Getenv("VIGIL_LEAN_PROXY_POLLER")})
+	poller, loops := os.Getenv("VIGIL_LEAN_PROXY_POLLER"), 0
+	if (poller == "" || poller == proxy.PollerLoop) && os.Getenv("GOMAXPROCS") == "" {
+		loops = proxy.SpareProc() // as vigil-node does
+	}
+	p, err := proxy.New(proxy.Options{Poller: poller, Loops: loops})
 	if err != nil {
 		t.Fatal(err)
 	}

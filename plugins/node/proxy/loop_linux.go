@@ -68,11 +68,16 @@ var (
 )
 
 // nextLoop returns a loop to start a connection on, in turn, or the reason
-// there is none (then the Server runs a goroutine per connection).
-func nextLoop() (*coLoop, error) {
+// there is none (then the Server runs a goroutine per connection). The
+// loops are made at the first call: n of them (0: GOMAXPROCS), for the
+// life of the process.
+func nextLoop(n int) (*coLoop, error) {
 	loopsOnce.Do(func() {
+		if n <= 0 {
+			n = runtime.GOMAXPROCS(0)
+		}
 		var ls []*coLoop
-		for range runtime.GOMAXPROCS(0) {
+		for range n {
 			l, err := newLoop()
 			if err != nil {
 				loopsErr = err

@@ -14,7 +14,7 @@ type coTask struct{}
 
 type coLoop struct{}
 
-func nextLoop() (*coLoop, error) { return nil, errors.New("proxy loops need Linux") }
+func nextLoop(int) (*coLoop, error) { return nil, errors.New("proxy loops need Linux") }
 
 func (l *coLoop) start(func(*coTask)) {}
 

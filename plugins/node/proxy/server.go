@@ -136,7 +136,7 @@ func (s *Server) Serve(ln net.Listener) error {
 			return http.ErrServerClosed
 		}
 		if s.p.opts.Poller == PollerLoop {
-			if l, err := nextLoop(); err == nil {
+			if l, err := nextLoop(s.p.opts.Loops); err == nil {
 				s.wg.Add(1)
 				l.start(func(t *coTask) {
 					defer s.wg.Done()

@@ -38,6 +38,10 @@ func main() {
 // newAgent is agent.New (a test stops run there to see the config).
 var newAgent = agent.New
 
+// spareProc: run raises GOMAXPROCS for the proxy's loops (proxy.SpareProc);
+// tests, which call run many times, turn it off.
+var spareProc = true
+
 func run(args []string) error {
 	fs := flag.NewFlagSet("vigil-node", flag.ContinueOnError)
 	var (
@@ -105,12 +109,16 @@ func run(args []string) error {
 		return fmt.Errorf("-proxy-poller %q: give loop, fifo or go", *poller)
 	}
 	log := newLogger(*logLevel, *logJSON, os.Stderr)
+	loops := 0
+	if *proxyListen != "" && *poller == proxy.PollerLoop && os.Getenv("GOMAXPROCS") == "" && spareProc {
+		loops = proxy.SpareProc() // a loop per P as it was, and a P to spare
+	}
 	cfg := agent.Config{
 		Gateway: *gateway, ID: *id, Labels: set, ControlPlane: *controlPlane, StateDir: *stateDir,
 		ProxyListen: *proxyListen, MetricsListen: *metrics, Concurrency: *concurrency,
 		Proxy: proxy.Options{FailCount: *failCount, FailWindow: *failWindow, SkipFor: *skipFor, Retries: *retries,
 			RetryBudget: *retryBudget, MaxReplayBody: *replayMax, ConnectTimeout: *connTimeout, ResponseTimeout: *respTimeout,
-			Poller: *poller},
+			Poller: *poller, Loops: loops},
 		Log: log,
 	}
 	edges, err := edgeDrivers(edgeFlags{haSocket: *haSocket, haSrvArgs: *haSrvArgs, haTLSArgs: *haTLSArgs, haFallback: *haFallback,
