@@ -37,72 +37,113 @@ import (
 // system, its worker processes' too) each proxy spent per request.
 func BenchmarkEdgeLean(b *testing.B) {
 	origin := leanload.Origin(b)
-	dir := b.TempDir()
-	type target struct {
-		name, addr string
-		pid        int // its process, whose CPU time is counted (0: none)
-	}
-	vigilAddr, vigilPid := startLeanProxy(b, origin)
-	fifoAddr, fifoPid := startLeanProxy(b, origin, fifoPoller)
-	goPollAddr, goPollPid := startLeanProxy(b, origin, goPoller)
-	targets := []target{{"direct", origin, 0}, {"vigil", vigilAddr, vigilPid},
-		{"vigil-fifo", fifoAddr, fifoPid}, {"vigil-gopoller", goPollAddr, goPollPid}}
+	targets := append([]benchTarget{{"direct", origin, 0}}, vigilTargets(b, origin)...)
 	if os.Getenv("VIGIL_BENCH_IN_PROCESS") != "" {
 		p, err := proxy.New(proxy.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
 		p.SetSnapshot(leanSnapshot(origin))
-		targets = append(targets, target{"vigil-in-process", leanload.ServeOn(b, p.NewServer(0, 0)), 0})
+		targets = append(targets, benchTarget{"vigil-in-process", leanload.ServeOn(b, p.NewServer(0, 0)), 0})
 	}
-	if bin, ok := lookPeer("haproxy"); ok {
-		addr, pid := startHAProxyPeer(b, dir, bin, origin)
-		targets = append(targets, target{"haproxy", addr, pid})
-	}
-	if bin, ok := lookPeer("nginx"); ok {
-		addr, pid := startNginxPeer(b, dir, bin, origin)
-		targets = append(targets, target{"nginx", addr, pid})
-	}
+	targets = append(targets, peerTargets(b, b.TempDir(), origin)...)
 	for _, t := range targets {
 		waitLean(b, t.addr)
 		leanload.Load(b, t.addr, hostname, 64, 2000) // warm up
 	}
 	const rounds = 5
-	rps := map[string][]float64{}
-	p50 := map[string][]float64{}
-	p99 := map[string][]float64{}
-	cpu := map[string]time.Duration{} // the proxy's CPU time, its children's too
-	served := map[string]int{}
+	runs := newEdgeRuns()
 	b.ResetTimer()
 	for range rounds {
 		for _, t := range targets {
 			n := max(b.N/rounds, 640)
 			before := benchproc.TreeCPU(t.pid)
 			r, l50, l99 := leanload.Load(b, t.addr, hostname, 64, n)
-			cpu[t.name] += benchproc.TreeCPU(t.pid) - before
-			served[t.name] += n
-			rps[t.name] = append(rps[t.name], r)
-			p50[t.name] = append(p50[t.name], float64(l50))
-			p99[t.name] = append(p99[t.name], float64(l99))
+			runs.add(t, r, l50, l99, n, benchproc.TreeCPU(t.pid)-before)
 		}
 	}
 	b.StopTimer()
+	runs.report(b, targets)
+}
+
+// benchTarget is what a comparison loads: a proxy, or the origin, and its
+// process, whose CPU time is counted (0: none).
+type benchTarget struct {
+	name, addr string
+	pid        int
+}
+
+// vigilTargets starts vigil-node's proxy three ways, in front of origin:
+// on its event loops ("vigil"), and with a goroutine per connection on its
+// FIFO poller ("vigil-fifo") and on Go's network poller ("vigil-gopoller").
+func vigilTargets(b *testing.B, origin string) []benchTarget {
+	var out []benchTarget
+	for _, v := range []struct{ name, env string }{{"vigil", ""}, {"vigil-fifo", fifoPoller}, {"vigil-gopoller", goPoller}} {
+		var env []string
+		if v.env != "" {
+			env = []string{v.env}
+		}
+		addr, pid := startLeanProxy(b, origin, env...)
+		out = append(out, benchTarget{v.name, addr, pid})
+	}
+	return out
+}
+
+// peerTargets starts HAProxy and nginx in front of origin, those installed.
+func peerTargets(b *testing.B, dir, origin string) []benchTarget {
+	var out []benchTarget
+	if bin, ok := lookPeer("haproxy"); ok {
+		addr, pid := startHAProxyPeer(b, dir, bin, origin)
+		out = append(out, benchTarget{"haproxy", addr, pid})
+	}
+	if bin, ok := lookPeer("nginx"); ok {
+		addr, pid := startNginxPeer(b, dir, bin, origin)
+		out = append(out, benchTarget{"nginx", addr, pid})
+	}
+	return out
+}
+
+// edgeRuns holds each target's rounds.
+type edgeRuns struct {
+	rps, p50, p99 map[string][]float64
+	cpu           map[string]time.Duration // its process's CPU time, its children's too
+	served        map[string]int
+}
+
+func newEdgeRuns() *edgeRuns {
+	return &edgeRuns{rps: map[string][]float64{}, p50: map[string][]float64{}, p99: map[string][]float64{},
+		cpu: map[string]time.Duration{}, served: map[string]int{}}
+}
+
+// add records a round of t: its throughput and latencies, the requests it
+// served and the CPU time its process spent.
+func (r *edgeRuns) add(t benchTarget, rps float64, p50, p99 time.Duration, served int, cpu time.Duration) {
+	r.rps[t.name] = append(r.rps[t.name], rps)
+	r.p50[t.name] = append(r.p50[t.name], float64(p50))
+	r.p99[t.name] = append(r.p99[t.name], float64(p99))
+	r.served[t.name] += served
+	r.cpu[t.name] += cpu
+}
+
+// report gives each target's medians of ratios to vigil's (throughput:
+// vigil's over its; latencies: its over vigil's, so above 1 is vigil lower)
+// and the CPU time per request of each with a process.
+func (r *edgeRuns) report(b *testing.B, targets []benchTarget) {
 	for _, t := range targets {
 		if t.name == "vigil" {
 			continue
 		}
-		b.ReportMetric(benchproc.MedianRatio(rps["vigil"], rps[t.name]), "vigil/"+t.name+"-rps")
-		b.ReportMetric(benchproc.MedianRatio(p50[t.name], p50["vigil"]), t.name+"/vigil-p50")
-		b.ReportMetric(benchproc.MedianRatio(p99[t.name], p99["vigil"]), t.name+"/vigil-p99")
+		b.ReportMetric(benchproc.MedianRatio(r.rps["vigil"], r.rps[t.name]), "vigil/"+t.name+"-rps")
+		b.ReportMetric(benchproc.MedianRatio(r.p50[t.name], r.p50["vigil"]), t.name+"/vigil-p50")
+		b.ReportMetric(benchproc.MedianRatio(r.p99[t.name], r.p99["vigil"]), t.name+"/vigil-p99")
 	}
 	for _, t := range targets {
-		if t.pid != 0 && cpu[t.name] > 0 {
-			b.ReportMetric(float64(cpu[t.name].Nanoseconds())/float64(served[t.name])/1e3, t.name+"-cpu-µs/req")
+		if t.pid != 0 && r.cpu[t.name] > 0 && r.served[t.name] > 0 {
+			b.ReportMetric(float64(r.cpu[t.name].Nanoseconds())/float64(r.served[t.name])/1e3, t.name+"-cpu-µs/req")
 		}
 	}
-
-	b.ReportMetric(benchproc.Median(rps["vigil"]), "vigil-rps")
-	b.ReportMetric(benchproc.Median(p99["vigil"])/1e3, "vigil-p99-µs")
+	b.ReportMetric(benchproc.Median(r.rps["vigil"]), "vigil-rps")
+	b.ReportMetric(benchproc.Median(r.p99["vigil"])/1e3, "vigil-p99-µs")
 }
 
 func leanSnapshot(origin string) *publication.Snapshot {

@@ -39,41 +39,22 @@ func BenchmarkEdgeWrk(b *testing.B) {
 		duration = "3s"
 	}
 	origin := leanload.Origin(b)
-	dir := b.TempDir()
-	type target struct {
-		name, addr string
-		pid        int
-	}
-	vigilAddr, vigilPid := startLeanProxy(b, origin)
-	fifoAddr, fifoPid := startLeanProxy(b, origin, fifoPoller)
-	goPollAddr, goPollPid := startLeanProxy(b, origin, goPoller)
+	targets := vigilTargets(b, origin)
 	fwdAddr, fwdPid := startFloor(b, "TestGoForwarderProcess", origin)
 	loopAddr, loopPid := startFloor(b, "TestGoEventLoopProcess", origin)
-	targets := []target{{"vigil", vigilAddr, vigilPid}, {"vigil-fifo", fifoAddr, fifoPid}, {"vigil-gopoller", goPollAddr, goPollPid},
-		{"go-forwarder", fwdAddr, fwdPid}, {"go-event-loop", loopAddr, loopPid}}
-	if bin, ok := lookPeer("haproxy"); ok {
-		addr, pid := startHAProxyPeer(b, dir, bin, origin)
-		targets = append(targets, target{"haproxy", addr, pid})
-	}
-	if bin, ok := lookPeer("nginx"); ok {
-		addr, pid := startNginxPeer(b, dir, bin, origin)
-		targets = append(targets, target{"nginx", addr, pid})
-	}
+	targets = append(targets, benchTarget{"go-forwarder", fwdAddr, fwdPid}, benchTarget{"go-event-loop", loopAddr, loopPid})
+	targets = append(targets, peerTargets(b, b.TempDir(), origin)...)
 	for _, t := range targets {
 		waitLean(b, t.addr)
 	}
 	const rounds = 3
-	rps := map[string][]float64{}
-	p50 := map[string][]float64{}
-	p99 := map[string][]float64{}
-	cpu := map[string]time.Duration{}
-	served := map[string]int{}
+	runs := newEdgeRuns()
 	b.ResetTimer()
 	for range rounds {
 		for _, t := range targets {
 			before := benchproc.TreeCPU(t.pid)
 			out, err := exec.Command(wrk, "-t2", "-c64", "-d"+duration, "--latency", "-H", "Host: "+hostname, "http://"+t.addr+"/").CombinedOutput()
-			cpu[t.name] += benchproc.TreeCPU(t.pid) - before
+			cpu := benchproc.TreeCPU(t.pid) - before
 			if err != nil {
 				b.Fatalf("wrk on %s: %v\n%s", t.name, err, out)
 			}
@@ -81,25 +62,11 @@ func BenchmarkEdgeWrk(b *testing.B) {
 			if err != nil {
 				b.Fatalf("wrk on %s: %v\n%s", t.name, err, out)
 			}
-			served[t.name] += r.requests
-			rps[t.name] = append(rps[t.name], r.rps)
-			p50[t.name] = append(p50[t.name], float64(r.p50))
-			p99[t.name] = append(p99[t.name], float64(r.p99))
+			runs.add(t, r.rps, r.p50, r.p99, r.requests, cpu)
 		}
 	}
 	b.StopTimer()
-	for _, t := range targets[1:] {
-		b.ReportMetric(benchproc.MedianRatio(rps["vigil"], rps[t.name]), "vigil/"+t.name+"-rps")
-		b.ReportMetric(benchproc.MedianRatio(p50[t.name], p50["vigil"]), t.name+"/vigil-p50")
-		b.ReportMetric(benchproc.MedianRatio(p99[t.name], p99["vigil"]), t.name+"/vigil-p99")
-	}
-	for _, t := range targets {
-		if cpu[t.name] > 0 && served[t.name] > 0 {
-			b.ReportMetric(float64(cpu[t.name].Nanoseconds())/float64(served[t.name])/1e3, t.name+"-cpu-µs/req")
-		}
-	}
-	b.ReportMetric(benchproc.Median(rps["vigil"]), "vigil-rps")
-	b.ReportMetric(benchproc.Median(p99["vigil"])/1e3, "vigil-p99-µs")
+	runs.report(b, targets)
 }
 
 // wrkResult is what BenchmarkEdgeWrk takes from wrk's report.
