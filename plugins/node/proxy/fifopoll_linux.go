@@ -259,6 +259,11 @@ type pollWaiter struct {
 	deadline time.Time
 	timer    *time.Timer
 	expired  atomic.Bool
+
+	// For reading on a loop (Read): drained says the last read was short
+	// (the socket had no more then); seen, that the loop has had an event
+	// for the socket since the last read.
+	drained, seen atomic.Bool
 }
 
 func (w *pollWaiter) init(c *pollConn) { w.c, w.ready = c, make(chan struct{}, 1) }
@@ -356,7 +361,8 @@ func (c *pollConn) destroy() {
 // descriptor to the epoll instance that wakes t (t's loop's, or the FIFO
 // poller's). It is called by whoever takes the connection, before using it.
 func (c *pollConn) bind(t *coTask) error {
-	c.task.Store(t) // first: an event where fd goes finds its task
+	c.r.drained.Store(false) // the next read asks the socket
+	c.task.Store(t)          // first: an event where fd goes finds its task
 	ep, reg := c.p.epfd, &c.p.reg
 	if t != nil {
 		ep, reg = t.loop.ep, &t.loop.reg
@@ -422,16 +428,30 @@ func (c *pollConn) Read(b []byte) (int, error) {
 		if c.r.expired.Load() {
 			return 0, c.opError("read", os.ErrDeadlineExceeded)
 		}
+		// On a loop, a read the socket cannot answer costs a syscall for an
+		// EAGAIN. After a short read the socket had nothing more, and any
+		// byte since brings an event the loop marks (seen): with none, wait
+		// for it first.
+		if c.r.drained.Load() && !c.r.seen.Load() && c.task.Load() != nil {
+			c.r.drained.Store(false)
+			if err := c.wait("read", &c.r); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		c.r.seen.Store(false)
 		n, err := rawRead(c.fd, b)
 		switch err {
 		case 0:
 			if n == 0 {
 				return 0, io.EOF
 			}
+			c.r.drained.Store(n < len(b))
 			return n, nil
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
+			c.r.drained.Store(false)
 			if err := c.wait("read", &c.r); err != nil {
 				return 0, err
 			}

@@ -161,6 +161,9 @@ func (l *coLoop) run() {
 				continue
 			}
 			if c := l.reg.lookup(int(ev.Fd)); c != nil {
+				if ev.Events&(syscall.EPOLLIN|syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
+					c.r.seen.Store(true)
+				}
 				if t := c.task.Load(); t != nil && t.loop == l {
 					l.resume = append(l.resume, t)
 				}
