@@ -8,11 +8,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"syscall"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
