@@ -262,8 +262,9 @@ type pollWaiter struct {
 
 	// For reading on a loop (Read): drained says the last read was short
 	// (the socket had no more then); seen, that the loop has had an event
-	// for the socket since the last read.
-	drained, seen atomic.Bool
+	// for the socket since the last read; hup, that one of its events said
+	// the peer hung up (for good).
+	drained, seen, hup atomic.Bool
 }
 
 func (w *pollWaiter) init(c *pollConn) { w.c, w.ready = c, make(chan struct{}, 1) }
@@ -431,8 +432,9 @@ func (c *pollConn) Read(b []byte) (int, error) {
 		// On a loop, a read the socket cannot answer costs a syscall for an
 		// EAGAIN. After a short read the socket had nothing more, and any
 		// byte since brings an event the loop marks (seen): with none, wait
-		// for it first.
-		if c.r.drained.Load() && !c.r.seen.Load() && c.task.Load() != nil {
+		// for it first. Not once the peer has hung up: its FIN may have come
+		// with the last bytes, and no event follows an EOF not yet read.
+		if c.r.drained.Load() && !c.r.seen.Load() && !c.r.hup.Load() && c.task.Load() != nil {
 			c.r.drained.Store(false)
 			if err := c.wait("read", &c.r); err != nil {
 				return 0, err
@@ -568,34 +570,4 @@ func (c *pollConn) idleClean() bool {
 	_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, uintptr(c.fd), uintptr(unsafe.Pointer(&b[0])), 1,
 		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
 	return e == syscall.EAGAIN
-}
-
-// SyscallConn gives the descriptor to f.
-func (c *pollConn) SyscallConn() (syscall.RawConn, error) { return pollRawConn{c}, nil }
-
-type pollRawConn struct{ c *pollConn }
-
-func (r pollRawConn) Control(f func(uintptr)) error {
-	if !r.c.incref() {
-		return r.c.opError("raw-control", net.ErrClosed)
-	}
-	defer r.c.decref()
-	f(uintptr(r.c.fd))
-	return nil
-}
-
-func (r pollRawConn) Read(f func(uintptr) bool) error  { return r.io("raw-read", &r.c.r, f) }
-func (r pollRawConn) Write(f func(uintptr) bool) error { return r.io("raw-write", &r.c.w, f) }
-
-func (r pollRawConn) io(op string, w *pollWaiter, f func(uintptr) bool) error {
-	if !r.c.incref() {
-		return r.c.opError(op, net.ErrClosed)
-	}
-	defer r.c.decref()
-	for !f(uintptr(r.c.fd)) {
-		if err := r.c.wait(op, w); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -164,6 +164,9 @@ func (l *coLoop) run() {
 				if ev.Events&(syscall.EPOLLIN|syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
 					c.r.seen.Store(true)
 				}
+				if ev.Events&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
+					c.r.hup.Store(true)
+				}
 				if t := c.task.Load(); t != nil && t.loop == l {
 					l.resume = append(l.resume, t)
 				}

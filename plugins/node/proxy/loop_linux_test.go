@@ -4,6 +4,7 @@ package proxy
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -81,5 +82,42 @@ func TestLoopSlowOriginStallsNoOne(t *testing.T) {
 	close(release)
 	for _, s := range slow {
 		read(s.c, s.br, "/slow")
+	}
+}
+
+// On a loop, an EOF that came with the last bytes is read at once: after a
+// short read the loop waits for an event, and none follows that FIN.
+func TestLoopReadsEOFThatCameWithTheLastBytes(t *testing.T) {
+	l, err := nextLoop(0)
+	if err != nil {
+		t.Skip(err)
+	}
+	for i := range 20 {
+		pc, client := pollPair(t)
+		waiting := make(chan struct{})
+		got := make(chan string, 1)
+		l.start(func(task *coTask) {
+			bindConn(pc, task)
+			buf := make([]byte, 64)
+			close(waiting)
+			n, err := pc.Read(buf) // parks until the bytes and the FIN come
+			if err != nil {
+				got <- err.Error()
+				return
+			}
+			_, err = pc.Read(buf) // must be the EOF, not a wait
+			got <- fmt.Sprintf("%s then %v", buf[:n], err)
+		})
+		<-waiting
+		_, _ = client.Write([]byte("last"))
+		_ = client.Close()
+		select {
+		case s := <-got:
+			if s != "last then EOF" {
+				t.Fatalf("round %d: %s, want %q", i, s, "last then EOF")
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("round %d: the EOF was not read: the read waits for an event that will not come", i)
+		}
 	}
 }
