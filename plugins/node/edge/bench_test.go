@@ -140,39 +140,20 @@ backend www
 // startNginxPeer is startHAProxyPeer for nginx.
 func startNginxPeer(b *testing.B, dir, bin, originAddr string) (string, int) {
 	listen := testnet.Addr(b)
-	user := ""
-	if os.Geteuid() == 0 {
-		user = "user root;"
-	}
 	cfg := filepath.Join(dir, "nginx.conf")
-	writeFile(b, cfg, fmt.Sprintf(`daemon off;
-%s
-worker_processes auto;
-pid %[2]s/nginx.pid;
-error_log %[2]s/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    client_body_temp_path %[2]s/body;
-    proxy_temp_path %[2]s/proxy;
-    fastcgi_temp_path %[2]s/fastcgi;
-    uwsgi_temp_path %[2]s/uwsgi;
-    scgi_temp_path %[2]s/scgi;
-    # The load keeps each connection for a whole round: nginx's default of
+	writeFile(b, cfg, nginxConfig(dir, "auto", 4096, fmt.Sprintf(`    # The load keeps each connection for a whole round: nginx's default of
     # 1000 requests a connection would close some under it.
     keepalive_requests 1000000;
-    upstream www { server %[3]s; keepalive 64; keepalive_requests 1000000; }
+    upstream www { server %s; keepalive 64; keepalive_requests 1000000; }
     server {
-        listen %[4]s;
+        listen %s;
         location / {
             proxy_pass http://www;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
             proxy_set_header Host $host;
         }
-    }
-}
-`, user, dir, originAddr, listen))
+    }`, originAddr, listen)))
 	name, args := pinned(bin, "-p", dir, "-c", cfg, "-e", dir+"/error.log")
 	cmd := daemon(b, dir, name, args...)
 	return listen, cmd.Process.Pid

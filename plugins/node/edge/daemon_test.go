@@ -20,27 +20,8 @@ func TestDaemonStopsNginxWorkers(t *testing.T) {
 	var workers []int
 	t.Run("nginx runs", func(t *testing.T) {
 		dir := t.TempDir()
-		user := ""
-		if os.Geteuid() == 0 {
-			user = "user root;"
-		}
 		conf := filepath.Join(dir, "nginx.conf")
-		writeFile(t, conf, fmt.Sprintf(`daemon off;
-%s
-worker_processes 2;
-pid %[2]s/nginx.pid;
-error_log %[2]s/error.log warn;
-events { worker_connections 64; }
-http {
-    access_log off;
-    client_body_temp_path %[2]s/body;
-    proxy_temp_path %[2]s/proxy;
-    fastcgi_temp_path %[2]s/fastcgi;
-    uwsgi_temp_path %[2]s/uwsgi;
-    scgi_temp_path %[2]s/scgi;
-    server { listen %[3]s; }
-}
-`, user, dir, testnet.Addr(t)))
+		writeFile(t, conf, nginxConfig(dir, "2", 64, "    server { listen "+testnet.Addr(t)+"; }"))
 		cmd := daemon(t, dir, bin, "-p", dir, "-c", conf, "-e", dir+"/error.log")
 		deadline := time.Now().Add(10 * time.Second)
 		for len(workers) < 2 && time.Now().Before(deadline) {

@@ -143,6 +143,32 @@ func daemon(t testing.TB, dir, name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// nginxConfig is the nginx.conf of a test's nginx: in the foreground, its
+// files in dir, workers worker processes ("auto" or a number) of
+// connections connections each, and httpBody inside http { }.
+func nginxConfig(dir, workers string, connections int, httpBody string) string {
+	user := ""
+	if os.Geteuid() == 0 {
+		user = "user root;"
+	}
+	return fmt.Sprintf(`daemon off;
+%s
+worker_processes %s;
+pid %[3]s/nginx.pid;
+error_log %[3]s/error.log warn;
+events { worker_connections %[4]d; }
+http {
+    access_log off;
+    client_body_temp_path %[3]s/body;
+    proxy_temp_path %[3]s/proxy;
+    fastcgi_temp_path %[3]s/fastcgi;
+    uwsgi_temp_path %[3]s/uwsgi;
+    scgi_temp_path %[3]s/scgi;
+%[5]s
+}
+`, user, workers, dir, connections, httpBody)
+}
+
 // stopDaemon stops a daemon's process as its init system would: SIGTERM,
 // on which nginx and HAProxy stop their workers too, and SIGKILL after 10s.
 // A SIGKILL alone left nginx's workers running, orphaned (225 of them after

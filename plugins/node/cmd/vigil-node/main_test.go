@@ -21,14 +21,9 @@ func TestProxyPollerFlag(t *testing.T) {
 		{[]string{"-proxy-poller", "go"}, "go"},
 	} {
 		t.Run(fmt.Sprint(tc.args), func(t *testing.T) {
-			var got agent.Config
-			prev := newAgent
-			t.Cleanup(func() { newAgent, spareProc = prev, true })
+			got := captureAgent(t)
 			spareProc = false
-			newAgent = func(cfg agent.Config) (*agent.Agent, error) {
-				got = cfg
-				return nil, errStop
-			}
+			t.Cleanup(func() { spareProc = true })
 			args := append([]string{"-proxy-listen", "127.0.0.1:0"}, tc.args...)
 			if err := run(args); !errors.Is(err, errStop) {
 				t.Fatalf("run: %v, want it to reach the agent", err)
@@ -59,13 +54,7 @@ func TestProxyLoopsSpareAProc(t *testing.T) {
 				t.Setenv("GOMAXPROCS", "")
 				os.Unsetenv("GOMAXPROCS")
 			}
-			var got agent.Config
-			prev := newAgent
-			t.Cleanup(func() { newAgent = prev })
-			newAgent = func(cfg agent.Config) (*agent.Agent, error) {
-				got = cfg
-				return nil, errStop
-			}
+			got := captureAgent(t)
 			if err := run([]string{"-proxy-listen", "127.0.0.1:0"}); !errors.Is(err, errStop) {
 				t.Fatalf("run: %v, want it to reach the agent", err)
 			}
@@ -78,4 +67,17 @@ func TestProxyLoopsSpareAProc(t *testing.T) {
 			}
 		})
 	}
+}
+
+// captureAgent makes run stop at the agent (with errStop) and returns the
+// config it would have started.
+func captureAgent(t *testing.T) *agent.Config {
+	got := &agent.Config{}
+	prev := newAgent
+	t.Cleanup(func() { newAgent = prev })
+	newAgent = func(cfg agent.Config) (*agent.Agent, error) {
+		*got = cfg
+		return nil, errStop
+	}
+	return got
 }
