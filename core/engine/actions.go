@@ -73,7 +73,7 @@ func (e *Engine) act(ctx context.Context, site, actor string, do func(f *fleet.F
 				x.origins[oi].disabledBy, x.origins[oi].cause = disabledByNone, "enabled by "+actor+"; not probed since"
 			}
 		}
-		e.addEvent(site, 0, actor, ev)
+		e.addEvent(site, 0, actor, ev, e.opts.Now())
 	}
 	decide.LevelHealth(s.Spec, s.State, s.Levels)
 	e.touch(i)

@@ -394,7 +394,7 @@ func (e *Engine) install(cfg *config.Config, recordOf func(name string) (store.S
 		}
 		events, changed := restore(s, x, r, enabled, now)
 		for _, ev := range events {
-			e.addEvent(name, 0, "", ev)
+			e.addEvent(name, 0, "", ev, e.opts.Now())
 		}
 		x.stateSum = stateSum(s, x)
 		if changed {
@@ -426,11 +426,15 @@ func (e *Engine) JournalChanged() <-chan struct{} {
 	return e.journalChanged
 }
 
-// addEvent journals an event (committed with the next commit).
-func (e *Engine) addEvent(site string, round uint64, actor string, ev decide.Event) {
+// addEvent journals an event (committed with the next commit) at time at:
+// a round's events carry the round's start, the time the history records
+// that round at and the status gives as an origin's since, so that a
+// switch and the round that made it agree however long the round took;
+// an operator's action or a reload carries when it happened.
+func (e *Engine) addEvent(site string, round uint64, actor string, ev decide.Event, at time.Time) {
 	e.meta.LastEvent++
 	e.pending = append(e.pending, store.Event{
-		Seq: e.meta.LastEvent, Time: e.opts.Now().UTC(), Site: site, Round: round, Actor: actor, Event: ev,
+		Seq: e.meta.LastEvent, Time: at.UTC(), Site: site, Round: round, Actor: actor, Event: ev,
 	})
 }
 

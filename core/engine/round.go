@@ -359,7 +359,7 @@ func (e *Engine) recordRound(f *fleet.Fleet, plan *fleet.Plan, reports []fleet.R
 					x.origins[oi].cause = e.intern.get(reasonOf(t.out, votes[t.votesFrom:t.votesTo], f.Chain))
 				}
 			}
-			e.addEvent(s.Spec.Name, plan.Seq, "", ev)
+			e.addEvent(s.Spec.Name, plan.Seq, "", ev, timeOf(at))
 		}
 		rec.events = append(rec.events, siteEvents...)
 		rs.eventsTo = uint32(len(rec.events))

@@ -48,7 +48,9 @@ type Origin struct {
 // Event is one journal entry.
 type Event struct {
 	// Seq numbers events from 1, without gaps, across restarts.
-	Seq   uint64       `json:"seq"`
+	Seq uint64 `json:"seq"`
+	// Time is the start of the round that made the event (0 < Round), or
+	// when an operator acted or a reload changed the site.
 	Time  time.Time    `json:"time"`
 	Site  string       `json:"site"`
 	Round uint64       `json:"round,omitempty"` // 0 for an operator action
