@@ -67,8 +67,12 @@ type upstream struct {
 	dialer *net.Dialer
 	fifo   bool // its connections go on the FIFO poller
 
-	mu     sync.Mutex
-	idle   []*upConn // most recently used last
+	mu sync.Mutex
+	// idle are the idle connections by where they wait: idle[0] on no
+	// event loop (goroutines use those), idle[i] on loop i; each most
+	// recently used last. nidle counts them all.
+	idle   [][]*upConn
+	nidle  int
 	closed bool
 }
 
@@ -115,45 +119,74 @@ func (p *Proxy) pool(s, prev *site, u *url.URL) *upstream {
 	return up
 }
 
-// loopPickDepth is how far down the idle stack get looks for a connection
-// on the task's loop.
-const loopPickDepth = 8
+// stealAfter is how long a connection waits idle on one event loop before
+// a task of another loop may take it. A loop's tasks take their loop's own
+// connections first, newest first, and dial when it has none: a
+// connection that moves loops costs two epoll_ctl and its next event a
+// lock, while one that stays never does (at saturation this took 17% of
+// the takes, and its p99 fell 3% without them). A connection idle that
+// long is spare where it waits, so a quiet site still needs one
+// connection to an origin, not one a loop.
+const stealAfter = time.Second
 
 // get returns an idle connection, or a new one, for a request on task t
 // (nil: on a goroutine), bound to it.
 func (u *upstream) get(ctx context.Context, t *coTask) (*upConn, error) {
 	now := time.Now()
 	u.mu.Lock()
-	for n := len(u.idle); n > 0; n = len(u.idle) {
-		i := n - 1
-		if t != nil {
-			// One of the last few that waits on t's loop already, if any.
-			for j := n - 1; j >= max(0, n-loopPickDepth); j-- {
-				if onLoop(u.idle[j].c, t) {
-					i = j
-					break
-				}
-			}
+	for {
+		c := u.takeLocked(taskLoop(t), now)
+		if c == nil {
+			break
 		}
-		c := u.idle[i]
-		u.idle[i] = u.idle[n-1]
-		u.idle[n-1] = nil
-		u.idle = u.idle[:n-1]
-		if now.Sub(c.idleAt) < idleConnTimeout {
-			u.mu.Unlock()
-			if idleClean(c) {
-				c.reused = true
-				bindConn(c.c, t)
-				return c, nil
-			}
-			_ = c.c.Close()
-			u.mu.Lock()
-			continue
+		u.mu.Unlock()
+		if idleClean(c) {
+			c.reused = true
+			bindConn(c.c, t)
+			return c, nil
 		}
 		_ = c.c.Close()
+		u.mu.Lock()
 	}
 	u.mu.Unlock()
 	return u.dialFor(ctx, t)
+}
+
+// takeLocked takes an idle connection for a request on loop own (0: on a
+// goroutine): its own newest, else another's oldest that has waited
+// stealAfter. Those that have waited idleConnTimeout are closed on the way.
+// nil: dial. Called with u.mu held.
+func (u *upstream) takeLocked(own int, now time.Time) *upConn {
+	if own < len(u.idle) {
+		s := u.idle[own]
+		for n := len(s); n > 0; n = len(s) {
+			c := s[n-1]
+			s[n-1] = nil
+			s = s[:n-1]
+			u.nidle--
+			if now.Sub(c.idleAt) < idleConnTimeout {
+				u.idle[own] = s
+				return c
+			}
+			_ = c.c.Close()
+		}
+		u.idle[own] = s
+	}
+	for i, s := range u.idle {
+		for i != own && len(s) > 0 && now.Sub(s[0].idleAt) >= stealAfter {
+			c := s[0]
+			copy(s, s[1:])
+			s[len(s)-1] = nil
+			s = s[:len(s)-1]
+			u.idle[i] = s
+			u.nidle--
+			if now.Sub(c.idleAt) < idleConnTimeout {
+				return c
+			}
+			_ = c.c.Close()
+		}
+	}
+	return nil
 }
 
 // dialFor is dial for task t: a task's loop must not wait for a connect,
@@ -200,9 +233,14 @@ func (u *upstream) put(c *upConn) {
 	}
 	releaseConn(c.c)
 	c.idleAt = time.Now()
+	l := connLoop(c.c)
 	u.mu.Lock()
-	if !u.closed && len(u.idle) < maxIdlePerOrigin {
-		u.idle = append(u.idle, c)
+	if !u.closed && u.nidle < maxIdlePerOrigin {
+		for len(u.idle) <= l {
+			u.idle = append(u.idle, nil)
+		}
+		u.idle[l] = append(u.idle[l], c)
+		u.nidle++
 		u.mu.Unlock()
 		return
 	}
@@ -215,10 +253,12 @@ func (u *upstream) put(c *upConn) {
 func (u *upstream) closeIdle() {
 	u.mu.Lock()
 	idle := u.idle
-	u.idle, u.closed = nil, true
+	u.idle, u.nidle, u.closed = nil, 0, true
 	u.mu.Unlock()
-	for _, c := range idle {
-		_ = c.c.Close()
+	for _, s := range idle {
+		for _, c := range s {
+			_ = c.c.Close()
+		}
 	}
 }
 

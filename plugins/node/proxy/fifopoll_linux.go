@@ -241,11 +241,13 @@ type pollConn struct {
 	// nil when goroutines use it. Its waits then yield to the loop.
 	task atomic.Pointer[coTask]
 	// ep and reg are where fd is registered: the FIFO poller's epoll
-	// instance, or a loop's (regMu orders their changes; ep is atomic for
-	// onLoop, which only reads it).
+	// instance, or a loop's, whose number loop is (0: the FIFO poller's).
+	// regMu orders their changes; loop is atomic for connLoop, which only
+	// reads it.
 	regMu sync.Mutex
 	ep    atomic.Int32
 	reg   *registry
+	loop  atomic.Int32
 }
 
 const closedBit = 1 << 62
@@ -364,9 +366,9 @@ func (c *pollConn) destroy() {
 func (c *pollConn) bind(t *coTask) error {
 	c.r.drained.Store(false) // the next read asks the socket
 	c.task.Store(t)          // first: an event where fd goes finds its task
-	ep, reg := c.p.epfd, &c.p.reg
+	ep, reg, loop := c.p.epfd, &c.p.reg, 0
 	if t != nil {
-		ep, reg = t.loop.ep, &t.loop.reg
+		ep, reg, loop = t.loop.ep, &t.loop.reg, t.loop.id
 	}
 	if !c.incref() {
 		return c.opError("bind", net.ErrClosed)
@@ -385,6 +387,7 @@ func (c *pollConn) bind(t *coTask) error {
 	_ = syscall.EpollCtl(int(c.ep.Load()), syscall.EPOLL_CTL_DEL, c.fd, nil)
 	c.reg.forget(c.fd, c)
 	c.ep.Store(int32(ep))
+	c.loop.Store(int32(loop))
 	c.reg = reg
 	return nil
 }

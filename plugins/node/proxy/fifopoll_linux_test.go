@@ -332,8 +332,10 @@ func TestServerUsesFIFOPoller(t *testing.T) {
 			up := h.p.state.Load().sites["www.example.com"].pools[origin.srv.Listener.Addr().String()]
 			up.mu.Lock()
 			var idle []net.Conn
-			for _, uc := range up.idle {
-				idle = append(idle, uc.c)
+			for _, s := range up.idle {
+				for _, uc := range s {
+					idle = append(idle, uc.c)
+				}
 			}
 			up.mu.Unlock()
 			if len(visitors) != 1 || len(idle) != 1 {

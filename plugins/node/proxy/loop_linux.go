@@ -34,6 +34,7 @@ import (
 
 // coLoop is one event loop.
 type coLoop struct {
+	id   int      // its number, from 1 (connLoop)
 	ep   int      // its epoll instance
 	evfd int      // eventfd: posted tasks are waiting
 	reg  registry // the connections registered on ep
@@ -77,12 +78,13 @@ func nextLoop(n int) (*coLoop, error) {
 			n = runtime.GOMAXPROCS(0)
 		}
 		var ls []*coLoop
-		for range n {
+		for i := range n {
 			l, err := newLoop()
 			if err != nil {
 				loopsErr = err
 				return
 			}
+			l.id = i + 1
 			ls = append(ls, l)
 		}
 		for _, l := range ls {
@@ -225,9 +227,19 @@ func releaseConn(c net.Conn) {
 	}
 }
 
-// onLoop reports whether c waits on t's loop already: a task takes such an
-// idle origin connection first, which then needs no move.
-func onLoop(c net.Conn, t *coTask) bool {
-	pc, ok := c.(*pollConn)
-	return ok && int(pc.ep.Load()) == t.loop.ep
+// connLoop is the number of the loop c waits on (1 for the first), 0 when
+// it is on none: where the pool keeps it while it is idle.
+func connLoop(c net.Conn) int {
+	if pc, ok := c.(*pollConn); ok {
+		return int(pc.loop.Load())
+	}
+	return 0
+}
+
+// taskLoop is the number of t's loop, 0 for a goroutine (t nil).
+func taskLoop(t *coTask) int {
+	if t == nil {
+		return 0
+	}
+	return t.loop.id
 }

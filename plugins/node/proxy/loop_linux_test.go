@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -118,6 +119,69 @@ func TestLoopReadsEOFThatCameWithTheLastBytes(t *testing.T) {
 			}
 		case <-time.After(5 * time.Second):
 			t.Fatalf("round %d: the EOF was not read: the read waits for an event that will not come", i)
+		}
+	}
+}
+
+// Each loop keeps its own idle origin connections: two visitors on two
+// loops, taking turns, are each served over an origin connection of their
+// own, which never moves between the loops' epoll instances. (With one
+// pool for all, both took the one idle connection, and it moved at every
+// turn.)
+func TestLoopKeepsItsOwnOriginConnections(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("needs two event loops (GOMAXPROCS 2 or more)")
+	}
+	var mu sync.Mutex
+	served := map[string]map[string]bool{} // origin connection -> visitors
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if served[r.RemoteAddr] == nil {
+			served[r.RemoteAddr] = map[string]bool{}
+		}
+		served[r.RemoteAddr][r.URL.Path] = true
+		mu.Unlock()
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(origin.Close)
+	snap := snapshot(publication.Origin{Name: "a1", Address: origin.URL, State: "healthy"})
+	h := newHarnessOn(t, Options{Poller: PollerLoop}, snap, true)
+	addr := strings.TrimPrefix(h.url, "http://")
+	type visitor struct {
+		c  net.Conn
+		br *bufio.Reader
+	}
+	// Accepted in turn, so on two loops.
+	var vs []visitor
+	for range 2 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		vs = append(vs, visitor{c, bufio.NewReader(c)})
+	}
+	for i := range 40 {
+		v, path := vs[i%2], fmt.Sprintf("/v%d", i%2)
+		_ = v.c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(v.c, "GET "+path+" HTTP/1.1\r\nHost: www.example.com\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(v.br, nil)
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(served) != 2 {
+		t.Errorf("%d origin connections, want 2 (one a loop): %v", len(served), served)
+	}
+	for conn, paths := range served {
+		if len(paths) != 1 {
+			t.Errorf("origin connection %s served visitors on both loops: %v", conn, paths)
 		}
 	}
 }

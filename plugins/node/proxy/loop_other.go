@@ -26,4 +26,6 @@ func bindConn(net.Conn, *coTask) {}
 
 func releaseConn(net.Conn) {}
 
-func onLoop(net.Conn, *coTask) bool { return false }
+func connLoop(net.Conn) int { return 0 }
+
+func taskLoop(*coTask) int { return 0 }
