@@ -112,6 +112,95 @@ func TreeCPU(pid int) time.Duration {
 	return time.Duration(total) * time.Second / 100 // USER_HZ
 }
 
+// TreeWait is how long the threads of process pid and of its descendants
+// have waited, runnable, for a CPU (the second field of each thread's
+// /proc schedstat): on shared cores, what a proxy's tail latency is made
+// of besides its own work. 0 when pid is 0 or /proc cannot tell; threads
+// that have ended are not counted.
+func TreeWait(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	parent := map[int]int{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		i := bytes.LastIndexByte(stat, ')')
+		if err != nil || i < 0 {
+			continue
+		}
+		if f := strings.Fields(string(stat[i+1:])); len(f) > 1 {
+			parent[p], _ = strconv.Atoi(f[1])
+		}
+	}
+	var total int64
+	for p := range parent {
+		in := false
+		for q := p; q > 1 && !in; q = parent[q] {
+			in = q == pid
+		}
+		if !in {
+			continue
+		}
+		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(p) + "/task")
+		for _, t := range tasks {
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/task/" + t.Name() + "/schedstat")
+			if f := strings.Fields(string(b)); err == nil && len(f) > 1 {
+				w, _ := strconv.ParseInt(f[1], 10, 64)
+				total += w
+			}
+		}
+	}
+	return time.Duration(total)
+}
+
+// Steal is a reading of the machine's CPU time counters (/proc/stat).
+type Steal struct {
+	steal, total int64 // clock ticks, all CPUs
+}
+
+// ReadSteal reads the counters (zero where /proc cannot tell).
+func ReadSteal() Steal {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return Steal{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	if len(f) < 9 || f[0] != "cpu" {
+		return Steal{}
+	}
+	var s Steal
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		if i < 8 { // guest time is counted in user already
+			s.total += n
+		}
+		if i == 7 {
+			s.steal = n
+		}
+	}
+	return s
+}
+
+// Since is the share of the CPU time since before that the hypervisor
+// gave to others (steal time), in percent: on a virtual machine, what can
+// make a run slower or its tail longer whatever runs in it. ok is false
+// when it cannot tell.
+func (s Steal) Since(before Steal) (pct float64, ok bool) {
+	if before.total == 0 || s.total <= before.total {
+		return 0, false
+	}
+	return 100 * float64(s.steal-before.steal) / float64(s.total-before.total), true
+}
+
 // Median is the median of v (v is not changed).
 func Median(v []float64) float64 {
 	v = slices.Clone(v)

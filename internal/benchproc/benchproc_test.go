@@ -71,3 +71,39 @@ func TestMedianRatio(t *testing.T) {
 		t.Errorf("Median changed its input or is wrong: %v", v)
 	}
 }
+
+// TreeWait reads this process's threads' run-queue waits, which only grow;
+// ReadSteal reads /proc/stat's counters, and Since gives the steal share
+// of the ticks between two readings.
+func TestTreeWaitAndSteal(t *testing.T) {
+	if _, err := os.Stat("/proc/self/task"); err != nil {
+		t.Skip("no /proc")
+	}
+	w1 := TreeWait(os.Getpid())
+	for i := 0; i < 1e6; i++ {
+		_ = os.Getpid()
+	}
+	if w2 := TreeWait(os.Getpid()); w2 < w1 {
+		t.Errorf("wait went from %v to %v", w1, w2)
+	}
+	if TreeWait(0) != 0 {
+		t.Error("pid 0 waited")
+	}
+	if s := ReadSteal(); s.total <= 0 || s.steal < 0 || s.steal > s.total {
+		t.Errorf("steal %d of %d ticks", s.steal, s.total)
+	}
+	for _, tc := range []struct {
+		before, after Steal
+		pct           float64
+		ok            bool
+	}{
+		{Steal{10, 1000}, Steal{35, 1100}, 25, true},
+		{Steal{10, 1000}, Steal{10, 1200}, 0, true},
+		{Steal{10, 1000}, Steal{10, 1000}, 0, false}, // no ticks between
+		{Steal{}, Steal{10, 1000}, 0, false},         // no first reading
+	} {
+		if pct, ok := tc.after.Since(tc.before); pct != tc.pct || ok != tc.ok {
+			t.Errorf("%+v since %+v = %v, %v; want %v, %v", tc.after, tc.before, pct, ok, tc.pct, tc.ok)
+		}
+	}
+}

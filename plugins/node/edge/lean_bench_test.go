@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,10 +33,17 @@ import (
 //
 //	go test -run '^$' -bench EdgeLean -benchtime 60000x ./plugins/node/edge
 //
+// VIGIL_BENCH_BASELINE=PATH adds "vigil-baseline", the proxy process of
+// another build of this package's tests (go test -c -o PATH
+// ./plugins/node/edge at the commit to compare with), here and in
+// BenchmarkEdgeWrk.
+//
 // vigil/haproxy-rps is vigil-node's throughput over HAProxy's (the goal of
 // issue 19 is 0.8 or more); haproxy/vigil-p50 and -p99 above 1 mean
 // vigil-node's latency is lower; NAME-cpu-µs/req is the CPU time (user and
-// system, its worker processes' too) each proxy spent per request.
+// system, its worker processes' too) each proxy spent per request, and
+// NAME-wait-µs/req how long its threads waited, runnable, for a CPU per
+// request (what scheduling adds to its latency on shared cores).
 func BenchmarkEdgeLean(b *testing.B) {
 	origin := leanload.Origin(b)
 	targets := append([]benchTarget{{"direct", origin, 0}}, vigilTargets(b, origin)...)
@@ -46,7 +55,7 @@ func BenchmarkEdgeLean(b *testing.B) {
 		p.SetSnapshot(leanSnapshot(origin))
 		targets = append(targets, benchTarget{"vigil-in-process", leanload.ServeOn(b, p.NewServer(0, 0)), 0})
 	}
-	targets = append(targets, peerTargets(b, b.TempDir(), origin)...)
+	targets = onlyTargets(append(targets, peerTargets(b, b.TempDir(), origin)...))
 	for _, t := range targets {
 		waitLean(b, t.addr)
 		leanload.Load(b, t.addr, hostname, 64, 2000) // warm up
@@ -54,12 +63,12 @@ func BenchmarkEdgeLean(b *testing.B) {
 	const rounds = 5
 	runs := newEdgeRuns()
 	b.ResetTimer()
-	for range rounds {
-		for _, t := range targets {
+	for round := range rounds {
+		for _, t := range inTurn(targets, round) {
 			n := max(b.N/rounds, 640)
-			before := benchproc.TreeCPU(t.pid)
+			before, waited := benchproc.TreeCPU(t.pid), benchproc.TreeWait(t.pid)
 			r, l50, l99 := leanload.Load(b, t.addr, hostname, 64, n)
-			runs.add(t, r, l50, l99, n, benchproc.TreeCPU(t.pid)-before)
+			runs.add(t, r, l50, l99, n, benchproc.TreeCPU(t.pid)-before, benchproc.TreeWait(t.pid)-waited)
 		}
 	}
 	b.StopTimer()
@@ -86,6 +95,15 @@ func vigilTargets(b *testing.B, origin string) []benchTarget {
 		addr, pid := startLeanProxy(b, origin, env...)
 		out = append(out, benchTarget{v.name, addr, pid})
 	}
+	if bin := os.Getenv("VIGIL_BENCH_BASELINE"); bin != "" {
+		// The same proxy process from another build: a change measured
+		// side by side with the code before it.
+		addr, pid := benchproc.Start(b, "TestLeanProxyProcess", benchproc.Options{
+			Env:  []string{"VIGIL_LEAN_PROXY_ORIGIN=" + origin},
+			Wrap: func(_ string, args []string) (string, []string) { return pinned(bin, args...) },
+		})
+		out = append(out, benchTarget{"vigil-baseline", addr, pid})
+	}
 	return out
 }
 
@@ -103,26 +121,64 @@ func peerTargets(b *testing.B, dir, origin string) []benchTarget {
 	return out
 }
 
+// onlyTargets keeps vigil and the targets VIGIL_BENCH_ONLY names (a comma
+// list), or all of them when it is not set: a shorter run to compare a
+// change with one peer.
+func onlyTargets(targets []benchTarget) []benchTarget {
+	only := os.Getenv("VIGIL_BENCH_ONLY")
+	if only == "" {
+		return targets
+	}
+	keep := map[string]bool{"vigil": true}
+	for _, n := range strings.Split(only, ",") {
+		keep[strings.TrimSpace(n)] = true
+	}
+	var out []benchTarget
+	for _, t := range targets {
+		if keep[t.name] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// inTurn is the order of the targets in round i: as given, and reversed
+// every other round, so that a drift in the machine's speed during a round
+// (this one's virtual CPUs have slow spells; see host-steal-%) is not
+// always charged to the same targets.
+func inTurn(targets []benchTarget, i int) []benchTarget {
+	if i%2 == 0 {
+		return targets
+	}
+	out := slices.Clone(targets)
+	slices.Reverse(out)
+	return out
+}
+
 // edgeRuns holds each target's rounds.
 type edgeRuns struct {
 	rps, p50, p99 map[string][]float64
 	cpu           map[string]time.Duration // its process's CPU time, its children's too
+	wait          map[string]time.Duration // how long their threads waited for a CPU
 	served        map[string]int
+	steal         benchproc.Steal // at the start
 }
 
 func newEdgeRuns() *edgeRuns {
 	return &edgeRuns{rps: map[string][]float64{}, p50: map[string][]float64{}, p99: map[string][]float64{},
-		cpu: map[string]time.Duration{}, served: map[string]int{}}
+		cpu: map[string]time.Duration{}, wait: map[string]time.Duration{}, served: map[string]int{}, steal: benchproc.ReadSteal()}
 }
 
 // add records a round of t: its throughput and latencies, the requests it
-// served and the CPU time its process spent.
-func (r *edgeRuns) add(t benchTarget, rps float64, p50, p99 time.Duration, served int, cpu time.Duration) {
+// served, the CPU time its process spent and how long its threads waited
+// for a CPU.
+func (r *edgeRuns) add(t benchTarget, rps float64, p50, p99 time.Duration, served int, cpu, wait time.Duration) {
 	r.rps[t.name] = append(r.rps[t.name], rps)
 	r.p50[t.name] = append(r.p50[t.name], float64(p50))
 	r.p99[t.name] = append(r.p99[t.name], float64(p99))
 	r.served[t.name] += served
 	r.cpu[t.name] += cpu
+	r.wait[t.name] += wait
 }
 
 // report gives each target's medians of ratios to vigil's (throughput:
@@ -140,7 +196,11 @@ func (r *edgeRuns) report(b *testing.B, targets []benchTarget) {
 	for _, t := range targets {
 		if t.pid != 0 && r.cpu[t.name] > 0 && r.served[t.name] > 0 {
 			b.ReportMetric(float64(r.cpu[t.name].Nanoseconds())/float64(r.served[t.name])/1e3, t.name+"-cpu-µs/req")
+			b.ReportMetric(float64(r.wait[t.name].Nanoseconds())/float64(r.served[t.name])/1e3, t.name+"-wait-µs/req")
 		}
+	}
+	if pct, ok := benchproc.ReadSteal().Since(r.steal); ok {
+		b.ReportMetric(pct, "host-steal-%")
 	}
 	b.ReportMetric(benchproc.Median(r.rps["vigil"]), "vigil-rps")
 	b.ReportMetric(benchproc.Median(r.p99["vigil"])/1e3, "vigil-p99-µs")

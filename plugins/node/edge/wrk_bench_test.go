@@ -22,11 +22,13 @@ import (
 // Go's poller, HAProxy, nginx, and two floors of a Go proxy that does no HTTP
 // at all (floor_bench_test.go): "go-forwarder", a goroutine copying each
 // way, and "go-event-loop", a thread per core relaying from its own epoll
-// instance. Each runs in a process of its own, in alternation, 3 rounds of
-// VIGIL_BENCH_WRK_DURATION (3s) each. It skips without wrk (apt-get install
-// wrk). wrk is written in C and keeps its two threads busy, which is the
-// worst case for a Go process's scheduling when they share cores: the
-// figures differ from EdgeLean's, whose load is Go and lighter.
+// instance. Each runs in a process of its own, in alternation, 3 rounds
+// (VIGIL_BENCH_WRK_ROUNDS) of VIGIL_BENCH_WRK_DURATION (3s) each;
+// VIGIL_BENCH_ONLY=haproxy,nginx keeps vigil and those alone (in
+// EdgeLean too). It skips without wrk (apt-get install wrk). wrk is
+// written in C and keeps its two threads busy, which is the worst case for
+// a Go process's scheduling when they share cores: the figures differ from
+// EdgeLean's, whose load is Go and lighter.
 //
 //	go test -run '^$' -bench EdgeWrk -benchtime 1x ./plugins/node/edge
 func BenchmarkEdgeWrk(b *testing.B) {
@@ -43,18 +45,21 @@ func BenchmarkEdgeWrk(b *testing.B) {
 	fwdAddr, fwdPid := startFloor(b, "TestGoForwarderProcess", origin)
 	loopAddr, loopPid := startFloor(b, "TestGoEventLoopProcess", origin)
 	targets = append(targets, benchTarget{"go-forwarder", fwdAddr, fwdPid}, benchTarget{"go-event-loop", loopAddr, loopPid})
-	targets = append(targets, peerTargets(b, b.TempDir(), origin)...)
+	targets = onlyTargets(append(targets, peerTargets(b, b.TempDir(), origin)...))
 	for _, t := range targets {
 		waitLean(b, t.addr)
 	}
-	const rounds = 3
+	rounds := 3
+	if n, err := strconv.Atoi(os.Getenv("VIGIL_BENCH_WRK_ROUNDS")); err == nil && n > 0 {
+		rounds = n
+	}
 	runs := newEdgeRuns()
 	b.ResetTimer()
-	for range rounds {
-		for _, t := range targets {
-			before := benchproc.TreeCPU(t.pid)
+	for round := range rounds {
+		for _, t := range inTurn(targets, round) {
+			before, waited := benchproc.TreeCPU(t.pid), benchproc.TreeWait(t.pid)
 			out, err := exec.Command(wrk, "-t2", "-c64", "-d"+duration, "--latency", "-H", "Host: "+hostname, "http://"+t.addr+"/").CombinedOutput()
-			cpu := benchproc.TreeCPU(t.pid) - before
+			cpu, wait := benchproc.TreeCPU(t.pid)-before, benchproc.TreeWait(t.pid)-waited
 			if err != nil {
 				b.Fatalf("wrk on %s: %v\n%s", t.name, err, out)
 			}
@@ -62,7 +67,7 @@ func BenchmarkEdgeWrk(b *testing.B) {
 			if err != nil {
 				b.Fatalf("wrk on %s: %v\n%s", t.name, err, out)
 			}
-			runs.add(t, r.rps, r.p50, r.p99, r.requests, cpu)
+			runs.add(t, r.rps, r.p50, r.p99, r.requests, cpu, wait)
 		}
 	}
 	b.StopTimer()
