@@ -211,9 +211,21 @@ func Median(v []float64) float64 {
 // MedianRatio is the median of a[i]/b[i]: the ratio of two targets measured
 // in the same rounds, each round's pair side by side.
 func MedianRatio(a, b []float64) float64 {
+	return Median(ratios(a, b))
+}
+
+// QuartileRatios are the first and third quartiles of a[i]/b[i] (by the
+// nearest rank): how far the rounds' ratios spread about MedianRatio.
+func QuartileRatios(a, b []float64) (q1, q3 float64) {
+	rs := ratios(a, b)
+	slices.Sort(rs)
+	return rs[(len(rs)-1)/4], rs[len(rs)-1-(len(rs)-1)/4]
+}
+
+func ratios(a, b []float64) []float64 {
 	rs := make([]float64, len(a))
 	for i := range a {
 		rs[i] = a[i] / b[i]
 	}
-	return Median(rs)
+	return rs
 }

@@ -70,6 +70,22 @@ func TestMedianRatio(t *testing.T) {
 	if Median(v) != 2 || v[0] != 3 {
 		t.Errorf("Median changed its input or is wrong: %v", v)
 	}
+	for _, tt := range []struct {
+		a      []float64
+		q1, q3 float64
+	}{
+		{[]float64{5}, 5, 5},
+		{[]float64{8, 1, 7, 2, 6, 3, 5, 4}, 2, 7}, // ranks 2 and 7 of 8
+		{[]float64{9, 1, 8, 2, 7, 3, 6, 4, 5}, 3, 7},
+	} {
+		ones := make([]float64, len(tt.a))
+		for i := range ones {
+			ones[i] = 1
+		}
+		if q1, q3 := QuartileRatios(tt.a, ones); q1 != tt.q1 || q3 != tt.q3 {
+			t.Errorf("QuartileRatios(%v) = %v, %v; want %v, %v", tt.a, q1, q3, tt.q1, tt.q3)
+		}
+	}
 }
 
 // TreeWait reads this process's threads' run-queue waits, which only grow;

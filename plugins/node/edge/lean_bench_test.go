@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"testing"
@@ -32,6 +33,9 @@ import (
 // VIGIL_BENCH_PROXY_CPUS each proxy runs on those CPUs only, see pinned):
 //
 //	go test -run '^$' -bench EdgeLean -benchtime 60000x ./plugins/node/edge
+//
+// VIGIL_LEAN_PROXY_CPUPROFILE=PATH writes the CPU profile of vigil's proxy
+// process to PATH (VIGIL_BENCH_ONLY=none measures it alone).
 //
 // VIGIL_BENCH_BASELINE=PATH adds "vigil-baseline", the proxy process of
 // another build of this package's tests (go test -c -o PATH
@@ -99,7 +103,7 @@ func vigilTargets(b *testing.B, origin string) []benchTarget {
 		// The same proxy process from another build: a change measured
 		// side by side with the code before it.
 		addr, pid := benchproc.Start(b, "TestLeanProxyProcess", benchproc.Options{
-			Env:  []string{"VIGIL_LEAN_PROXY_ORIGIN=" + origin},
+			Env:  []string{"VIGIL_LEAN_PROXY_ORIGIN=" + origin, "VIGIL_LEAN_PROXY_CPUPROFILE="},
 			Wrap: func(_ string, args []string) (string, []string) { return pinned(bin, args...) },
 		})
 		out = append(out, benchTarget{"vigil-baseline", addr, pid})
@@ -192,6 +196,12 @@ func (r *edgeRuns) report(b *testing.B, targets []benchTarget) {
 		b.ReportMetric(benchproc.MedianRatio(r.rps["vigil"], r.rps[t.name]), "vigil/"+t.name+"-rps")
 		b.ReportMetric(benchproc.MedianRatio(r.p50[t.name], r.p50["vigil"]), t.name+"/vigil-p50")
 		b.ReportMetric(benchproc.MedianRatio(r.p99[t.name], r.p99["vigil"]), t.name+"/vigil-p99")
+		if len(r.p99[t.name]) >= 8 {
+			// Enough rounds to tell their spread.
+			q1, q3 := benchproc.QuartileRatios(r.p99[t.name], r.p99["vigil"])
+			b.ReportMetric(q1, t.name+"/vigil-p99-q1")
+			b.ReportMetric(q3, t.name+"/vigil-p99-q3")
+		}
 	}
 	for _, t := range targets {
 		if t.pid != 0 && r.cpu[t.name] > 0 && r.served[t.name] > 0 {
@@ -265,6 +275,21 @@ func TestLeanProxyProcess(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if path := os.Getenv("VIGIL_LEAN_PROXY_CPUPROFILE"); path != "" {
+		// The proxy's own profile under the benchmark's load; vigil-fifo's
+		// and vigil-gopoller's go to PATH.fifo and PATH.go.
+		if poller != "" {
+			path += "." + poller
+		}
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
 	s := p.NewServer(0, 0)
 	go func() { _ = s.Serve(ln) }()
