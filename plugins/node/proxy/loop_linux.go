@@ -26,9 +26,10 @@ import (
 // connection is a coroutine (iter.Pull) on one loop: its code is the same
 // blocking-style code as before, but a read or write that would block
 // yields to the loop instead of parking (pollConn.wait), and the loop
-// resumes it on the same thread when its descriptor is ready. Origin
-// connections a task takes from the pool move to its loop's instance
-// (pollConn.bind). What a coroutine must wait for elsewhere (a dial, a
+// resumes it on the same thread when its descriptor is ready. The origin
+// pool keeps each loop's idle connections apart (upstream.takeLocked); one
+// a task takes from elsewhere moves to its loop's instance (pollConn.bind).
+// What a coroutine must wait for elsewhere (a dial, a
 // deadline, a Close from another goroutine) is posted to the loop, which an
 // eventfd wakes.
 
