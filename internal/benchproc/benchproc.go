@@ -73,14 +73,50 @@ func Announce(addr string) {
 // descendants (HAProxy's, nginx's and NSD's workers), from /proc; 0 when
 // pid is 0 or /proc cannot tell.
 func TreeCPU(pid int) time.Duration {
+	var total int64
+	for _, p := range tree(pid) {
+		total += p.ticks
+	}
+	return time.Duration(total) * time.Second / 100 // USER_HZ
+}
+
+// TreeWait is how long the threads of process pid and of its descendants
+// have waited, runnable, for a CPU (the second field of each thread's
+// /proc schedstat): on shared cores, what a proxy's tail latency is made
+// of besides its own work. 0 when pid is 0 or /proc cannot tell; threads
+// that have ended are not counted.
+func TreeWait(pid int) time.Duration {
+	var total int64
+	for _, p := range tree(pid) {
+		dir := "/proc/" + strconv.Itoa(p.pid) + "/task/"
+		tasks, _ := os.ReadDir(dir)
+		for _, t := range tasks {
+			b, err := os.ReadFile(dir + t.Name() + "/schedstat")
+			if f := strings.Fields(string(b)); err == nil && len(f) > 1 {
+				w, _ := strconv.ParseInt(f[1], 10, 64)
+				total += w
+			}
+		}
+	}
+	return time.Duration(total)
+}
+
+// proc is a process of a tree: its id and its user and system CPU ticks.
+type proc struct {
+	pid   int
+	ticks int64
+}
+
+// tree lists process pid and its descendants from /proc (none for pid 0).
+func tree(pid int) []proc {
 	if pid == 0 {
-		return 0
+		return nil
 	}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0
+		return nil
 	}
-	parent, ticks := map[int]int{}, map[int]int64{}
+	parent, all := map[int]int{}, []proc{}
 	for _, e := range entries {
 		p, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -98,67 +134,18 @@ func TreeCPU(pid int) time.Duration {
 		parent[p], _ = strconv.Atoi(f[1])
 		ut, _ := strconv.ParseInt(f[11], 10, 64)
 		st, _ := strconv.ParseInt(f[12], 10, 64)
-		ticks[p] = ut + st
+		all = append(all, proc{p, ut + st})
 	}
-	var total int64
-	for p, n := range ticks {
-		for q := p; q > 1; q = parent[q] {
+	var out []proc
+	for _, p := range all {
+		for q := p.pid; q > 1; q = parent[q] {
 			if q == pid {
-				total += n
+				out = append(out, p)
 				break
 			}
 		}
 	}
-	return time.Duration(total) * time.Second / 100 // USER_HZ
-}
-
-// TreeWait is how long the threads of process pid and of its descendants
-// have waited, runnable, for a CPU (the second field of each thread's
-// /proc schedstat): on shared cores, what a proxy's tail latency is made
-// of besides its own work. 0 when pid is 0 or /proc cannot tell; threads
-// that have ended are not counted.
-func TreeWait(pid int) time.Duration {
-	if pid == 0 {
-		return 0
-	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
-	parent := map[int]int{}
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		i := bytes.LastIndexByte(stat, ')')
-		if err != nil || i < 0 {
-			continue
-		}
-		if f := strings.Fields(string(stat[i+1:])); len(f) > 1 {
-			parent[p], _ = strconv.Atoi(f[1])
-		}
-	}
-	var total int64
-	for p := range parent {
-		in := false
-		for q := p; q > 1 && !in; q = parent[q] {
-			in = q == pid
-		}
-		if !in {
-			continue
-		}
-		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(p) + "/task")
-		for _, t := range tasks {
-			b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/task/" + t.Name() + "/schedstat")
-			if f := strings.Fields(string(b)); err == nil && len(f) > 1 {
-				w, _ := strconv.ParseInt(f[1], 10, 64)
-				total += w
-			}
-		}
-	}
-	return time.Duration(total)
+	return out
 }
 
 // Steal is a reading of the machine's CPU time counters (/proc/stat).
