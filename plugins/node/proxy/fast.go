@@ -123,10 +123,10 @@ func (p *Proxy) pool(s, prev *site, u *url.URL) *upstream {
 // a task of another loop may take it. A loop's tasks take their loop's own
 // connections first, newest first, and dial when it has none: a
 // connection that moves loops costs two epoll_ctl and its next event a
-// lock, while one that stays never does (at saturation this took 17% of
-// the takes, and its p99 fell 3% without them). A connection idle that
-// long is spare where it waits, so a quiet site still needs one
-// connection to an origin, not one a loop.
+// lock, while one that stays never does (at saturation 17% of the takes
+// moved one; without them throughput rose 7% and the p99 fell 6%). A
+// connection idle that long is spare where it waits, so a quiet site
+// still needs one connection to an origin, not one a loop.
 const stealAfter = time.Second
 
 // get returns an idle connection, or a new one, for a request on task t
