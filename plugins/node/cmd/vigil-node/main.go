@@ -53,6 +53,7 @@ func run(args []string) error {
 		tlsCert      = fs.String("tls-cert", "", "PEM client certificate `file` for mTLS (CN or DNS name = the node id)")
 		tlsKey       = fs.String("tls-key", "", "PEM private key `file` of -tls-cert")
 		tlsName      = fs.String("tls-server-name", "", "name to verify the gateway's certificate against (default: the -gateway host)")
+		originCA     = fs.String("origin-ca", "", "PEM `file` of the CA(s) that signed your https origins' certificates, trusted besides the system's roots by the proxy, and by the probes of sites whose health_check names no ca_file")
 		controlPlane = fs.String("control-plane", "", "vigil API base `URL` to follow the publication from, e.g. http://10.0.0.5:8470")
 		cpTokenEnv   = fs.String("control-plane-token-env", "", "`NAME` of the environment variable holding the API token, if the API needs one")
 		stateDir     = fs.String("state-dir", "", "`directory` keeping the last publication across restarts and control plane outages")
@@ -189,6 +190,14 @@ func run(args []string) error {
 		}
 		cfg.GatewayTLS = tc
 	}
+	if *originCA != "" {
+		roots, err := originRoots(*originCA)
+		if err != nil {
+			return err
+		}
+		cfg.Proxy.TLS = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}
+		cfg.ProbeRootCAs = roots
+	}
 	if *stateDir != "" {
 		if err := os.MkdirAll(*stateDir, 0o750); err != nil {
 			return fmt.Errorf("-state-dir: %w", err)
@@ -206,4 +215,22 @@ func run(args []string) error {
 // newLogger is vigil-node's logger, writing to w.
 func newLogger(level string, json bool, w io.Writer) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: "vigil-node", Level: hclog.LevelFromString(level), JSONFormat: json, Output: w})
+}
+
+// originRoots is the system's roots (none where the system has no pool)
+// with the CA certificates of the PEM file at path added: what -origin-ca
+// makes the proxy and the probes trust.
+func originRoots(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("-origin-ca: %w", err)
+	}
+	roots, err := x509.SystemCertPool()
+	if err != nil || roots == nil {
+		roots = x509.NewCertPool()
+	}
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("-origin-ca %s: no PEM certificate in it: give the CA's certificate (-----BEGIN CERTIFICATE-----)", path)
+	}
+	return roots, nil
 }
