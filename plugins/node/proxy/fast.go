@@ -31,6 +31,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,6 +94,8 @@ type upConn struct {
 	// only when it would end within ResponseTimeout, so that most
 	// requests set no deadline at all.
 	deadline time.Time
+	// hungUp is dropHungUp for this connection, made at its first put.
+	hungUp func()
 }
 
 // pool returns the fast path's pool for u's address, the previous
@@ -231,7 +234,10 @@ func (u *upstream) put(c *upConn) {
 		_ = c.c.Close()
 		return
 	}
-	releaseConn(c.c)
+	if c.hungUp == nil {
+		c.hungUp = func() { u.dropHungUp(c) }
+	}
+	releaseConn(c.c, &c.hungUp)
 	c.idleAt = time.Now()
 	l := connLoop(c.c)
 	u.mu.Lock()
@@ -246,6 +252,28 @@ func (u *upstream) put(c *upConn) {
 	}
 	u.mu.Unlock()
 	_ = c.c.Close()
+}
+
+// dropHungUp closes c if it is still idle in u. Its epoll instance saw the
+// origin hang up (an origin's keep-alive timeout is often shorter than
+// ours), so no request may take it, and its descriptor need not wait for
+// one to find out. One that a request took meanwhile is left to it: its
+// check finds the hang-up.
+func (u *upstream) dropHungUp(c *upConn) {
+	u.mu.Lock()
+	found := false
+	for i, s := range u.idle {
+		if j := slices.Index(s, c); j >= 0 {
+			u.idle[i] = slices.Delete(s, j, j+1)
+			u.nidle--
+			found = true
+			break
+		}
+	}
+	u.mu.Unlock()
+	if found {
+		_ = c.c.Close()
+	}
 }
 
 // closeIdle closes the idle connections and keeps no more (the site left

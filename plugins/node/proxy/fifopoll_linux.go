@@ -41,6 +41,7 @@ type fifoPoller struct {
 	reg registry // the connections registered on epfd
 
 	events [256]syscall.EpollEvent
+	hungUp []*func() // idle connections' hang-ups of one drain (drain's only)
 }
 
 // registry maps the descriptors registered on an epoll instance to their
@@ -164,9 +165,33 @@ func (p *fifoPoller) drain(uintptr) bool {
 		if ev.Events&(syscall.EPOLLOUT|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
 			c.w.wake()
 		}
+		if h := c.idleHangUp(ev.Events); h != nil {
+			p.hungUp = append(p.hungUp, h)
+		}
 	}
 	p.reg.mu.RUnlock()
+	runHungUp(&p.hungUp)
 	return true
+}
+
+// idleHangUp is what to call for events of c that say its peer hung up
+// while c has no task: c's hungUp hook, or nil. (A task, or a goroutine
+// reading c, finds the hang-up itself; the hook knows whether c is still
+// idle.)
+func (c *pollConn) idleHangUp(events uint32) *func() {
+	if events&(syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) == 0 || c.task.Load() != nil {
+		return nil
+	}
+	return c.hungUp.Load()
+}
+
+// runHungUp calls the hooks idleHangUp collected, and empties the list.
+func runHungUp(hooks *[]*func()) {
+	for i, h := range *hooks {
+		(*h)()
+		(*hooks)[i] = nil
+	}
+	*hooks = (*hooks)[:0]
 }
 
 // adopt moves c's socket from Go's poller to p: it returns a connection on
@@ -248,6 +273,10 @@ type pollConn struct {
 	ep    atomic.Int32
 	reg   *registry
 	loop  atomic.Int32
+	// hungUp is called when the connection's epoll instance reports that
+	// the peer hung up while no task or goroutine waits on it: the origin
+	// pool's, set when it goes back idle (releaseConn).
+	hungUp atomic.Pointer[func()]
 }
 
 const closedBit = 1 << 62

@@ -47,6 +47,7 @@ type coLoop struct {
 	round  uint64 // epoll_wait calls, to resume a task once per round
 	events [256]syscall.EpollEvent
 	resume []*coTask
+	hungUp []*func() // idle connections' hang-ups of this round
 }
 
 // coTask is one visitor connection's coroutine on a loop.
@@ -172,10 +173,13 @@ func (l *coLoop) run() {
 				}
 				if t := c.task.Load(); t != nil && t.loop == l {
 					l.resume = append(l.resume, t)
+				} else if h := c.idleHangUp(ev.Events); h != nil {
+					l.hungUp = append(l.hungUp, h)
 				}
 			}
 		}
 		l.reg.mu.RUnlock()
+		runHungUp(&l.hungUp) // they close descriptors: not under the registry's lock
 		// Then what was posted: read the eventfd first, so that a post
 		// after the swap below writes it again.
 		var count uint64
@@ -221,9 +225,11 @@ func bindConn(c net.Conn, t *coTask) {
 }
 
 // releaseConn takes c from its task as it goes back to a pool: its events
-// then wake no one until the next bind.
-func releaseConn(c net.Conn) {
+// then wake no one until the next bind, and a hang-up its epoll instance
+// sees calls *hungUp (which drops it from the pool if it is still there).
+func releaseConn(c net.Conn, hungUp *func()) {
 	if pc, ok := c.(*pollConn); ok {
+		pc.hungUp.Store(hungUp)
 		pc.task.Store(nil)
 	}
 }

@@ -188,3 +188,69 @@ func TestLoopKeepsItsOwnOriginConnections(t *testing.T) {
 		}
 	}
 }
+
+// An idle origin connection whose origin hangs up (a keep-alive timeout
+// shorter than ours) is closed and leaves the pool as soon as its epoll
+// instance says so, without waiting for a request to find out: on a loop
+// and on the FIFO poller alike.
+func TestIdleOriginHangUpIsDropped(t *testing.T) {
+	for _, poller := range []string{PollerLoop, PollerFIFO} {
+		t.Run(poller, func(t *testing.T) {
+			origin := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.WriteString(w, "ok")
+			}))
+			origin.Config.IdleTimeout = 50 * time.Millisecond
+			origin.Start()
+			t.Cleanup(origin.Close)
+			snap := snapshot(publication.Origin{Name: "a1", Address: origin.URL, State: "healthy"})
+			h := newHarnessOn(t, Options{Poller: poller}, snap, true)
+			get := func() {
+				t.Helper()
+				req, err := http.NewRequest(http.MethodGet, h.url+"/", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Host = "www.example.com"
+				resp, err := h.client.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					t.Fatalf("status %d", resp.StatusCode)
+				}
+			}
+			get()
+			up := h.p.state.Load().sites["www.example.com"].pools[origin.Listener.Addr().String()]
+			idle := func() []*upConn {
+				up.mu.Lock()
+				defer up.mu.Unlock()
+				var out []*upConn
+				for _, s := range up.idle {
+					out = append(out, s...)
+				}
+				return out
+			}
+			kept := idle()
+			if len(kept) != 1 {
+				t.Fatalf("%d idle origin connections after a request, want 1", len(kept))
+			}
+			pc, ok := kept[0].c.(*pollConn)
+			if !ok {
+				t.Fatalf("the origin connection is a %T, not on a poller of the proxy's", kept[0].c)
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for len(idle()) != 0 || !pc.closed() {
+				if time.Now().After(deadline) {
+					t.Fatalf("5s after the origin's 50ms idle timeout: %d idle, closed %v", len(idle()), pc.closed())
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if up.nidle != 0 {
+				t.Errorf("nidle %d, want 0", up.nidle)
+			}
+			get() // a new connection serves the next request
+		})
+	}
+}

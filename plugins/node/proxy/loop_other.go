@@ -24,7 +24,7 @@ func (t *coTask) post() {}
 
 func bindConn(net.Conn, *coTask) {}
 
-func releaseConn(net.Conn) {}
+func releaseConn(net.Conn, *func()) {}
 
 func connLoop(net.Conn) int { return 0 }
 
