@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -101,12 +102,24 @@ func TestOnAttemptAllocs(t *testing.T) {
 			}
 		}
 		serve()
-		return testing.AllocsPerRun(200, serve)
+		// The mean over many requests, not testing.AllocsPerRun's
+		// truncated one: a request allocates 56 or 57 times (net/http's
+		// pools, the test origin's server), so a truncated mean of 200
+		// came out one apart in one run in fifteen on a loaded machine.
+		// An allocation the hook added would add a whole one.
+		const runs = 2000
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range runs {
+			serve()
+		}
+		runtime.ReadMemStats(&after)
+		return float64(after.Mallocs-before.Mallocs) / runs
 	}
 	var n int
 	without := allocs(Options{})
 	with := allocs(Options{OnAttempt: func(a Attempt) { n += a.Status }})
-	if with > without {
+	if with > without+0.5 {
 		t.Fatalf("a request allocates %v times with OnAttempt, %v without", with, without)
 	}
 	t.Logf("allocations per request: %v with OnAttempt, %v without", with, without)
