@@ -206,19 +206,8 @@ func TestIdleOriginHangUpIsDropped(t *testing.T) {
 			h := newHarnessOn(t, Options{Poller: poller}, snap, true)
 			get := func() {
 				t.Helper()
-				req, err := http.NewRequest(http.MethodGet, h.url+"/", nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				req.Host = "www.example.com"
-				resp, err := h.client.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					t.Fatalf("status %d", resp.StatusCode)
+				if code := h.get(t, "/"); code != http.StatusOK {
+					t.Fatalf("status %d", code)
 				}
 			}
 			get()
