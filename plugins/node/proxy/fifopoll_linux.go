@@ -267,8 +267,8 @@ type pollConn struct {
 	task atomic.Pointer[coTask]
 	// ep and reg are where fd is registered: the FIFO poller's epoll
 	// instance, or a loop's, whose number loop is (0: the FIFO poller's).
-	// regMu orders their changes; loop is atomic for connLoop, which only
-	// reads it.
+	// regMu orders their changes; ep and loop are atomic for readers that
+	// do not take it (connLoop, the tests).
 	regMu sync.Mutex
 	ep    atomic.Int32
 	reg   *registry
