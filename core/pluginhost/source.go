@@ -64,6 +64,12 @@ type Spec struct {
 	// Logger receives the host's messages and the plugin's own log lines,
 	// tagged with source=Name. Nil discards them.
 	Logger hclog.Logger
+	// OnSuspect, when set, is called with a site's name each time the
+	// plugin reports, between rounds, that real traffic to one of the
+	// site's origins is failing (the node gateway's passive trigger): the
+	// engine then confirms that site early. It may be called from any
+	// goroutine and must not block.
+	OnSuspect func(site string)
 }
 
 // Stats counts what happened to a source since it was created. All fields
