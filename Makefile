@@ -46,10 +46,14 @@ deps:
 
 # The SDK is its own module (sdk/go.mod): `go test ./...` at the root does
 # not descend into it, so each target runs it too.
+# Both modules always run, so that a failure in one does not hide the
+# other's result; the last line says which failed.
 test: deps proto-check build
-	$(GO) vet ./...
-	$(GO) test -race -count=1 ./...
-	cd sdk && $(GO) vet ./... && $(GO) test -race -count=1 ./...
+	@root=ok; sdk=ok; \
+	$(GO) vet ./... && $(GO) test -race -count=1 ./... || root=FAILED; \
+	( cd sdk && $(GO) vet ./... && $(GO) test -race -count=1 ./... ) || sdk=FAILED; \
+	echo "make test: root module $$root, sdk module $$sdk"; \
+	[ $$root = ok ] && [ $$sdk = ok ]
 
 test-short:
 	$(GO) test -short ./...
@@ -85,19 +89,21 @@ bench-ratios:
 		VIGIL_BENCH_PROXY_CPUS=1 taskset -c 0 $(GO) test -run '^$$' -bench 'EdgeLean|EdgeWrk' -benchtime 150000x ./plugins/node/edge; fi
 	$(GO) test -run '^$$' -bench DNSCompare -benchtime 200000x ./core/publish/dns
 
-# Short fuzz passes over every fuzz target (longer: FUZZTIME=5m make fuzz).
+# Short fuzz passes over every fuzz target of both modules, found by
+# their names (longer: FUZZTIME=5m make fuzz). `make test` runs each
+# target's seed corpus already, as a plain test.
 FUZZTIME ?= 20s
+FUZZ_TARGETS = $(shell grep -rH --include='*_test.go' '^func Fuzz' . | sed -E 's|^\./(.*)/[^/]*:func (Fuzz[A-Za-z0-9_]*).*|\1:\2|' | sort -u)
 fuzz:
-	$(GO) test ./core/config -run '^$$' -fuzz FuzzLoad -fuzztime $(FUZZTIME)
-	$(GO) test ./core/decide -run '^$$' -fuzz FuzzDecide -fuzztime $(FUZZTIME)
-	$(GO) test ./core/decide -run '^$$' -fuzz FuzzAntiFlap -fuzztime $(FUZZTIME)
-	$(GO) test ./core/simulate -run '^$$' -fuzz FuzzTimeline -fuzztime $(FUZZTIME)
-	$(GO) test ./plugins/dnspup/api -run '^$$' -fuzz FuzzParseProbeResponse -fuzztime $(FUZZTIME)
-	$(GO) test ./core/publish/dns -run '^$$' -fuzz FuzzReply -fuzztime $(FUZZTIME)
-	$(GO) test ./core/publish/dns -run '^$$' -fuzz FuzzParseOrigin -fuzztime $(FUZZTIME)
-	$(GO) test ./plugins/node/internal/labels -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
-	$(GO) test ./plugins/node/proxy -run '^$$' -fuzz FuzzParseRequest -fuzztime $(FUZZTIME)
-	$(GO) test ./plugins/node/proxy -run '^$$' -fuzz FuzzParseAnswer -fuzztime $(FUZZTIME)
+	@set -e; for t in $(FUZZ_TARGETS); do dir=$${t%%:*}; fn=$${t#*:}; \
+		case $$dir in \
+		sdk) mod=sdk; pkg=. ;; \
+		sdk/*) mod=sdk; pkg=./$${dir#sdk/} ;; \
+		*) mod=.; pkg=./$$dir ;; \
+		esac; \
+		echo "fuzz $$pkg $$fn"; \
+		( cd $$mod && $(GO) test $$pkg -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) ); \
+	done
 
 # Protobuf: the vote-source protocol's generated code is committed. `make proto`
 # regenerates it with pinned generators (installed into $(BIN)/.tools) and the
