@@ -15,14 +15,16 @@ import (
 
 // Snapshot is the whole publication at one version. Versions only grow; a
 // new version is published whenever a site's current level, or the set or
-// state of that level's enabled origins, changes.
+// state of that level's enabled origins, changes (or its Ramp or its
+// Backup does).
 type Snapshot struct {
 	// Version is the publication version, starting at 1.
 	Version uint64 `json:"version"`
 	// Format is the publication format: FormatRamp when sites may carry a
 	// Ramp, 0 (the first format) before. The format only grows: a reader
 	// ignores the fields it does not know, and what it knows keeps its
-	// meaning.
+	// meaning. Site.Backup needs no format of its own: a site without it
+	// is served as before it existed, whatever the format.
 	Format int `json:"format,omitempty"`
 	// Sites lists every site, sorted by name.
 	Sites []Site `json:"sites"`
@@ -47,6 +49,31 @@ type Site struct {
 	// rest. A reader that does not know Ramp follows Level and its Origins,
 	// as before the ramp existed.
 	Ramp *Ramp `json:"ramp,omitempty"`
+	// Backup, when set, is the level the control plane would fail the
+	// site over to next, were Level to fail now, with its origins that may
+	// serve. It is a hint for a reader that serves traffic itself (as
+	// nginx's "backup" servers are): when every origin of Level fails for
+	// a request, the request may go to Backup's origins instead of failing
+	// while the control plane has not yet switched. Level stays the
+	// site's level: a DNS publisher or any reader that answers with the
+	// site's origins must not answer with Backup's. Nil when no other
+	// level may serve (the site has one level, or every other level is
+	// unhealthy or has no enabled origin). A reader that does not know
+	// Backup follows Level, as before Backup existed.
+	Backup *Backup `json:"backup,omitempty"`
+}
+
+// Backup is the level a site would fail over to next, as Site.Backup
+// publishes it.
+type Backup struct {
+	// Level is the level number, chosen as the control plane chooses a
+	// failover's level: of the levels after the site's Level in ascending
+	// order, then those before it in ascending order, the first healthy
+	// one, else the first that is unknown (not confirmed down).
+	Level int `json:"level"`
+	// Origins are Level's enabled origins that are not unhealthy; never
+	// empty.
+	Origins []Origin `json:"origins"`
 }
 
 // Ramp is the split of a site's traffic during a failback ramp.
@@ -60,7 +87,8 @@ type Ramp struct {
 	FromOrigins []Origin `json:"from_origins"`
 }
 
-// Origin is one enabled origin of a site's current level.
+// Origin is one enabled origin of a site's current level (or of its
+// ramp's level being left, or of its backup level).
 type Origin struct {
 	Name string `json:"name"`
 	// Address is the origin URL: scheme, host and optional port.

@@ -80,3 +80,38 @@ func TestSnapshotSiteByHost(t *testing.T) {
 		t.Error("an unknown host matched")
 	}
 }
+
+// TestSiteBackupWire: a site's Backup is "backup" with its level and
+// origins, and a site without one has no "backup" key at all, so that its
+// JSON is the one readers knew before Backup existed.
+func TestSiteBackupWire(t *testing.T) {
+	tests := []struct {
+		name string
+		site publication.Site
+		want string
+	}{
+		{"no backup", publication.Site{Name: "www", Hostname: "www.example.com", Level: 1, Origins: []publication.Origin{}},
+			`{"site":"www","hostname":"www.example.com","level":1,"origins":[]}`},
+		{"backup", publication.Site{Name: "www", Hostname: "www.example.com", Level: 1, Origins: []publication.Origin{},
+			Backup: &publication.Backup{Level: 2, Origins: []publication.Origin{{Name: "b1", Address: "http://127.0.0.1:1", State: "unknown"}}}},
+			`{"site":"www","hostname":"www.example.com","level":1,"origins":[],"backup":{"level":2,"origins":[{"name":"b1","address":"http://127.0.0.1:1","state":"unknown"}]}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := json.Marshal(tt.site)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(b) != tt.want {
+				t.Fatalf("JSON\n%s\nwant\n%s", b, tt.want)
+			}
+			var back publication.Site
+			if err := json.Unmarshal(b, &back); err != nil {
+				t.Fatal(err)
+			}
+			if (back.Backup == nil) != (tt.site.Backup == nil) || (back.Backup != nil && (back.Backup.Level != 2 || len(back.Backup.Origins) != 1)) {
+				t.Fatalf("decoded backup %+v", back.Backup)
+			}
+		})
+	}
+}
