@@ -30,7 +30,7 @@ const CacheFileName = "config.cache"
 
 // cacheFormat changes whenever what the loader produces changes: a cache
 // of another format is ignored.
-const cacheFormat = "vigil-config-cache-3"
+const cacheFormat = "vigil-config-cache-4"
 
 // LoadCached is Load for the agent, which may start with 100,000 sites:
 // parsing that much HCL takes seconds, so the decoded configuration is

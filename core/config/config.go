@@ -130,6 +130,19 @@ type Control struct {
 	// ProbeSeriesSites is control { metrics { probe_series_sites } }; nil
 	// when unset (see ProbeSeries).
 	ProbeSeriesSites *int
+	// ConfirmBudget is control { confirm_budget }: a confirmation round
+	// probes at most this per cent of SitesPerRound (at least one site).
+	ConfirmBudget int
+}
+
+// ConfirmSites is how many sites one confirmation round may probe: the
+// confirm_budget per cent of sites_per_round, at least one.
+func (c *Control) ConfirmSites() int {
+	pct := c.ConfirmBudget
+	if pct <= 0 {
+		pct = DefaultConfirmBudget
+	}
+	return max(1, c.SitesPerRound*pct/100)
 }
 
 // Store modes of the etcd block.
@@ -276,6 +289,13 @@ type HealthCheck struct {
 	// AntiFlap is the site's anti-flap rules (healthcheck.go); nil when
 	// none is set.
 	AntiFlap *AntiFlap
+	// ConfirmInterval is confirm_interval (docs/decisions.md, fast
+	// confirmation): when the site's verdicts go against its origins'
+	// states, it is probed again this long after its last probe, between
+	// rounds. 0: off.
+	ConfirmInterval time.Duration
+	// ConfirmRange is where confirm_interval is, for diagnostics.
+	ConfirmRange hcl.Range
 }
 
 // ProbeTimeout is the probe timeout of this site's targets in a source

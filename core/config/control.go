@@ -11,6 +11,7 @@ import (
 var controlSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "round_interval"}, {Name: "sites_per_round"}, {Name: "data_dir"}, {Name: "plugin_dir"},
+		{Name: "confirm_budget"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "api"}, {Type: "store", LabelNames: []string{"kind"}}, {Type: "partition"}, {Type: "history"}, {Type: "metrics"}},
 }
@@ -27,6 +28,17 @@ func (l *loader) control(b *hcl.Block) {
 	c := &l.cfg.Control
 	l.duration(content.Attributes, "round_interval", &c.RoundInterval)
 	l.integer(content.Attributes, "sites_per_round", 1, &c.SitesPerRound)
+	if attr := content.Attributes["confirm_budget"]; attr != nil {
+		var pct int
+		if l.decode(attr, &pct) {
+			if pct < 1 || pct > 100 {
+				l.add(attr.Expr.Range(), "Invalid confirm_budget",
+					fmt.Sprintf("confirm_budget is the per cent of sites_per_round that one confirmation round may probe, from 1 to 100 (default %d); got %d.", DefaultConfirmBudget, pct))
+			} else {
+				c.ConfirmBudget = pct
+			}
+		}
+	}
 	l.nonEmpty(content.Attributes, "data_dir", &c.DataDir)
 	l.nonEmpty(content.Attributes, "plugin_dir", &c.PluginDir)
 	for _, ab := range content.Blocks {

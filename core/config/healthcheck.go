@@ -24,7 +24,7 @@ var healthCheckSchema = &hcl.BodySchema{
 		{Name: "expected_body"}, {Name: "max_latency"},
 		{Name: "ca_file"}, {Name: "tls_server_name"}, {Name: "insecure_skip_tls_verify"},
 		{Name: "headers"}, {Name: "follow_redirects"}, {Name: "max_body"},
-		{Name: "quarantine"}, {Name: "failback_dwell"},
+		{Name: "quarantine"}, {Name: "failback_dwell"}, {Name: "confirm_interval"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "flap"}, {Type: "ramp"}},
 }
@@ -161,7 +161,45 @@ func (l *loader) healthCheck(b *hcl.Block) *HealthCheck {
 		l.maxBody(attr, &hc)
 	}
 	l.antiFlap(a, content.Blocks, &hc)
+	if attr := a["confirm_interval"]; attr != nil {
+		hc.ConfirmRange = attr.Expr.Range()
+		l.duration(a, "confirm_interval", &hc.ConfirmInterval)
+	}
 	return &hc
+}
+
+// MinConfirmInterval is the shortest confirm_interval: a confirmation is a
+// round of the whole chain, and its plugins must have time to answer.
+const MinConfirmInterval = 500 * time.Millisecond
+
+// DefaultConfirmBudget is control { confirm_budget }'s default: a
+// confirmation round probes at most this per cent of sites_per_round.
+const DefaultConfirmBudget = 10
+
+// checkConfirm checks every site's confirm_interval against the round:
+// at least MinConfirmInterval and less than round_interval (a confirmation
+// due no sooner than the next round is that round). Called by finish,
+// once the control block is known.
+func (l *loader) checkConfirm() {
+	interval := l.cfg.Control.RoundInterval
+	seen := map[*HealthCheck]bool{}
+	for _, s := range l.cfg.Sites {
+		hc := s.HealthCheck
+		if hc == nil || hc.ConfirmInterval == 0 || seen[hc] {
+			continue
+		}
+		seen[hc] = true
+		switch {
+		case hc.ConfirmInterval < MinConfirmInterval:
+			l.add(hc.ConfirmRange, "confirm_interval too short",
+				fmt.Sprintf("confirm_interval is %s: a confirmation asks the whole chain again, so it must be at least %s. Use a few seconds, such as \"3s\".", hc.ConfirmInterval, MinConfirmInterval))
+			hc.ConfirmInterval = 0
+		case hc.ConfirmInterval >= interval:
+			l.add(hc.ConfirmRange, "confirm_interval not shorter than round_interval",
+				fmt.Sprintf("confirm_interval is %s and round_interval %s: a confirmation that is not due before the next round is that round. Set confirm_interval below round_interval (such as a tenth of it, %q), or remove it.", hc.ConfirmInterval, interval, (interval/10).String()))
+			hc.ConfirmInterval = 0
+		}
+	}
 }
 
 // antiFlap reads quarantine, failback_dwell and the flap block. It leaves
@@ -443,6 +481,10 @@ func hcKey(b *strings.Builder, hc *HealthCheck) {
 	field(hc.CAName)
 	field(hc.TLSServerName)
 	num(hc.MaxBody)
+	if hc.ConfirmInterval > 0 {
+		b.WriteString("confirm:")
+		num(int64(hc.ConfirmInterval))
+	}
 	if af := hc.AntiFlap; af != nil {
 		b.WriteString("af:")
 		num(int64(af.Quarantine))

@@ -161,7 +161,7 @@ func (l *loader) file(body hcl.Body) {
 	if l.sourceAt == nil {
 		l.sourceAt, l.siteAt, l.notifyAt = map[string]hcl.Range{}, map[string]hcl.Range{}, map[string]hcl.Range{}
 		l.cfg.Control = Control{
-			RoundInterval: DefaultRoundInterval, SitesPerRound: DefaultSitesPerRound,
+			RoundInterval: DefaultRoundInterval, SitesPerRound: DefaultSitesPerRound, ConfirmBudget: DefaultConfirmBudget,
 			DataDir: DefaultDataDir, PluginDir: DefaultPluginDir,
 			API: API{Listen: DefaultAPIListen, ReadAccess: "open"},
 		}
@@ -207,6 +207,7 @@ func (l *loader) finish() {
 	defer l.dnsWarnings()
 	defer l.flushCapped()
 	l.budget()
+	l.checkConfirm()
 	l.shareHealthChecks()
 	declared := make([]string, len(l.cfg.Sources))
 	for i, s := range l.cfg.Sources {

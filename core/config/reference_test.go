@@ -543,6 +543,7 @@ func TestReferenceDefaults(t *testing.T) {
 	loaded := map[string]string{
 		"control.round_interval":                     dur(c.RoundInterval),
 		"control.sites_per_round":                    strconv.Itoa(c.SitesPerRound),
+		"control.confirm_budget":                     strconv.Itoa(c.ConfirmBudget),
 		"control.data_dir":                           q(c.DataDir),
 		"control.plugin_dir":                         q(c.PluginDir),
 		"control.api.listen":                         q(c.API.Listen),
