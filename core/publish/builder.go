@@ -14,7 +14,8 @@ import (
 const DigestPrefix = "x1:"
 
 // Entry is site s as published: its current level and that level's
-// enabled origins, with their states.
+// enabled origins, with their states, its failback ramp in progress and
+// its backup level.
 func Entry(s *fleet.Site) publication.Site {
 	ps := publication.Site{Name: s.Spec.Name, Hostname: s.Config.Hostname, Level: s.State.Level}
 	n := 0
@@ -32,7 +33,78 @@ func Entry(s *fleet.Site) publication.Site {
 		ps.Origins = append(ps.Origins, publication.Origin{Name: o.Name, Address: s.Config.Origins[i].Address, State: st.String()})
 	}
 	ps.Ramp = rampOf(s)
+	ps.Backup = backupOf(s)
 	return ps
+}
+
+// backupOf is the level the site would fail over to next, were its
+// current level to fail now, as decide.RoundAt chooses it (the failover
+// rule of docs/decisions.md): during a failback ramp the level left, when
+// it is not unhealthy; otherwise, of the levels after the current one in
+// ascending order and then those before it, the first healthy one, else
+// the first unknown. Its origins are its enabled ones that are not
+// unhealthy. None when no such level exists (a site of one level, or every
+// other level unhealthy).
+func backupOf(s *fleet.Site) *publication.Backup {
+	spec, st := s.Spec, s.State
+	cur := spec.LevelIndex(st.Level)
+	if len(spec.Levels) < 2 || cur < 0 {
+		return nil
+	}
+	levels := make([]decide.Health, len(spec.Levels))
+	decide.LevelHealth(spec, st, levels)
+	target := -1
+	if r, ok := decide.RampOf(spec, st); ok {
+		if fi := spec.LevelIndex(r.From); fi >= 0 && levels[fi] != decide.Unhealthy {
+			target = fi
+		}
+	}
+	if target < 0 {
+		target = failoverSearch(levels, cur, decide.Healthy)
+	}
+	if target < 0 {
+		target = failoverSearch(levels, cur, decide.Unknown)
+	}
+	if target < 0 {
+		return nil
+	}
+	b := &publication.Backup{Level: spec.Levels[target]}
+	for i, o := range spec.Origins {
+		h := st.Origins[i].State
+		if o.LevelIndex != target || h == decide.Disabled || h == decide.Unhealthy {
+			continue
+		}
+		b.Origins = append(b.Origins, publication.Origin{Name: o.Name, Address: s.Config.Origins[i].Address, State: h.String()})
+	}
+	if len(b.Origins) == 0 { // a level that is not unhealthy has one; be safe
+		return nil
+	}
+	return b
+}
+
+// failoverSearch is the failover order of docs/decisions.md over the
+// levels' health: the levels after cur ascending, then those before cur
+// ascending; the index of the first of health want, or -1.
+func failoverSearch(levels []decide.Health, cur int, want decide.Health) int {
+	n := len(levels)
+	for k := 1; k < n; k++ {
+		if i := (cur + k) % n; levels[i] == want {
+			return i
+		}
+	}
+	return -1
+}
+
+func sameOrigins(a, b []publication.Origin) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // rampOf is the site's failback ramp in progress as published
@@ -61,28 +133,21 @@ func rampOf(s *fleet.Site) *publication.Ramp {
 }
 
 func sameEntry(a, b *publication.Site) bool {
-	if a.Name != b.Name || a.Hostname != b.Hostname || a.Level != b.Level || len(a.Origins) != len(b.Origins) {
+	if a.Name != b.Name || a.Hostname != b.Hostname || a.Level != b.Level || !sameOrigins(a.Origins, b.Origins) {
 		return false
-	}
-	for i := range a.Origins {
-		if a.Origins[i] != b.Origins[i] {
-			return false
-		}
 	}
 	if (a.Ramp == nil) != (b.Ramp == nil) {
 		return false
 	}
 	if a.Ramp != nil {
-		if a.Ramp.Weight != b.Ramp.Weight || a.Ramp.From != b.Ramp.From || len(a.Ramp.FromOrigins) != len(b.Ramp.FromOrigins) {
+		if a.Ramp.Weight != b.Ramp.Weight || a.Ramp.From != b.Ramp.From || !sameOrigins(a.Ramp.FromOrigins, b.Ramp.FromOrigins) {
 			return false
 		}
-		for i := range a.Ramp.FromOrigins {
-			if a.Ramp.FromOrigins[i] != b.Ramp.FromOrigins[i] {
-				return false
-			}
-		}
 	}
-	return true
+	if (a.Backup == nil) != (b.Backup == nil) {
+		return false
+	}
+	return a.Backup == nil || (a.Backup.Level == b.Backup.Level && sameOrigins(a.Backup.Origins, b.Backup.Origins))
 }
 
 // entrySum fingerprints one entry; the digest is the XOR of them all, so
@@ -113,6 +178,17 @@ func entrySum(p *publication.Site) [16]byte {
 		binary.BigEndian.PutUint64(n[:], uint64(r.From))
 		h.Write(n[:])
 		for _, o := range r.FromOrigins {
+			field(o.Name)
+			field(o.Address)
+			field(o.State)
+		}
+	}
+	// Likewise an entry without a backup.
+	if bk := p.Backup; bk != nil {
+		field("backup")
+		binary.BigEndian.PutUint64(n[:], uint64(bk.Level))
+		h.Write(n[:])
+		for _, o := range bk.Origins {
 			field(o.Name)
 			field(o.Address)
 			field(o.State)

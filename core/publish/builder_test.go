@@ -1,6 +1,7 @@
 package publish_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/vigilcdn/vigil/core/config"
@@ -148,5 +149,187 @@ func TestBuilderRamp(t *testing.T) {
 	snap = publishNow()
 	if snap == nil || snap.Format != 0 || snap.Sites[0].Ramp != nil || snap.Sites[0].Level != 1 {
 		t.Fatalf("the end of the ramp: %+v", snap)
+	}
+}
+
+const threeLevels = `
+source "direct" { plugin = "vigil-source-direct" }
+site "www" {
+  hostname = "www.example.com"
+  origin "a1" { address = "http://127.0.0.1:18001" }
+  origin "b1" {
+    address = "http://127.0.0.1:18002"
+    level   = 2
+  }
+  origin "b2" {
+    address = "http://127.0.0.1:18003"
+    level   = 2
+  }
+  origin "c1" {
+    address = "http://127.0.0.1:18004"
+    level   = 3
+  }
+}
+site "one" {
+  hostname = "one.example.com"
+  origin "a1" { address = "http://127.0.0.1:18011" }
+  origin "a2" { address = "http://127.0.0.1:18012" }
+}
+`
+
+// TestEntryBackup: a site's Backup is the level a failover would choose
+// now (after the current level ascending, then before it; the first
+// healthy, else the first unknown) with its enabled origins that are not
+// unhealthy, and none when no other level may serve.
+func TestEntryBackup(t *testing.T) {
+	const U, H, X, D = decide.Unknown, decide.Healthy, decide.Unhealthy, decide.Disabled
+	tests := []struct {
+		name  string
+		level int
+		// states of a1, b1, b2, c1
+		states [4]decide.Health
+		want   int      // the backup level, 0 for none
+		names  []string // its origins
+	}{
+		{"all unknown: the next level", 1, [4]decide.Health{U, U, U, U}, 2, []string{"b1", "b2"}},
+		{"healthy before unknown", 1, [4]decide.Health{H, U, U, H}, 3, []string{"c1"}},
+		{"first healthy after the current level", 1, [4]decide.Health{H, H, U, H}, 2, []string{"b1", "b2"}},
+		{"unhealthy origins left out", 1, [4]decide.Health{H, X, H, H}, 2, []string{"b2"}},
+		{"disabled origins left out", 1, [4]decide.Health{H, D, U, U}, 2, []string{"b2"}},
+		{"an unhealthy level is passed over", 1, [4]decide.Health{H, X, X, U}, 3, []string{"c1"}},
+		{"a level of disabled origins is passed over", 1, [4]decide.Health{H, D, D, U}, 3, []string{"c1"}},
+		{"after the current level, then before it", 2, [4]decide.Health{H, H, H, H}, 3, []string{"c1"}},
+		{"wraps to the levels before", 3, [4]decide.Health{U, H, U, H}, 2, []string{"b1", "b2"}},
+		{"wraps: the first unknown", 3, [4]decide.Health{U, X, X, H}, 1, []string{"a1"}},
+		{"every other level unhealthy: none", 1, [4]decide.Health{H, X, D, X}, 0, nil},
+	}
+	cfg, diags := config.Parse("test.hcl", []byte(threeLevels))
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := fleet.New(cfg)
+			s := f.Sites[1] // sorted by name: "one", "www"
+			if s.Spec.Name != "www" {
+				t.Fatalf("site %q, want www", s.Spec.Name)
+			}
+			s.State.Level = tt.level
+			for i, h := range tt.states {
+				s.State.Origins[i].State = h
+			}
+			e := publish.Entry(s)
+			if tt.want == 0 {
+				if e.Backup != nil {
+					t.Fatalf("backup %+v, want none", e.Backup)
+				}
+				return
+			}
+			if e.Backup == nil || e.Backup.Level != tt.want {
+				t.Fatalf("backup %+v, want level %d", e.Backup, tt.want)
+			}
+			var names []string
+			for _, o := range e.Backup.Origins {
+				names = append(names, o.Name)
+				if o.State == "unhealthy" || o.Address == "" {
+					t.Errorf("backup origin %+v", o)
+				}
+			}
+			if strings.Join(names, ",") != strings.Join(tt.names, ",") {
+				t.Errorf("backup origins %v, want %v", names, tt.names)
+			}
+			if e.Level != tt.level {
+				t.Errorf("level %d, want %d: the backup never changes the level", e.Level, tt.level)
+			}
+			for _, o := range e.Origins {
+				for _, b := range e.Backup.Origins {
+					if o.Name == b.Name {
+						t.Errorf("origin %s is both current and backup", o.Name)
+					}
+				}
+			}
+		})
+	}
+	t.Run("a site of one level has none", func(t *testing.T) {
+		f := fleet.New(cfg)
+		if e := publish.Entry(f.Sites[0]); e.Backup != nil {
+			t.Fatalf("site %s: backup %+v", e.Name, e.Backup)
+		}
+	})
+}
+
+// TestBuilderBackupChange: a change of the backup alone (its level, or an
+// origin's state) is a new version, and an unchanged backup is none.
+func TestBuilderBackupChange(t *testing.T) {
+	cfg, diags := config.Parse("test.hcl", []byte(threeLevels))
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	f := fleet.New(cfg)
+	s := f.Sites[1]
+	var b publish.Builder
+	c := b.Prepare(f.Sites, nil, true, 0, "")
+	snap := b.Apply(c, len(f.Sites), true)
+	if bk := snap.Sites[1].Backup; bk == nil || bk.Level != 2 {
+		t.Fatalf("first backup %+v", bk)
+	}
+	version, stored := c.Version, c.Digest()
+	step := func(name string, change func(), wantNew bool, wantLevel int) {
+		t.Helper()
+		change()
+		c := b.Prepare(f.Sites, []int{1}, false, version, stored)
+		if c.Publish != wantNew {
+			t.Fatalf("%s: publish %v, want %v", name, c.Publish, wantNew)
+		}
+		if !wantNew {
+			return
+		}
+		if c.Version != version+1 || c.Digest() == stored {
+			t.Fatalf("%s: version %d (digest %s), want %d and a new digest", name, c.Version, c.Digest(), version+1)
+		}
+		snap := b.Apply(c, len(f.Sites), false)
+		if bk := snap.Sites[1].Backup; bk == nil || bk.Level != wantLevel {
+			t.Fatalf("%s: backup %+v, want level %d", name, bk, wantLevel)
+		}
+		version, stored = c.Version, c.Digest()
+	}
+	step("nothing changed", func() {}, false, 0)
+	step("b1 healthy: its state in the backup", func() { s.State.Origins[1].State = decide.Healthy }, true, 2)
+	step("a1 (the current level) unchanged, c1 healthy: level 2 stays first", func() { s.State.Origins[3].State = decide.Healthy }, false, 0)
+	step("level 2 unhealthy: the backup moves to 3", func() {
+		s.State.Origins[1].State, s.State.Origins[2].State = decide.Unhealthy, decide.Unhealthy
+	}, true, 3)
+}
+
+// TestEntryBackupDuringRamp: during a failback ramp the backup is the
+// level left, where a failure of the recovering level sends the site back,
+// and once the level left is unhealthy (the ramp ends) it is the usual
+// search's.
+func TestEntryBackupDuringRamp(t *testing.T) {
+	cfg, diags := config.Parse("test.hcl", []byte(rampSite))
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	f := fleet.NewRoundClock(cfg)
+	s := f.Sites[0]
+	round := func(a1, b1, b2 decide.Verdict) publication.Site {
+		levels := make([]decide.Health, len(s.Spec.Levels))
+		f.Seq++
+		decide.RoundAt(s.Spec, s.State, []decide.Verdict{a1, b1, b2}, levels, nil, int64(f.Seq))
+		return publish.Entry(s)
+	}
+	up, down := vote.VerdictUp, vote.VerdictDown
+	if e := round(up, up, up); e.Backup == nil || e.Backup.Level != 2 || len(e.Backup.Origins) != 2 {
+		t.Fatalf("level 1, level 2 healthy: backup %+v", e.Backup)
+	}
+	if e := round(down, up, down); e.Level != 2 || e.Backup != nil {
+		t.Fatalf("after the failover to 2 (a1 unhealthy): level %d backup %+v, want 2 and none", e.Level, e.Backup)
+	}
+	e := round(up, up, down) // failback to 1 with a ramp from 2; b2 unhealthy
+	if e.Ramp == nil || e.Backup == nil || e.Backup.Level != 2 || len(e.Backup.Origins) != 1 || e.Backup.Origins[0].Name != "b1" {
+		t.Fatalf("ramp %+v backup %+v, want the level left, 2, with b1", e.Ramp, e.Backup)
+	}
+	if e := round(up, down, down); e.Ramp != nil || e.Backup != nil {
+		t.Fatalf("level left unhealthy: ramp %+v backup %+v, want neither", e.Ramp, e.Backup)
 	}
 }
