@@ -94,6 +94,11 @@ type Config struct {
 	// the node both proxies and probes, and sent to a gateway announcing the
 	// "passive" feature.
 	Passive PassiveConfig
+	// CanaryInterval is the time between two canaries of a held passive
+	// window, the requests the node sends by itself to an origin whose
+	// real traffic failed before it stopped serving it (0:
+	// DefaultCanaryInterval; NoCanaries: none). See canary.go.
+	CanaryInterval time.Duration
 	// MetricsListen serves /metrics (host:port); empty: none.
 	MetricsListen string
 
@@ -162,8 +167,12 @@ type Agent struct {
 	proxy   *proxy.Proxy
 	edge    *edge.Hub
 	passive *passive // nil unless the node proxies and probes
-	metrics *agentMetrics
-	current atomic.Pointer[publication.Snapshot]
+	// published wakes watchHeld after a publication (capacity 1).
+	published chan struct{}
+	// canaryProbe sends one canary (default probe.Do); tests replace it.
+	canaryProbe func(context.Context, probe.Request) (probe.Result, error)
+	metrics     *agentMetrics
+	current     atomic.Pointer[publication.Snapshot]
 	// backOff gives each reconnect loop its wait policy (newBackOff within
 	// MinBackoff and MaxBackoff); tests replace it.
 	backOff func() backoff.BackOff
@@ -230,11 +239,19 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Prober == nil {
 		cfg.Prober = probe.Do
 	}
+	switch {
+	case cfg.CanaryInterval == NoCanaries:
+	case cfg.CanaryInterval < 0:
+		return nil, fmt.Errorf("-canary-interval %v: use a positive duration such as 5s, or 0 to send no canaries", cfg.CanaryInterval)
+	case cfg.CanaryInterval == 0:
+		cfg.CanaryInterval = DefaultCanaryInterval
+	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 		cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	a := &Agent{cfg: cfg, log: cfg.Log, metrics: newAgentMetrics(), inFlight: make(chan struct{}, inFlight),
+		published: make(chan struct{}, 1), canaryProbe: probe.Do,
 		backOff: func() backoff.BackOff { return newBackOff(cfg.MinBackoff, cfg.MaxBackoff) }}
 	if err := a.metrics.register(cfg.Registry); err != nil {
 		return nil, fmt.Errorf("agent metrics: %w", err)
@@ -387,6 +404,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.edge != nil {
 		wg.Go(func() { a.edge.Run(ctx) })
 	}
+	if a.passive != nil {
+		wg.Go(func() { a.watchHeld(ctx) })
+	}
 	if a.cfg.ControlPlane != "" {
 		wg.Go(func() { a.follow(ctx) })
 	}
@@ -407,6 +427,8 @@ type agentMetrics struct {
 	jobs         *prometheus.CounterVec
 	version      prometheus.Gauge
 	followErrors prometheus.Counter
+	held         prometheus.Gauge
+	canaries     *prometheus.CounterVec
 }
 
 func newAgentMetrics() *agentMetrics {
@@ -415,12 +437,14 @@ func newAgentMetrics() *agentMetrics {
 		jobs:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vigil_node_probe_jobs_total", Help: "Probe jobs of the gateway, by result: up, down, not_run (the batch's time ran out first), invalid (the node could not build the probe)."}, []string{"result"}),
 		version:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "vigil_node_publication_version", Help: "Version of the publication being served."}),
 		followErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "vigil_node_publication_errors_total", Help: "Failed requests for the publication (the last one stays in use)."}),
+		held:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "vigil_node_passive_held", Help: "Origins no longer served whose passive window is held: it failed, and canaries have not proved a recovery yet."}),
+		canaries:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vigil_node_canaries_total", Help: "Canary requests to the origins of held passive windows, by result: ok, failed, ignored (a status of -passive-ignore), invalid (not sent)."}, []string{"result"}),
 	}
 }
 
 func (m *agentMetrics) register(r prometheus.Registerer) error {
 	var errs []error
-	for _, c := range []prometheus.Collector{m.attached, m.jobs, m.version, m.followErrors} {
+	for _, c := range []prometheus.Collector{m.attached, m.jobs, m.version, m.followErrors, m.held, m.canaries} {
 		errs = append(errs, r.Register(c))
 	}
 	return errors.Join(errs...)

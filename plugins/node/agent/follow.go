@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/vigilcdn/vigil/sdk/publication"
@@ -64,7 +65,8 @@ func (a *Agent) apply(snap *publication.Snapshot, save bool) {
 		a.proxy.SetSnapshot(snap)
 	}
 	if a.passive != nil {
-		a.passive.keep(served(snap))
+		a.passive.serve(served(snap))
+		a.heldChanged()
 	}
 	if a.edge != nil {
 		a.edge.SetSnapshot(snap)
@@ -79,19 +81,23 @@ func (a *Agent) apply(snap *publication.Snapshot, save bool) {
 	a.log.Info("publication applied", "version", snap.Version, "sites", len(snap.Sites))
 }
 
-// served returns the addresses of the origins snap serves: every site's
-// current level's, and during a failback ramp the level being left's
-// (which still serves part of the requests: their passive windows stay).
-func served(snap *publication.Snapshot) map[string]bool {
-	live := map[string]bool{}
-	for _, s := range snap.Sites {
-		for _, o := range s.Origins {
-			live[o.Address] = true
-		}
-		if s.Ramp != nil {
-			for _, o := range s.Ramp.FromOrigins {
-				live[o.Address] = true
+// served returns the origins snap serves, by address, with the hostnames
+// of the sites serving each: every site's current level's origins, and
+// during a failback ramp the level being left's (which still serves part
+// of the requests: their passive windows stay live).
+func served(snap *publication.Snapshot) map[string][]string {
+	live := map[string][]string{}
+	add := func(host string, origins []publication.Origin) {
+		for _, o := range origins {
+			if !slices.Contains(live[o.Address], host) {
+				live[o.Address] = append(live[o.Address], host)
 			}
+		}
+	}
+	for _, s := range snap.Sites {
+		add(s.Hostname, s.Origins)
+		if s.Ramp != nil {
+			add(s.Hostname, s.Ramp.FromOrigins)
 		}
 	}
 	return live

@@ -2,6 +2,8 @@ package agent
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -80,10 +82,18 @@ const (
 	kindSlow
 )
 
+// failed says an attempt of kind k counts as a failure (a soft one when
+// slow).
+func failed(k uint8) bool { return k == kind5xx || k == kindTimeout || k == kindSlow }
+
 type outcome struct {
 	at   int64 // unix nanoseconds
 	kind uint8
 }
+
+// CanarySuccesses is how many canary requests in a row must succeed to
+// clear a held window (see passive.serve).
+const CanarySuccesses = 2
 
 // window is one origin's ring of its latest attempts.
 type window struct {
@@ -91,6 +101,38 @@ type window struct {
 	ring []outcome
 	next int // where the next attempt goes
 	n    int // attempts held, at most len(ring)
+
+	// held says the origin left the served set while its window held
+	// failures: the window is kept, counted without the age limit, and
+	// canaried, until CanarySuccesses canaries in a row succeed, the
+	// origin is served again, or it leaves the configuration.
+	held bool
+	// hosts are the hostnames of the sites that served the origin, the
+	// canary's Host header (the first).
+	hosts []string
+	// okRun counts the canaries in a row that succeeded.
+	okRun int
+}
+
+func (w *window) add(o outcome) {
+	w.ring[w.next] = o
+	w.next = (w.next + 1) % len(w.ring)
+	w.n = min(w.n+1, len(w.ring))
+}
+
+// failing says the window holds a failure newer than limit (unix
+// nanoseconds). w.mu is held.
+func (w *window) failing(limit int64) bool {
+	for i := range w.n {
+		o := w.ring[(w.next-1-i+2*len(w.ring))%len(w.ring)]
+		if o.at <= limit {
+			return false
+		}
+		if failed(o.kind) {
+			return true
+		}
+	}
+	return false
 }
 
 // passive holds the windows, by origin address as the publication gives it.
@@ -103,6 +145,9 @@ type passive struct {
 
 	mu sync.RWMutex
 	m  map[string]*window
+	// served is, by address, the hostnames of the sites whose publication
+	// serves the origin now (the last serve).
+	served map[string][]string
 }
 
 func newPassive(cfg PassiveConfig, now func() time.Time) (*passive, error) {
@@ -171,13 +216,14 @@ func (p *passive) record(a proxy.Attempt) {
 	}
 	at := p.now().UnixNano()
 	w.mu.Lock()
-	w.ring[w.next] = outcome{at: at, kind: k}
-	w.next = (w.next + 1) % len(w.ring)
-	w.n = min(w.n+1, len(w.ring))
+	w.add(outcome{at: at, kind: k})
 	w.mu.Unlock()
 }
 
-// result counts address's window now: nil when it holds no attempt.
+// result counts address's window now: nil when it holds no attempt. A
+// served origin's window counts its attempts of the last Age; a held one
+// (its origin no longer served) counts them all, however old: it says what
+// real traffic (and the canaries since) last saw there.
 func (p *passive) result(address string) *pb.PassiveResult {
 	p.mu.RLock()
 	w := p.m[address]
@@ -188,6 +234,9 @@ func (p *passive) result(address string) *pb.PassiveResult {
 	limit := p.now().Add(-p.age).UnixNano()
 	r := &pb.PassiveResult{}
 	w.mu.Lock()
+	if w.held {
+		limit = math.MinInt64
+	}
 	for i := range w.n {
 		o := w.ring[(w.next-1-i+2*len(w.ring))%len(w.ring)]
 		if o.at <= limit {
@@ -213,13 +262,124 @@ func (p *passive) result(address string) *pb.PassiveResult {
 	return r
 }
 
-// keep forgets the windows of origins no longer published.
-func (p *passive) keep(addresses map[string]bool) {
+// serve takes the origins a new publication serves (served: by address,
+// the hostnames of the sites serving it; see the package function served).
+//
+// The window of an origin served again becomes a live one (aged by Age).
+// The window of an origin that left the served set is held when it holds
+// a failure within Age: kept, counted without the age limit, and canaried
+// (canaryTargets, canaried), so that its passive vote keeps saying what
+// real traffic last saw there instead of falling silent at a failover. A
+// window without a failure is forgotten, as nothing would be learnt from it.
+func (p *passive) serve(served map[string][]string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for a := range p.m {
-		if !addresses[a] {
+	limit := p.now().Add(-p.age).UnixNano()
+	for a, w := range p.m {
+		w.mu.Lock()
+		_, on := served[a]
+		switch {
+		case on && w.held:
+			w.held, w.okRun, w.hosts = false, 0, nil
+		case on || w.held:
+		case w.failing(limit):
+			w.held, w.okRun, w.hosts = true, 0, p.served[a]
+		default:
 			delete(p.m, a)
 		}
+		w.mu.Unlock()
 	}
+	p.served = served
+}
+
+// canaryTarget is a held window to canary: its origin's address and the
+// Host header to send (empty: the address's host).
+type canaryTarget struct {
+	address, host string
+}
+
+// canaryTargets lists the held windows, by address.
+func (p *passive) canaryTargets() []canaryTarget {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	var out []canaryTarget
+	for a, w := range p.m {
+		w.mu.Lock()
+		if w.held {
+			c := canaryTarget{address: a}
+			if len(w.hosts) > 0 {
+				c.host = w.hosts[0]
+			}
+			out = append(out, c)
+		}
+		w.mu.Unlock()
+	}
+	slices.SortFunc(out, func(x, y canaryTarget) int { return strings.Compare(x.address, y.address) })
+	return out
+}
+
+// canaried records a canary's outcome in a's window, if it is still held:
+// a success counts toward CanarySuccesses in a row, and the last of them
+// clears the window (it is forgotten: no evidence of failure remains); a
+// failure (slow included) starts the count again; an ignored status
+// (backpressure) leaves it. It says whether the window was cleared.
+func (p *passive) canaried(a proxy.Attempt) (cleared bool) {
+	k := p.kind(a)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := p.m[a.Address]
+	if w == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.held {
+		return false
+	}
+	w.add(outcome{at: p.now().UnixNano(), kind: k})
+	switch {
+	case k == kindOK:
+		w.okRun++
+	case failed(k):
+		w.okRun = 0
+	}
+	if w.okRun >= CanarySuccesses {
+		delete(p.m, a.Address)
+		return true
+	}
+	return false
+}
+
+// held counts the held windows.
+func (p *passive) held() int {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	n := 0
+	for _, w := range p.m {
+		w.mu.Lock()
+		if w.held {
+			n++
+		}
+		w.mu.Unlock()
+	}
+	return n
+}
+
+// forget drops the held windows of origins that are not configured (by
+// address: every enabled origin of every level of every site). It returns
+// the addresses forgotten.
+func (p *passive) forget(configured map[string]bool) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var gone []string
+	for a, w := range p.m {
+		w.mu.Lock()
+		if w.held && !configured[a] {
+			delete(p.m, a)
+			gone = append(gone, a)
+		}
+		w.mu.Unlock()
+	}
+	slices.Sort(gone)
+	return gone
 }

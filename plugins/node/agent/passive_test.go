@@ -120,30 +120,221 @@ func TestPassiveSlow(t *testing.T) {
 	eq(t, q.result(addr), &pb.PassiveResult{Requests: 1})
 }
 
-// Windows of origins no longer published are forgotten.
-func TestPassiveKeep(t *testing.T) {
-	p, _ := newTestPassive(t, PassiveConfig{})
-	p.record(code(200))
-	p.keep(map[string]bool{"http://x:1": true})
+// servedBy is what serve takes when addresses are served by www.example.com.
+func servedBy(addresses ...string) map[string][]string {
+	m := map[string][]string{}
+	for _, a := range addresses {
+		m[a] = []string{"www.example.com"}
+	}
+	return m
+}
+
+// held says whether address's window is held.
+func isHeld(p *passive, address string) bool {
+	for _, c := range p.canaryTargets() {
+		if c.address == address {
+			return true
+		}
+	}
+	return false
+}
+
+// The window of an origin that leaves the publication without a failure is
+// forgotten; one with a failure within the age is held.
+func TestPassiveServe(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		attempts []int // statuses, 0: a timeout
+		gap      time.Duration
+		held     bool
+	}{
+		{"all good: forgotten", []int{200, 200, 404}, 0, false},
+		{"one 5xx: held", []int{200, 500, 200}, 0, true},
+		{"timeouts: held", []int{0, 0}, 0, true},
+		{"ignored only: forgotten", []int{429, 429}, 0, false},
+		{"failures older than the age: forgotten", []int{500, 500}, time.Minute, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, now := newTestPassive(t, PassiveConfig{})
+			p.serve(servedBy(addr))
+			for _, c := range tc.attempts {
+				if c == 0 {
+					p.record(proxy.Attempt{Address: addr, Err: "timeout"})
+				} else {
+					p.record(code(c))
+				}
+			}
+			*now = now.Add(tc.gap)
+			p.serve(servedBy("http://x:1"))
+			if got := isHeld(p, addr); got != tc.held {
+				t.Fatalf("held = %v, want %v", got, tc.held)
+			}
+			if r := p.result(addr); (r != nil) != tc.held {
+				t.Fatalf("result = %v, want a window only when held", r)
+			}
+		})
+	}
+}
+
+// A held window survives further publications and does not age out while
+// its origin is not served: it keeps saying what real traffic last saw.
+// Served again, it is a live window, aged by the clock.
+func TestPassiveHeldDoesNotAgeOut(t *testing.T) {
+	p, now := newTestPassive(t, PassiveConfig{Window: 20, Age: 30 * time.Second})
+	p.serve(servedBy(addr))
+	for range 5 {
+		p.record(code(200))
+	}
+	for range 15 {
+		p.record(code(500))
+	}
+	want := &pb.PassiveResult{Requests: 20, Failures: 15}
+	p.serve(servedBy("http://b:1")) // the failover
+	eq(t, p.result(addr), want)
+	*now = now.Add(time.Hour)
+	p.serve(servedBy("http://b:1", "http://c:1")) // another publication
+	eq(t, p.result(addr), want)
+	if !isHeld(p, addr) {
+		t.Fatal("the window is no longer held")
+	}
+	p.serve(servedBy(addr)) // served again: live, and its attempts are an hour old
+	if isHeld(p, addr) {
+		t.Fatal("a served origin's window is still held")
+	}
 	if r := p.result(addr); r != nil {
-		t.Fatalf("forgotten window = %v", r)
+		t.Fatalf("live window of hour-old attempts = %v, want none", r)
 	}
 }
 
 // During a failback ramp the level being left still serves: its origins'
-// windows are kept.
+// windows stay live. When the ramp is over, a window without failures is
+// forgotten.
 func TestPassiveKeepRamp(t *testing.T) {
 	snap := &publication.Snapshot{Version: 2, Format: publication.FormatRamp, Sites: []publication.Site{{
-		Name: "www", Level: 1, Origins: []publication.Origin{{Name: "a1", Address: "http://a:1"}},
+		Name: "www", Hostname: "www.example.com", Level: 1, Origins: []publication.Origin{{Name: "a1", Address: "http://a:1"}},
 		Ramp: &publication.Ramp{Weight: 25, From: 2, FromOrigins: []publication.Origin{{Name: "b1", Address: addr}}}}}}
 	p, _ := newTestPassive(t, PassiveConfig{})
 	p.record(code(200))
-	p.keep(served(snap))
+	p.serve(served(snap))
 	eq(t, p.result(addr), &pb.PassiveResult{Requests: 1})
+	if isHeld(p, addr) {
+		t.Fatal("the window of the level being left is held during the ramp")
+	}
 	snap.Sites[0].Ramp = nil // the ramp is over
-	p.keep(served(snap))
+	p.serve(served(snap))
 	if r := p.result(addr); r != nil {
 		t.Fatalf("window of the level left = %v", r)
+	}
+}
+
+// A held window is forgotten when its origin leaves the configuration, and
+// only then; a live window is never touched.
+func TestPassiveForget(t *testing.T) {
+	p, _ := newTestPassive(t, PassiveConfig{})
+	live := "http://live:1"
+	p.serve(servedBy(addr, live))
+	p.record(code(500))
+	p.record(proxy.Attempt{Address: live, Status: 500})
+	p.serve(servedBy(live))
+	if gone := p.forget(map[string]bool{addr: true}); len(gone) != 0 {
+		t.Fatalf("forgot %v while every origin is configured", gone)
+	}
+	if !isHeld(p, addr) || p.held() != 1 {
+		t.Fatalf("held = %v (%d), want the one window", isHeld(p, addr), p.held())
+	}
+	if gone := p.forget(map[string]bool{}); len(gone) != 1 || gone[0] != addr {
+		t.Fatalf("forgot %v, want %s", gone, addr)
+	}
+	if r := p.result(addr); r != nil || p.held() != 0 {
+		t.Fatalf("forgotten window = %v, %d held", r, p.held())
+	}
+	eq(t, p.result(live), &pb.PassiveResult{Requests: 1, Failures: 1})
+}
+
+// The canaries' bookkeeping: CanarySuccesses successes in a row clear a
+// held window; a failure (slow included) starts the count again; an
+// ignored status leaves it. Each canary is recorded in the window.
+func TestPassiveCanaries(t *testing.T) {
+	slow := proxy.Attempt{Address: addr, Status: 200, Latency: time.Second}
+	ok, bad, busy := code(200), code(502), code(429)
+	for _, tc := range []struct {
+		name    string
+		seq     []proxy.Attempt
+		cleared int // the canary (1-based) that clears, 0: none
+		want    *pb.PassiveResult
+	}{
+		{"two successes clear", []proxy.Attempt{ok, ok}, 2, nil},
+		{"a failure resets", []proxy.Attempt{ok, bad, ok}, 0, &pb.PassiveResult{Requests: 13, Failures: 11}},
+		{"slow is a failure", []proxy.Attempt{ok, slow, ok}, 0, &pb.PassiveResult{Requests: 13, Failures: 10, Slow: 1}},
+		{"ignored leaves the count", []proxy.Attempt{ok, busy, ok}, 3, nil},
+		{"fail then two successes", []proxy.Attempt{bad, bad, ok, ok}, 4, nil},
+		{"failures only", []proxy.Attempt{bad, bad, bad}, 0, &pb.PassiveResult{Requests: 13, Failures: 13}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, now := newTestPassive(t, PassiveConfig{Slow: 500 * time.Millisecond})
+			p.serve(servedBy(addr))
+			for range 10 {
+				p.record(code(500))
+			}
+			p.serve(servedBy("http://b:1"))
+			cleared := 0
+			for i, a := range tc.seq {
+				*now = now.Add(5 * time.Second)
+				if p.canaried(a) {
+					if cleared != 0 {
+						t.Fatalf("canary %d cleared a window canary %d cleared already", i+1, cleared)
+					}
+					cleared = i + 1
+				}
+			}
+			if cleared != tc.cleared {
+				t.Fatalf("cleared by canary %d, want %d", cleared, tc.cleared)
+			}
+			got := p.result(addr)
+			if tc.want == nil {
+				if got != nil || isHeld(p, addr) {
+					t.Fatalf("cleared window = %v (held %v), want none", got, isHeld(p, addr))
+				}
+				return
+			}
+			eq(t, got, tc.want)
+			if !isHeld(p, addr) {
+				t.Fatal("the window is no longer held")
+			}
+		})
+	}
+}
+
+// A canary's outcome is not recorded in a window that is not held (its
+// origin is served: real traffic speaks for it).
+func TestPassiveCanaryNotHeld(t *testing.T) {
+	p, _ := newTestPassive(t, PassiveConfig{})
+	p.serve(servedBy(addr))
+	p.record(code(500))
+	if p.canaried(code(200)) || p.canaried(code(200)) {
+		t.Fatal("a live window was cleared by canaries")
+	}
+	eq(t, p.result(addr), &pb.PassiveResult{Requests: 1, Failures: 1})
+	if p.canaried(proxy.Attempt{Address: "http://unknown:1", Status: 200}) {
+		t.Fatal("canaried cleared a window that does not exist")
+	}
+}
+
+// A held window is canaried with the Host of the site that served its
+// origin.
+func TestPassiveCanaryTargets(t *testing.T) {
+	p, _ := newTestPassive(t, PassiveConfig{})
+	snap := &publication.Snapshot{Version: 1, Sites: []publication.Site{
+		{Name: "www", Hostname: "www.example.com", Level: 1, Origins: []publication.Origin{{Name: "a1", Address: addr}}},
+		{Name: "img", Hostname: "img.example.com", Level: 1, Origins: []publication.Origin{{Name: "a1", Address: addr}, {Name: "i1", Address: "http://i:1"}}},
+	}}
+	p.serve(served(snap))
+	p.record(code(500))
+	p.record(proxy.Attempt{Address: "http://i:1", Status: 200})
+	p.serve(nil)
+	got := p.canaryTargets()
+	if len(got) != 1 || got[0].address != addr || got[0].host != "www.example.com" {
+		t.Fatalf("canary targets = %+v, want %s with host www.example.com", got, addr)
 	}
 }
 

@@ -74,6 +74,7 @@ func run(args []string) error {
 		passAge      = fs.Duration("passive-window-age", agent.DefaultPassiveAge, "passive votes: requests older than this leave the window (whichever of N and age comes first)")
 		passIgnore   = fs.String("passive-ignore", agent.DefaultPassiveIgnore, "passive votes: `statuses` that are backpressure, not failures (429, 503-retry-after: a 503 with Retry-After; none)")
 		passSlow     = fs.Duration("passive-slow", 0, "passive votes: an answer slower than this is a soft failure (0: off)")
+		canaryEvery  = fs.Duration("canary-interval", agent.DefaultCanaryInterval, "passive votes: time between two canary requests to an origin no longer served whose real traffic failed (0: none; its window then votes down until it is served again)")
 		haSocket     = fs.String("haproxy-socket", "", "drive a local HAProxy live through its Runtime API: its stats socket, a unix socket `path` or host:port, at level admin")
 		haSrvArgs    = fs.String("haproxy-server-args", "", "HAProxy: `arguments` of every server vigil-node adds, e.g. \"check inter 2s\"")
 		haTLSArgs    = fs.String("haproxy-tls-args", edge.DefaultHAProxyTLSArgs, "HAProxy: `arguments` added for https origins ({sni}: the site's hostname)")
@@ -144,6 +145,14 @@ func run(args []string) error {
 		return err
 	}
 	cfg.Passive.Window, cfg.Passive.Age, cfg.Passive.Slow = *passWindow, *passAge, *passSlow
+	switch {
+	case *canaryEvery == 0:
+		cfg.CanaryInterval = agent.NoCanaries
+	case *canaryEvery < 0:
+		return fmt.Errorf("-canary-interval %v: use a positive duration such as 5s, or 0 to send no canaries", *canaryEvery)
+	default:
+		cfg.CanaryInterval = *canaryEvery
+	}
 	if *retries == 0 {
 		cfg.Proxy.Retries = proxy.NoRetries
 	}
