@@ -199,6 +199,8 @@ type API struct {
 	TokenFile string
 	// ReadAccess is "open" (reads need no token) or "token".
 	ReadAccess string
+	// TLS, when set, makes the API serve https (the tls block).
+	TLS *APITLS
 }
 
 // Source is one `source "NAME"` block: one link of the vote chain.

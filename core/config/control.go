@@ -20,6 +20,7 @@ var apiSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "listen"}, {Name: "token_env"}, {Name: "token_file"}, {Name: "read_access"},
 	},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "tls"}},
 }
 
 func (l *loader) control(b *hcl.Block) {
@@ -63,6 +64,9 @@ func (l *loader) control(b *hcl.Block) {
 		l.nonEmpty(ac.Attributes, "listen", &c.API.Listen)
 		l.str(ac.Attributes, "token_env", &c.API.TokenEnv)
 		l.str(ac.Attributes, "token_file", &c.API.TokenFile)
+		for _, tb := range ac.Blocks {
+			l.apiTLS(tb, &c.API)
+		}
 		if attr := ac.Attributes["read_access"]; attr != nil {
 			var s string
 			if l.decode(attr, &s) {

@@ -464,6 +464,22 @@ func refLoad(t *testing.T, src string) (*config.Config, hcl.Diagnostics) {
 	if err := os.WriteFile(p, ca, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The API's tls block names a certificate, its key and a client CA.
+	if err := os.MkdirAll(filepath.Join(dir, "tls"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for from, to := range map[string]string{"api.crt": "api.crt", "api.key": "api.key"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "tls", from))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "tls", to), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tls", "clients-ca.pem"), ca, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	return config.Parse(filepath.Join(dir, "vigil.hcl"), []byte(src))
 }
 
