@@ -211,3 +211,33 @@ func (s *server) Status(ctx context.Context, _ *pb.StatusRequest) (*pb.StatusRes
 	}
 	return resp, nil
 }
+
+// WatchSuspects streams what the plugin's SuspectReporter reports until the
+// host ends the stream or the plugin closes its channel. It does not take
+// the call semaphore: SuspectReporter says Suspects must be safe to call
+// at any time.
+func (s *server) WatchSuspects(_ *pb.WatchSuspectsRequest, stream grpc.ServerStreamingServer[pb.Suspect]) error {
+	r, ok := s.impl.(SuspectReporter)
+	if !ok {
+		return status.Error(codes.Unimplemented, "this plugin reports no suspects")
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel() // the plugin stops sending once the stream is over
+	ch := r.Suspects(ctx)
+	if ch == nil {
+		return status.Error(codes.Unimplemented, "this plugin reports no suspects (Suspects returned no channel)")
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case sus, ok := <-ch:
+			if !ok {
+				return nil
+			}
+			if err := stream.Send(&pb.Suspect{Site: sus.Site, Origin: sus.Origin, Detail: sus.Detail}); err != nil {
+				return err
+			}
+		}
+	}
+}

@@ -2,7 +2,9 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"google.golang.org/grpc"
@@ -107,4 +109,37 @@ func (c *client) Status(ctx context.Context) (sdk.Status, error) {
 		st.Items[i] = item
 	}
 	return st, nil
+}
+
+// WatchSuspects opens the plugin's suspect stream and calls report for
+// each suspect, in order, until ctx ends (it then returns ctx's error), the
+// stream breaks or the plugin ends it (io.EOF). It returns
+// [sdk.ErrNoSuspects] when the plugin does not report suspects (it answered
+// Unimplemented, as plugins older than SDK v0.2.0 do). report must not
+// block: the stream is not read while it runs. Suspects come as the plugin
+// sent them, unchecked: the host bounds them.
+func (c *client) WatchSuspects(ctx context.Context, report func(sdk.Suspect)) error {
+	stream, err := c.rpc.WatchSuspects(ctx, &pb.WatchSuspectsRequest{}, callOpts...)
+	if err != nil {
+		return suspectErr(ctx, err)
+	}
+	for {
+		m, err := stream.Recv()
+		if err != nil {
+			return suspectErr(ctx, err)
+		}
+		report(sdk.Suspect{Site: m.GetSite(), Origin: m.GetOrigin(), Detail: m.GetDetail()})
+	}
+}
+
+func suspectErr(ctx context.Context, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(err, io.EOF):
+		return io.EOF
+	case status.Code(err) == codes.Unimplemented:
+		return sdk.ErrNoSuspects
+	}
+	return fmt.Errorf("suspect stream: %w", err)
 }

@@ -55,10 +55,21 @@ func (p *grpcPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc
 }
 
 // Client is what a host gets from dispensing [PluginName]: the plugin's
-// VoteSource, and its optional status.
+// VoteSource, its optional status, and its optional suspects.
 type Client interface {
 	sdk.VoteSource
 	sdk.StatusReporter
+	SuspectWatcher
+}
+
+// SuspectWatcher is the host's side of [sdk.SuspectReporter]: WatchSuspects
+// opens the plugin's suspect stream and calls report for each suspect,
+// unchecked and in order, until ctx ends (it returns ctx's error), the
+// stream breaks, or the plugin ends it (io.EOF). It returns
+// [sdk.ErrNoSuspects] at once when the plugin does not report suspects.
+// report must not block.
+type SuspectWatcher interface {
+	WatchSuspects(ctx context.Context, report func(sdk.Suspect)) error
 }
 
 var _ Client = (*client)(nil)

@@ -1381,6 +1381,109 @@ func (x *StatusResponse) GetItems() []*StatusItem {
 	return nil
 }
 
+type WatchSuspectsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchSuspectsRequest) Reset() {
+	*x = WatchSuspectsRequest{}
+	mi := &file_votesource_v1_votesource_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchSuspectsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchSuspectsRequest) ProtoMessage() {}
+
+func (x *WatchSuspectsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_votesource_v1_votesource_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchSuspectsRequest.ProtoReflect.Descriptor instead.
+func (*WatchSuspectsRequest) Descriptor() ([]byte, []int) {
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{18}
+}
+
+// Suspect names a site that deserves a confirmation round now.
+type Suspect struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// site is a site's name as the ballots give it (Target.site). The host
+	// ignores names it has not seen in a ballot to this source, and names
+	// longer than 256 bytes.
+	Site string `protobuf:"bytes,1,opt,name=site,proto3" json:"site,omitempty"`
+	// origin, optional, is the failing origin's name (Target.origin).
+	Origin string `protobuf:"bytes,2,opt,name=origin,proto3" json:"origin,omitempty"`
+	// detail, optional, says why for the log ("9 of 12 requests failed"):
+	// at most 256 bytes are kept, and no secrets belong in it.
+	Detail        string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Suspect) Reset() {
+	*x = Suspect{}
+	mi := &file_votesource_v1_votesource_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Suspect) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Suspect) ProtoMessage() {}
+
+func (x *Suspect) ProtoReflect() protoreflect.Message {
+	mi := &file_votesource_v1_votesource_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Suspect.ProtoReflect.Descriptor instead.
+func (*Suspect) Descriptor() ([]byte, []int) {
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *Suspect) GetSite() string {
+	if x != nil {
+		return x.Site
+	}
+	return ""
+}
+
+func (x *Suspect) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
+func (x *Suspect) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 var File_votesource_v1_votesource_proto protoreflect.FileDescriptor
 
 const file_votesource_v1_votesource_proto_rawDesc = "" +
@@ -1481,7 +1584,12 @@ const file_votesource_v1_votesource_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"a\n" +
 	"\x0eStatusResponse\x12\x18\n" +
 	"\asummary\x18\x01 \x01(\tR\asummary\x125\n" +
-	"\x05items\x18\x02 \x03(\v2\x1f.vigil.votesource.v1.StatusItemR\x05items*\xbb\x01\n" +
+	"\x05items\x18\x02 \x03(\v2\x1f.vigil.votesource.v1.StatusItemR\x05items\"\x16\n" +
+	"\x14WatchSuspectsRequest\"M\n" +
+	"\aSuspect\x12\x12\n" +
+	"\x04site\x18\x01 \x01(\tR\x04site\x12\x16\n" +
+	"\x06origin\x18\x02 \x01(\tR\x06origin\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail*\xbb\x01\n" +
 	"\rAttributeType\x12\x1e\n" +
 	"\x1aATTRIBUTE_TYPE_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ATTRIBUTE_TYPE_STRING\x10\x01\x12\x19\n" +
@@ -1512,14 +1620,15 @@ const file_votesource_v1_votesource_proto_rawDesc = "" +
 	"\x12REASON_OVER_BUDGET\x10\f\x12\x13\n" +
 	"\x0fREASON_NO_VOTER\x10\r\x12\x1c\n" +
 	"\x18REASON_OFF_HOST_REDIRECT\x10\x0e\x12\x1d\n" +
-	"\x19REASON_TOO_MANY_REDIRECTS\x10\x0f2\xba\x03\n" +
+	"\x19REASON_TOO_MANY_REDIRECTS\x10\x0f2\x96\x04\n" +
 	"\n" +
 	"VoteSource\x12K\n" +
 	"\x04Info\x12 .vigil.votesource.v1.InfoRequest\x1a!.vigil.votesource.v1.InfoResponse\x12c\n" +
 	"\fConfigSchema\x12(.vigil.votesource.v1.ConfigSchemaRequest\x1a).vigil.votesource.v1.ConfigSchemaResponse\x12Z\n" +
 	"\tConfigure\x12%.vigil.votesource.v1.ConfigureRequest\x1a&.vigil.votesource.v1.ConfigureResponse\x12K\n" +
 	"\x04Vote\x12 .vigil.votesource.v1.VoteRequest\x1a!.vigil.votesource.v1.VoteResponse\x12Q\n" +
-	"\x06Status\x12\".vigil.votesource.v1.StatusRequest\x1a#.vigil.votesource.v1.StatusResponseB@Z>github.com/vigilcdn/vigil/sdk/proto/votesource/v1;votesourcev1b\x06proto3"
+	"\x06Status\x12\".vigil.votesource.v1.StatusRequest\x1a#.vigil.votesource.v1.StatusResponse\x12Z\n" +
+	"\rWatchSuspects\x12).vigil.votesource.v1.WatchSuspectsRequest\x1a\x1c.vigil.votesource.v1.Suspect0\x01B@Z>github.com/vigilcdn/vigil/sdk/proto/votesource/v1;votesourcev1b\x06proto3"
 
 var (
 	file_votesource_v1_votesource_proto_rawDescOnce sync.Once
@@ -1534,7 +1643,7 @@ func file_votesource_v1_votesource_proto_rawDescGZIP() []byte {
 }
 
 var file_votesource_v1_votesource_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_votesource_v1_votesource_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_votesource_v1_votesource_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_votesource_v1_votesource_proto_goTypes = []any{
 	(AttributeType)(0),           // 0: vigil.votesource.v1.AttributeType
 	(Value)(0),                   // 1: vigil.votesource.v1.Value
@@ -1557,25 +1666,27 @@ var file_votesource_v1_votesource_proto_goTypes = []any{
 	(*StatusRequest)(nil),        // 18: vigil.votesource.v1.StatusRequest
 	(*StatusItem)(nil),           // 19: vigil.votesource.v1.StatusItem
 	(*StatusResponse)(nil),       // 20: vigil.votesource.v1.StatusResponse
-	nil,                          // 21: vigil.votesource.v1.ConfigureRequest.ValuesEntry
-	nil,                          // 22: vigil.votesource.v1.Target.HeadersEntry
-	nil,                          // 23: vigil.votesource.v1.VoteRequest.CasEntry
-	nil,                          // 24: vigil.votesource.v1.StatusItem.LabelsEntry
+	(*WatchSuspectsRequest)(nil), // 21: vigil.votesource.v1.WatchSuspectsRequest
+	(*Suspect)(nil),              // 22: vigil.votesource.v1.Suspect
+	nil,                          // 23: vigil.votesource.v1.ConfigureRequest.ValuesEntry
+	nil,                          // 24: vigil.votesource.v1.Target.HeadersEntry
+	nil,                          // 25: vigil.votesource.v1.VoteRequest.CasEntry
+	nil,                          // 26: vigil.votesource.v1.StatusItem.LabelsEntry
 }
 var file_votesource_v1_votesource_proto_depIdxs = []int32{
 	0,  // 0: vigil.votesource.v1.Attribute.type:type_name -> vigil.votesource.v1.AttributeType
 	6,  // 1: vigil.votesource.v1.ConfigSchemaResponse.attributes:type_name -> vigil.votesource.v1.Attribute
 	8,  // 2: vigil.votesource.v1.ConfigValue.string_list:type_name -> vigil.votesource.v1.StringList
-	21, // 3: vigil.votesource.v1.ConfigureRequest.values:type_name -> vigil.votesource.v1.ConfigureRequest.ValuesEntry
+	23, // 3: vigil.votesource.v1.ConfigureRequest.values:type_name -> vigil.votesource.v1.ConfigureRequest.ValuesEntry
 	11, // 4: vigil.votesource.v1.ConfigureResponse.diagnostics:type_name -> vigil.votesource.v1.Diagnostic
 	14, // 5: vigil.votesource.v1.Target.tls:type_name -> vigil.votesource.v1.TLSSettings
-	22, // 6: vigil.votesource.v1.Target.headers:type_name -> vigil.votesource.v1.Target.HeadersEntry
+	24, // 6: vigil.votesource.v1.Target.headers:type_name -> vigil.votesource.v1.Target.HeadersEntry
 	13, // 7: vigil.votesource.v1.VoteRequest.targets:type_name -> vigil.votesource.v1.Target
-	23, // 8: vigil.votesource.v1.VoteRequest.cas:type_name -> vigil.votesource.v1.VoteRequest.CasEntry
+	25, // 8: vigil.votesource.v1.VoteRequest.cas:type_name -> vigil.votesource.v1.VoteRequest.CasEntry
 	1,  // 9: vigil.votesource.v1.Vote.value:type_name -> vigil.votesource.v1.Value
 	2,  // 10: vigil.votesource.v1.Vote.reason:type_name -> vigil.votesource.v1.Reason
 	16, // 11: vigil.votesource.v1.VoteResponse.votes:type_name -> vigil.votesource.v1.Vote
-	24, // 12: vigil.votesource.v1.StatusItem.labels:type_name -> vigil.votesource.v1.StatusItem.LabelsEntry
+	26, // 12: vigil.votesource.v1.StatusItem.labels:type_name -> vigil.votesource.v1.StatusItem.LabelsEntry
 	19, // 13: vigil.votesource.v1.StatusResponse.items:type_name -> vigil.votesource.v1.StatusItem
 	9,  // 14: vigil.votesource.v1.ConfigureRequest.ValuesEntry.value:type_name -> vigil.votesource.v1.ConfigValue
 	3,  // 15: vigil.votesource.v1.VoteSource.Info:input_type -> vigil.votesource.v1.InfoRequest
@@ -1583,13 +1694,15 @@ var file_votesource_v1_votesource_proto_depIdxs = []int32{
 	10, // 17: vigil.votesource.v1.VoteSource.Configure:input_type -> vigil.votesource.v1.ConfigureRequest
 	15, // 18: vigil.votesource.v1.VoteSource.Vote:input_type -> vigil.votesource.v1.VoteRequest
 	18, // 19: vigil.votesource.v1.VoteSource.Status:input_type -> vigil.votesource.v1.StatusRequest
-	4,  // 20: vigil.votesource.v1.VoteSource.Info:output_type -> vigil.votesource.v1.InfoResponse
-	7,  // 21: vigil.votesource.v1.VoteSource.ConfigSchema:output_type -> vigil.votesource.v1.ConfigSchemaResponse
-	12, // 22: vigil.votesource.v1.VoteSource.Configure:output_type -> vigil.votesource.v1.ConfigureResponse
-	17, // 23: vigil.votesource.v1.VoteSource.Vote:output_type -> vigil.votesource.v1.VoteResponse
-	20, // 24: vigil.votesource.v1.VoteSource.Status:output_type -> vigil.votesource.v1.StatusResponse
-	20, // [20:25] is the sub-list for method output_type
-	15, // [15:20] is the sub-list for method input_type
+	21, // 20: vigil.votesource.v1.VoteSource.WatchSuspects:input_type -> vigil.votesource.v1.WatchSuspectsRequest
+	4,  // 21: vigil.votesource.v1.VoteSource.Info:output_type -> vigil.votesource.v1.InfoResponse
+	7,  // 22: vigil.votesource.v1.VoteSource.ConfigSchema:output_type -> vigil.votesource.v1.ConfigSchemaResponse
+	12, // 23: vigil.votesource.v1.VoteSource.Configure:output_type -> vigil.votesource.v1.ConfigureResponse
+	17, // 24: vigil.votesource.v1.VoteSource.Vote:output_type -> vigil.votesource.v1.VoteResponse
+	20, // 25: vigil.votesource.v1.VoteSource.Status:output_type -> vigil.votesource.v1.StatusResponse
+	22, // 26: vigil.votesource.v1.VoteSource.WatchSuspects:output_type -> vigil.votesource.v1.Suspect
+	21, // [21:27] is the sub-list for method output_type
+	15, // [15:21] is the sub-list for method input_type
 	15, // [15:15] is the sub-list for extension type_name
 	15, // [15:15] is the sub-list for extension extendee
 	0,  // [0:15] is the sub-list for field type_name
@@ -1613,7 +1726,7 @@ func file_votesource_v1_votesource_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_votesource_v1_votesource_proto_rawDesc), len(file_votesource_v1_votesource_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,11 +32,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	VoteSource_Info_FullMethodName         = "/vigil.votesource.v1.VoteSource/Info"
-	VoteSource_ConfigSchema_FullMethodName = "/vigil.votesource.v1.VoteSource/ConfigSchema"
-	VoteSource_Configure_FullMethodName    = "/vigil.votesource.v1.VoteSource/Configure"
-	VoteSource_Vote_FullMethodName         = "/vigil.votesource.v1.VoteSource/Vote"
-	VoteSource_Status_FullMethodName       = "/vigil.votesource.v1.VoteSource/Status"
+	VoteSource_Info_FullMethodName          = "/vigil.votesource.v1.VoteSource/Info"
+	VoteSource_ConfigSchema_FullMethodName  = "/vigil.votesource.v1.VoteSource/ConfigSchema"
+	VoteSource_Configure_FullMethodName     = "/vigil.votesource.v1.VoteSource/Configure"
+	VoteSource_Vote_FullMethodName          = "/vigil.votesource.v1.VoteSource/Vote"
+	VoteSource_Status_FullMethodName        = "/vigil.votesource.v1.VoteSource/Status"
+	VoteSource_WatchSuspects_FullMethodName = "/vigil.votesource.v1.VoteSource/WatchSuspects"
 )
 
 // VoteSourceClient is the client API for VoteSource service.
@@ -51,6 +52,16 @@ type VoteSourceClient interface {
 	// the plugin wants operators to see, such as the node gateway's online
 	// nodes. It is not serialized with the other calls.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
+	// WatchSuspects is optional (added in SDK v0.2.0, still protocol 1;
+	// plugins that predate it answer Unimplemented, and the host then never
+	// asks again for the life of the process). The host opens it once the
+	// plugin is configured and keeps it open for the life of the process;
+	// the plugin sends a Suspect whenever it learns, between rounds, that one
+	// of a site's origins is failing: vigil then confirms that site early,
+	// with a round of its own, instead of waiting for its schedule. It is
+	// not serialized with the other calls. A suspect is a hint, never a vote:
+	// the confirming round's votes decide.
+	WatchSuspects(ctx context.Context, in *WatchSuspectsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Suspect], error)
 }
 
 type voteSourceClient struct {
@@ -111,6 +122,25 @@ func (c *voteSourceClient) Status(ctx context.Context, in *StatusRequest, opts .
 	return out, nil
 }
 
+func (c *voteSourceClient) WatchSuspects(ctx context.Context, in *WatchSuspectsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Suspect], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &VoteSource_ServiceDesc.Streams[0], VoteSource_WatchSuspects_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchSuspectsRequest, Suspect]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type VoteSource_WatchSuspectsClient = grpc.ServerStreamingClient[Suspect]
+
 // VoteSourceServer is the server API for VoteSource service.
 // All implementations must embed UnimplementedVoteSourceServer
 // for forward compatibility.
@@ -123,6 +153,16 @@ type VoteSourceServer interface {
 	// the plugin wants operators to see, such as the node gateway's online
 	// nodes. It is not serialized with the other calls.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
+	// WatchSuspects is optional (added in SDK v0.2.0, still protocol 1;
+	// plugins that predate it answer Unimplemented, and the host then never
+	// asks again for the life of the process). The host opens it once the
+	// plugin is configured and keeps it open for the life of the process;
+	// the plugin sends a Suspect whenever it learns, between rounds, that one
+	// of a site's origins is failing: vigil then confirms that site early,
+	// with a round of its own, instead of waiting for its schedule. It is
+	// not serialized with the other calls. A suspect is a hint, never a vote:
+	// the confirming round's votes decide.
+	WatchSuspects(*WatchSuspectsRequest, grpc.ServerStreamingServer[Suspect]) error
 	mustEmbedUnimplementedVoteSourceServer()
 }
 
@@ -147,6 +187,9 @@ func (UnimplementedVoteSourceServer) Vote(context.Context, *VoteRequest) (*VoteR
 }
 func (UnimplementedVoteSourceServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedVoteSourceServer) WatchSuspects(*WatchSuspectsRequest, grpc.ServerStreamingServer[Suspect]) error {
+	return status.Error(codes.Unimplemented, "method WatchSuspects not implemented")
 }
 func (UnimplementedVoteSourceServer) mustEmbedUnimplementedVoteSourceServer() {}
 func (UnimplementedVoteSourceServer) testEmbeddedByValue()                    {}
@@ -259,6 +302,17 @@ func _VoteSource_Status_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _VoteSource_WatchSuspects_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchSuspectsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(VoteSourceServer).WatchSuspects(m, &grpc.GenericServerStream[WatchSuspectsRequest, Suspect]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type VoteSource_WatchSuspectsServer = grpc.ServerStreamingServer[Suspect]
+
 // VoteSource_ServiceDesc is the grpc.ServiceDesc for VoteSource service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -287,6 +341,12 @@ var VoteSource_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _VoteSource_Status_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchSuspects",
+			Handler:       _VoteSource_WatchSuspects_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "votesource/v1/votesource.proto",
 }

@@ -3,12 +3,23 @@ package echo
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync"
 
 	"github.com/vigilcdn/vigil/sdk"
 )
 
 // Source votes Up for every target and echoes the target into Detail.
-type Source struct{ voter string }
+// It is also an sdk.SuspectReporter: every target of a site whose name
+// starts with "suspect" is reported as a suspect, to the watchers of the
+// moment and to every later one.
+type Source struct {
+	voter string
+
+	mu       sync.Mutex
+	suspects []sdk.Suspect
+	watchers map[chan sdk.Suspect]context.Context
+}
 
 // New returns a Source voting as "echo".
 func New() *Source { return &Source{voter: "echo"} }
@@ -55,6 +66,9 @@ func (s *Source) Configure(_ context.Context, cfg sdk.Config) error {
 func (s *Source) Vote(_ context.Context, b sdk.Ballot) ([]sdk.Vote, error) {
 	votes := make([]sdk.Vote, 0, len(b.Targets))
 	for _, t := range b.Targets {
+		if strings.HasPrefix(t.Site, "suspect") {
+			s.suspect(sdk.Suspect{Site: t.Site, Origin: t.Origin, Detail: "round " + fmt.Sprint(b.Round)})
+		}
 		votes = append(votes, sdk.Vote{
 			Site: t.Site, Origin: t.Origin, Voter: s.voter, Value: sdk.Up, Reason: sdk.ReasonOK,
 			Detail: fmt.Sprintf("%s %s %s %s %v %s %v %q %v", t.Address, t.Host, t.Path, t.Timeout, b.Round, t.UserAgent,
@@ -63,4 +77,46 @@ func (s *Source) Vote(_ context.Context, b sdk.Ballot) ([]sdk.Vote, error) {
 		})
 	}
 	return votes, nil
+}
+
+// Suspects implements sdk.SuspectReporter: the suspects seen so far, then
+// each new one, until ctx ends.
+func (s *Source) Suspects(ctx context.Context) <-chan sdk.Suspect {
+	ch := make(chan sdk.Suspect, 64)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sus := range s.suspects {
+		select {
+		case ch <- sus:
+		default:
+		}
+	}
+	if s.watchers == nil {
+		s.watchers = map[chan sdk.Suspect]context.Context{}
+	}
+	s.watchers[ch] = ctx
+	go func() {
+		<-ctx.Done()
+		s.mu.Lock()
+		delete(s.watchers, ch)
+		s.mu.Unlock()
+	}()
+	return ch
+}
+
+func (s *Source) suspect(sus sdk.Suspect) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.suspects) < 64 {
+		s.suspects = append(s.suspects, sus)
+	}
+	for ch, ctx := range s.watchers {
+		if ctx.Err() != nil {
+			continue
+		}
+		select {
+		case ch <- sus:
+		default: // full: dropped, as the SuspectReporter contract allows
+		}
+	}
 }
