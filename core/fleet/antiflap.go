@@ -61,10 +61,12 @@ func (c clock) antiFlapSpec(af *config.AntiFlap) *decide.AntiFlapSpec {
 	return s
 }
 
-// now is the time of the round seq in the fleet's ticks.
-func (f *Fleet) now(seq uint64) int64 {
+// now is the time of the round being applied (or of an action) in the
+// fleet's ticks: on the round clock, the number of rounds applied, a
+// confirmation round not counted (it takes no round time).
+func (f *Fleet) now() int64 {
 	if f.clock.rounds {
-		return int64(seq)
+		return f.ticks
 	}
 	if f.Now != nil {
 		return f.Now().UnixMilli()

@@ -40,6 +40,11 @@ type Site struct {
 	Levels []decide.Health
 
 	verdicts []vote.Verdict
+	// suspect: a confirmation was asked for the site (Fleet.Suspect) and
+	// no round has picked it since.
+	suspect bool
+	// listed: the site is in Fleet.doubt.
+	listed bool
 }
 
 // Eligible reports whether the scheduler may probe the site: health check
@@ -72,6 +77,9 @@ type Fleet struct {
 	Chain         []ChainSource
 	Sites         []*Site // sorted by name
 	SitesPerRound int
+	// ConfirmSites is the most sites a confirmation round probes
+	// (control { confirm_budget } of SitesPerRound).
+	ConfirmSites int
 	// Seq is the sequence number of the last round run.
 	Seq uint64
 	// Owns, when set, limits the rounds to the sites it accepts (the
@@ -90,6 +98,16 @@ type Fleet struct {
 	events  []decide.Event
 	reports []Report
 	spans   []span
+
+	// ticks counts the rounds applied that were not confirmations: the
+	// round clock's time (confirm.go).
+	ticks int64
+	// doubt lists the sites that may be due a confirmation: every site in
+	// doubt or suspected is in it; a site in it may no longer be (it is
+	// dropped when next looked at).
+	doubt    []int
+	cands    []int
+	deferred []int
 }
 
 type span struct{ from, to int }
@@ -108,7 +126,7 @@ func NewRoundClock(cfg *config.Config) *Fleet {
 }
 
 func newFleet(cfg *config.Config, clk clock) *Fleet {
-	f := &Fleet{SitesPerRound: cfg.Control.SitesPerRound, byName: map[string]int{}, clock: clk}
+	f := &Fleet{SitesPerRound: cfg.Control.SitesPerRound, ConfirmSites: cfg.Control.ConfirmSites(), byName: map[string]int{}, clock: clk}
 	chainIdx := map[string]int{}
 	for i, s := range cfg.Sources {
 		f.Chain = append(f.Chain, ChainSource{Name: s.Name, Rule: s.Rule(), Deadline: s.Timeout})
@@ -204,6 +222,9 @@ type Plan struct {
 	Jobs []vote.Job
 	// All is set when the round picked every eligible site.
 	All bool
+	// Confirm is set for a confirmation round (Fleet.ConfirmPlan): it
+	// probes only sites in doubt, and takes no time on the round clock.
+	Confirm bool
 
 	fleet    *Fleet
 	outcomes []vote.Outcome
@@ -229,6 +250,14 @@ func (f *Fleet) Plan() *Plan {
 		p.Picked = append(p.Picked[:0], f.picker.Pick(f.sched, f.SitesPerRound)...)
 		sort.Ints(p.Picked) // site-name order, since Sites is sorted by name
 	}
+	p.Confirm = false
+	f.fillJobs(p)
+	return p
+}
+
+// fillJobs prepares one job per picked site, its disabled origins
+// skipped, and takes the picked sites' suspicions (the plan serves them).
+func (f *Fleet) fillJobs(p *Plan) {
 	n := 0
 	for _, i := range p.Picked {
 		n += len(f.Sites[i].Outcomes)
@@ -241,6 +270,7 @@ func (f *Fleet) Plan() *Plan {
 	at := 0
 	for _, i := range p.Picked {
 		s := f.Sites[i]
+		s.suspect = false
 		outs := p.outcomes[at : at+len(s.Outcomes) : at+len(s.Outcomes)]
 		at += len(s.Outcomes)
 		for o := range outs {
@@ -248,7 +278,6 @@ func (f *Fleet) Plan() *Plan {
 		}
 		p.Jobs = append(p.Jobs, vote.Job{Site: int32(i), Sources: s.Sources, Outcomes: outs})
 	}
-	return p
 }
 
 // Walk asks the chain for the plan's votes through src. It reads only the
@@ -265,7 +294,10 @@ func (p *Plan) Walk(ctx context.Context, src vote.Source) {
 // events are valid until the next Apply.
 func (f *Fleet) Apply(p *Plan) []Report {
 	f.Seq = p.Seq
-	now := f.now(p.Seq)
+	if !p.Confirm {
+		f.ticks++
+	}
+	now := f.now()
 	f.events = f.events[:0]
 	f.reports = f.reports[:0]
 	f.spans = f.spans[:0]
@@ -286,6 +318,7 @@ func (f *Fleet) Apply(p *Plan) []Report {
 		from := len(f.events)
 		f.events = decide.RoundAt(s.Spec, s.State, s.verdicts, s.Levels, f.events, now)
 		s.LastProbed = p.Seq
+		f.noteDoubt(i)
 		f.reports = append(f.reports, Report{Site: s, Index: i})
 		f.spans = append(f.spans, span{from, len(f.events)})
 	}
@@ -359,5 +392,5 @@ func (f *Fleet) SwitchRamped(site string, level int) ([]decide.Event, error) {
 	if s == nil {
 		return nil, ErrUnknownSite{site}
 	}
-	return decide.SwitchRamped(s.Spec, s.State, level, s.Levels, f.now(f.Seq))
+	return decide.SwitchRamped(s.Spec, s.State, level, s.Levels, f.now())
 }

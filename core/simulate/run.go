@@ -27,6 +27,18 @@ type RoundLine struct {
 	DwellUntil int64 `json:"dwell_until,omitempty"`
 	// Ramp is the failback ramp in progress (docs/antiflap.md#failback-ramp).
 	Ramp *RampLine `json:"ramp,omitempty"`
+	// Confirm is set on the lines of a confirmation tick (the timeline's
+	// "confirm" lines); Round is then the round before it.
+	Confirm bool `json:"confirm,omitempty"`
+}
+
+// DeferredLine follows a confirmation tick's lines when its budget
+// (control { confirm_budget }) left sites that were due out: they wait
+// for the next confirmation tick or round.
+type DeferredLine struct {
+	Round    int      `json:"round"`
+	Confirm  bool     `json:"confirm"`
+	Deferred []string `json:"deferred"`
 }
 
 // RampLine is a failback ramp in progress after a round: the level left,
@@ -102,6 +114,29 @@ func RunFleet(f *fleet.Fleet, steps []Step, w io.Writer) error {
 	enc := json.NewEncoder(w)
 	round := 0
 	for _, st := range steps {
+		if st.Confirm {
+			for _, name := range st.Suspect {
+				f.Suspect(name)
+			}
+			reports, _ := f.Confirm(context.Background(), &timelineSource{f: f, round: st.Round})
+			for _, rep := range reports {
+				line := SiteLine(f, rep.Site, round, rep.Events)
+				line.Confirm = true
+				if err := enc.Encode(line); err != nil {
+					return err
+				}
+			}
+			if d := f.Deferred(); len(d) > 0 {
+				line := DeferredLine{Round: round, Confirm: true, Deferred: make([]string, len(d))}
+				for k, i := range d {
+					line.Deferred[k] = f.Sites[i].Spec.Name
+				}
+				if err := enc.Encode(line); err != nil {
+					return err
+				}
+			}
+			continue
+		}
 		if st.Round != nil {
 			round++
 			for _, rep := range f.Round(context.Background(), &timelineSource{f: f, round: st.Round}) {

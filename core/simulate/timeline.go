@@ -20,6 +20,12 @@ type Step struct {
 	// Round, when not nil, holds the votes of a round: "site/origin" ->
 	// source -> votes.
 	Round map[string]map[string][]vote.Verdict
+	// Confirm is set for a confirmation tick: Round holds its votes, and
+	// it probes only the sites due a confirmation (docs/simulate.md).
+	Confirm bool
+	// Suspect names the sites a passive report made suspect just before
+	// the confirmation tick.
+	Suspect []string
 	// Action is "switch", "disable" or "enable" for an action line.
 	Action string
 	Site   string
@@ -74,13 +80,16 @@ func parseLine(b []byte, cfg *config.Config) (Step, error) {
 	if err := json.Unmarshal(b, &obj); err != nil {
 		return Step{}, fmt.Errorf("not a JSON object: %v", err)
 	}
+	if raw, ok := obj["confirm"]; ok {
+		return parseConfirm(raw, obj, cfg)
+	}
 	if len(obj) != 1 {
 		keys := make([]string, 0, len(obj))
 		for k := range obj {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
-		return Step{}, fmt.Errorf("a line holds exactly one of \"round\", \"switch\", \"disable\", \"enable\"; this one has %d keys (%s)", len(obj), strings.Join(keys, ", "))
+		return Step{}, fmt.Errorf("a line holds exactly one of \"round\", \"confirm\", \"switch\", \"disable\", \"enable\"; this one has %d keys (%s)", len(obj), strings.Join(keys, ", "))
 	}
 	for kind, raw := range obj {
 		switch kind {
@@ -88,11 +97,39 @@ func parseLine(b []byte, cfg *config.Config) (Step, error) {
 			return parseRound(raw, cfg)
 		case "switch", "disable", "enable":
 			return parseAction(kind, raw)
+		case "suspect":
+			return Step{}, fmt.Errorf("\"suspect\" goes with a confirmation tick, such as {\"confirm\": {}, \"suspect\": [\"www\"]}")
 		default:
-			return Step{}, fmt.Errorf("unknown line kind %q: use \"round\", \"switch\", \"disable\" or \"enable\"", kind)
+			return Step{}, fmt.Errorf("unknown line kind %q: use \"round\", \"confirm\", \"switch\", \"disable\" or \"enable\"", kind)
 		}
 	}
 	panic("unreachable")
+}
+
+// parseConfirm reads a confirmation tick: {"confirm": {votes as in a
+// round}} with an optional "suspect": [site, ...].
+func parseConfirm(raw json.RawMessage, obj map[string]json.RawMessage, cfg *config.Config) (Step, error) {
+	for k := range obj {
+		if k != "confirm" && k != "suspect" {
+			return Step{}, fmt.Errorf("a confirmation line holds \"confirm\" and, optionally, \"suspect\"; not %q", k)
+		}
+	}
+	st, err := parseRound(raw, cfg)
+	if err != nil {
+		return Step{}, fmt.Errorf("confirm: %w", err)
+	}
+	st.Confirm = true
+	if rs, ok := obj["suspect"]; ok {
+		if err := json.Unmarshal(rs, &st.Suspect); err != nil {
+			return Step{}, fmt.Errorf("suspect must be a list of site names, such as [\"www\"]: %v", err)
+		}
+		for _, name := range st.Suspect {
+			if cfg.Site(name) == nil {
+				return Step{}, fmt.Errorf("suspect: there is no site named %s", name)
+			}
+		}
+	}
+	return st, nil
 }
 
 func parseRound(raw json.RawMessage, cfg *config.Config) (Step, error) {

@@ -1,0 +1,26 @@
+control {
+  round_interval  = "30s"
+  sites_per_round = 500
+}
+
+source "direct" {
+  plugin = "vigil-source-direct"
+}
+
+site "www" {
+  hostname = "www.example.com"
+
+  health_check {
+    confirm_interval = "3s"
+  }
+
+  origin "a1" {
+    address = "http://127.0.0.1:18001"
+    level   = 1
+  }
+
+  origin "b1" {
+    address = "http://127.0.0.1:18003"
+    level   = 2
+  }
+}
