@@ -27,6 +27,29 @@ const (
 // DefaultHAProxyTimeout bounds one Runtime API command.
 const DefaultHAProxyTimeout = 5 * time.Second
 
+// DefaultHAProxyServerArgs are the arguments of every server vigil-node
+// adds unless told otherwise (-haproxy-server-args): a health check every
+// second, and HAProxy's watch of real traffic (observe layer7: a connection
+// failure, a timeout or a 500, 502, 503 or 504) marking a server down at
+// its first error. With these, HAProxy stops sending requests to a failing
+// origin at once and, when every server of the current level is down,
+// serves from the backup servers (the next level) until vigil switches.
+// HAProxy does not apply haproxy.cfg's default-server to the servers added
+// at run time, so the arguments must be given here.
+const DefaultHAProxyServerArgs = "check inter 1s fall 2 rise 2 observe layer7 error-limit 1 on-error mark-down"
+
+// BackupSuffix is appended to an origin's server name to name its backup
+// server: the same origin added with HAProxy's backup flag, ready while
+// the origin's level is the site's next one (View's Site.Backup). HAProxy
+// cannot change a server's backup flag at run time, so each origin has two
+// servers, and a switch only changes their states.
+const BackupSuffix = ":backup"
+
+// DefaultHAProxyWatch is how often the HAProxy driver asks show info which
+// process answers, to apply the publication again at once after a reload
+// or a restart (HAProxyOptions.Watch).
+const DefaultHAProxyWatch = 250 * time.Millisecond
+
 // DefaultHAProxyTLSArgs are the server arguments of an added https origin;
 // {sni} is replaced by the site's hostname.
 const DefaultHAProxyTLSArgs = "ssl verify required ca-file @system-ca sni str({sni})"
@@ -66,6 +89,9 @@ type HAProxyOptions struct {
 	// Log receives the removals and the deletions HAProxy refused
 	// (default: nothing).
 	Log hclog.Logger
+	// Watch is how often Watch asks HAProxy (show info) whether its
+	// process changed (default DefaultHAProxyWatch; negative: never).
+	Watch time.Duration
 }
 
 // HAProxy applies Views through HAProxy's Runtime API, with no reload.
@@ -77,6 +103,10 @@ type HAProxy struct {
 	mu      sync.Mutex
 	version string // HAProxy's version, once asked
 	canAdd  bool
+	// proc identifies the HAProxy process that answered last (its pid and
+	// start time, from show info): a new one lost the servers added.
+	proc     string
+	restarts int
 
 	now func() time.Time
 	rm  removals
@@ -115,6 +145,9 @@ func NewHAProxy(opts HAProxyOptions) (*HAProxy, error) {
 	}
 	if h.opts.Log == nil {
 		h.opts.Log = hclog.NewNullLogger()
+	}
+	if h.opts.Watch == 0 {
+		h.opts.Watch = DefaultHAProxyWatch
 	}
 	h.now = time.Now
 	h.rm = newRemovals()
@@ -223,33 +256,79 @@ func (h *HAProxy) serversState(ctx context.Context) (map[string]map[string]serve
 	return state, nil
 }
 
-// probeVersion asks HAProxy its version once: add server needs 2.4.
-func (h *HAProxy) probeVersion(ctx context.Context) error {
-	h.mu.Lock()
-	known := h.version != ""
-	h.mu.Unlock()
-	if known {
-		return nil
-	}
+// process asks HAProxy (show info) its version, which add server needs
+// (2.4), and which process answers. It returns true when that process is
+// not the one that answered before: HAProxy was reloaded or restarted, and
+// the servers vigil-node added are gone.
+func (h *HAProxy) process(ctx context.Context) (bool, error) {
 	out, err := h.Command(ctx, "show info")
 	if err != nil {
-		return err
+		return false, err
 	}
-	v := ""
+	var v, pid, start string
 	for _, l := range strings.Split(out, "\n") {
-		if s, ok := strings.CutPrefix(l, "Version: "); ok {
-			v = strings.TrimSpace(s)
+		k, val, ok := strings.Cut(l, ": ")
+		if !ok {
+			continue
+		}
+		switch val = strings.TrimSpace(val); k {
+		case "Version":
+			v = val
+		case "Pid":
+			pid = val
+		case "Start_time_sec":
+			start = val
 		}
 	}
 	if v == "" {
-		return fmt.Errorf("haproxy: show info gave no version: %.200q", out)
+		return false, fmt.Errorf("haproxy: show info gave no version: %.200q", out)
 	}
+	proc := pid + "@" + start // before 2.5, no Start_time_sec: the pid alone
 	major, minor := 0, 0
 	fmt.Sscanf(v, "%d.%d", &major, &minor)
 	h.mu.Lock()
-	h.version, h.canAdd = v, major > 2 || major == 2 && minor >= 4
-	h.mu.Unlock()
-	return nil
+	defer h.mu.Unlock()
+	changed := h.proc != "" && h.proc != proc
+	if changed {
+		h.restarts++
+	}
+	h.proc, h.version, h.canAdd = proc, v, major > 2 || major == 2 && minor >= 4
+	return changed, nil
+}
+
+// Restarts counts the new HAProxy processes (reloads, restarts) the driver
+// has seen since it started.
+func (h *HAProxy) Restarts() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.restarts
+}
+
+// Watch implements Watcher: every HAProxyOptions.Watch it asks HAProxy
+// which process answers (show info: its pid and start time), and calls
+// changed when a new one does. A reload (systemctl reload haproxy, SIGUSR2
+// to the master) or a restart starts a process with haproxy.cfg's servers
+// only: the servers vigil-node added, and the states it set, are gone
+// until the publication is applied again, which the Hub then does at once
+// instead of at the next resync. An unreachable socket is tried again at
+// the next tick, quietly: Apply reports it.
+func (h *HAProxy) Watch(ctx context.Context, changed func()) {
+	if h.opts.Watch < 0 {
+		return
+	}
+	t := time.NewTicker(h.opts.Watch)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if c, err := h.process(ctx); err == nil && c {
+			h.opts.Log.Info("a new HAProxy process answers the runtime API (reload or restart): applying the publication again")
+			changed()
+		}
+	}
 }
 
 // Version returns HAProxy's version once an Apply reached it.
@@ -294,7 +373,7 @@ func (h *HAProxy) Apply(ctx context.Context, v *View) (Result, error) {
 		}
 		res.Changes += r.Changes
 	}
-	if err := h.probeVersion(ctx); err != nil {
+	if _, err := h.process(ctx); err != nil {
 		return res, err
 	}
 	state, err := h.serversState(ctx)
@@ -360,6 +439,17 @@ type wanted struct {
 	active bool
 	// weight is the ramp's weight for the server, 0 for its initial one.
 	weight int
+	// backup is the origin's backup server (named o.Server+BackupSuffix,
+	// added with HAProxy's backup flag).
+	backup bool
+}
+
+// name is the server's name in its backend.
+func (w wanted) name() string {
+	if w.backup {
+		return w.o.Server + BackupSuffix
+	}
+	return w.o.Server
 }
 
 func (h *HAProxy) site(ctx context.Context, s *Site, state map[string]map[string]server, backendExists func(string) (bool, error), need *needsConfig, pass *removalPass) (int, error) {
@@ -414,6 +504,34 @@ func (h *HAProxy) site(ctx context.Context, s *Site, state map[string]map[string
 		// before the new one serves would leave the site without a server.
 		return changes, errors.Join(append(errs, errors.New("the other servers are left as they were"))...)
 	}
+	h.mu.Lock()
+	canAdd := h.canAdd
+	h.mu.Unlock()
+	// The next level's origins: their backup servers ready, which HAProxy
+	// uses only when every server of the current level is down by its own
+	// checks (or in maintenance), until vigil switches. A backup server
+	// HAProxy cannot add (a backend whose algorithm refuses dynamic
+	// servers) leaves the site without that cover, not without service.
+	for _, o := range s.Backup {
+		if taken[o.Server] {
+			continue
+		}
+		w := wanted{o: o, state: "ready", backup: true}
+		if _, ok := servers[w.name()]; !ok && !canAdd {
+			continue
+		}
+		taken[w.name()] = true
+		addr, err := h.opts.Resolve(ctx, o.Host)
+		if err != nil {
+			continue // resolved again at the next apply
+		}
+		w.addr = addr.String()
+		n, err := h.ensure(ctx, s, servers, w, &needsConfig{})
+		changes += n
+		if errors.Is(err, ErrRuntimeUnreachable) {
+			errs = append(errs, err)
+		}
+	}
 	for _, name := range sortedKeys(servers) {
 		srv := servers[name]
 		if taken[name] || srv.admin&adminFMaint != 0 {
@@ -427,24 +545,38 @@ func (h *HAProxy) site(ctx context.Context, s *Site, state map[string]map[string
 		servers[name] = srv
 		changes++
 	}
-	// Other levels' origins: created in maintenance where HAProxy can, so
-	// that the stats page shows them and a switch only changes states.
-	h.mu.Lock()
-	canAdd := h.canAdd
-	h.mu.Unlock()
+	// Other levels' origins, and the backup servers of every origin:
+	// created in maintenance where HAProxy can, so that the stats page
+	// shows them and a switch only changes states.
+	var missing []wanted
 	for _, o := range s.Others {
-		if taken[o.Server] {
+		if !taken[o.Server] {
+			taken[o.Server] = true
+			missing = append(missing, wanted{o: o, state: "maint"})
+		}
+	}
+	for _, o := range served {
+		missing = append(missing, wanted{o: o, state: "maint", backup: true})
+	}
+	for _, o := range s.Others {
+		missing = append(missing, wanted{o: o, state: "maint", backup: true})
+	}
+	for _, w := range missing {
+		if w.backup {
+			if taken[w.name()] {
+				continue
+			}
+			taken[w.name()] = true
+		}
+		if _, ok := servers[w.name()]; ok || !canAdd {
 			continue
 		}
-		taken[o.Server] = true
-		if _, ok := servers[o.Server]; ok || !canAdd {
-			continue
-		}
-		addr, err := h.opts.Resolve(ctx, o.Host)
+		addr, err := h.opts.Resolve(ctx, w.o.Host)
 		if err != nil {
 			continue // resolved again when it is published
 		}
-		n, err := h.ensure(ctx, s, servers, wanted{o: o, addr: addr.String(), state: "maint"}, &needsConfig{})
+		w.addr = addr.String()
+		n, err := h.ensure(ctx, s, servers, w, &needsConfig{})
 		changes += n
 		if errors.Is(err, ErrRuntimeUnreachable) {
 			errs = append(errs, err)
@@ -464,9 +596,9 @@ func (h *HAProxy) site(ctx context.Context, s *Site, state map[string]map[string
 
 // ensure makes one server exist with w's address and state.
 func (h *HAProxy) ensure(ctx context.Context, s *Site, servers map[string]server, w wanted, need *needsConfig) (int, error) {
-	id := s.Backend + "/" + w.o.Server
+	id := s.Backend + "/" + w.name()
 	changes := 0
-	srv, exists := servers[w.o.Server]
+	srv, exists := servers[w.name()]
 	if !exists {
 		h.mu.Lock()
 		canAdd := h.canAdd
@@ -476,6 +608,9 @@ func (h *HAProxy) ensure(ctx context.Context, s *Site, servers map[string]server
 			return 0, errors.New("server " + id + " is not declared")
 		}
 		args := h.opts.ServerArgs
+		if w.backup {
+			args = "backup " + args
+		}
 		if w.o.TLS {
 			args += " " + strings.ReplaceAll(h.opts.TLSArgs, "{sni}", s.Hostname)
 		}
@@ -499,8 +634,8 @@ func (h *HAProxy) ensure(ctx context.Context, s *Site, servers map[string]server
 				return changes, err
 			}
 		}
-		srv = server{name: w.o.Server, addr: w.addr, port: w.o.Port, admin: adminFMaint, uweight: -1, iweight: -1, id: sid, added: true} // dynamic servers start in maintenance
-		servers[w.o.Server] = srv
+		srv = server{name: w.name(), addr: w.addr, port: w.o.Port, admin: adminFMaint, uweight: -1, iweight: -1, id: sid, added: true} // dynamic servers start in maintenance
+		servers[w.name()] = srv
 	} else if srv.addr != w.addr || srv.port != w.o.Port {
 		out, err := h.Command(ctx, "set server "+id+" addr "+w.addr+" port "+w.o.Port)
 		if err != nil {
@@ -516,7 +651,7 @@ func (h *HAProxy) ensure(ctx context.Context, s *Site, servers map[string]server
 			return changes, err
 		}
 		srv.uweight = want
-		servers[w.o.Server] = srv
+		servers[w.name()] = srv
 		changes++
 	}
 	cur := "ready"

@@ -27,6 +27,17 @@ type Driver interface {
 	Apply(ctx context.Context, v *View) (Result, error)
 }
 
+// Watcher is implemented by a Driver that can tell when its edge lost what
+// was applied: HAProxy reloaded or restarted drops the servers added at
+// run time. The Hub runs Watch beside the driver for as long as it runs,
+// and applies the newest View at once each time Watch calls changed,
+// rather than at the next resync.
+type Watcher interface {
+	// Watch returns when ctx ends; changed may be called from any
+	// goroutine and does not block.
+	Watch(ctx context.Context, changed func())
+}
+
 // Result says what an Apply changed.
 type Result struct {
 	// Changes counts the edits made (runtime commands, files written).
@@ -67,7 +78,9 @@ type HubOptions struct {
 	// after each publication; empty: Views know the current level only.
 	ControlPlane, Token string
 	// Resync re-applies the newest View this often (default 30s), so that an
-	// edge restarted or edited by hand comes back to the publication.
+	// edge restarted or edited by hand comes back to the publication. A
+	// driver that is a Watcher (HAProxy) is re-applied as soon as it sees
+	// its edge restart, without waiting for the resync.
 	Resync time.Duration
 	// MinBackoff and MaxBackoff bound the retries of a failing driver.
 	MinBackoff, MaxBackoff time.Duration
@@ -197,6 +210,18 @@ func (h *Hub) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, r := range h.runs {
 		wg.Go(func() { h.drive(ctx, r) })
+		if w, ok := r.d.(Watcher); ok {
+			name := r.d.Name()
+			wg.Go(func() {
+				w.Watch(ctx, func() {
+					h.m.restarts.WithLabelValues(name).Inc()
+					select {
+					case r.wake <- struct{}{}:
+					default:
+					}
+				})
+			})
+		}
 	}
 	if h.opts.ControlPlane != "" {
 		wg.Go(func() { h.followTopology(ctx) })
@@ -310,6 +335,8 @@ type hubMetrics struct {
 	version *prometheus.GaugeVec
 	reloads *prometheus.CounterVec
 	seconds *prometheus.HistogramVec
+	// restarts counts the new edge processes a Watcher saw.
+	restarts *prometheus.CounterVec
 }
 
 func newHubMetrics() *hubMetrics {
@@ -320,6 +347,8 @@ func newHubMetrics() *hubMetrics {
 			Help: "The last publication version an edge took without error."}, []string{"edge"}),
 		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vigil_node_edge_reloads_total",
 			Help: "Reloads of an edge (a template's reload command, or HAProxy's fallback)."}, []string{"edge"}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vigil_node_edge_restarts_total",
+			Help: "New processes of an edge (HAProxy reloaded or restarted) that vigil-node saw and applied the publication to at once."}, []string{"edge"}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "vigil_node_edge_apply_seconds",
 			Help: "Time to apply a publication to an edge, check and reload included.", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 9)}, []string{"edge"}),
 	}
@@ -327,7 +356,7 @@ func newHubMetrics() *hubMetrics {
 
 func (m *hubMetrics) register(r prometheus.Registerer) error {
 	var errs []error
-	for _, c := range []prometheus.Collector{m.applies, m.version, m.reloads, m.seconds} {
+	for _, c := range []prometheus.Collector{m.applies, m.version, m.reloads, m.seconds, m.restarts} {
 		errs = append(errs, r.Register(c))
 	}
 	return errors.Join(errs...)

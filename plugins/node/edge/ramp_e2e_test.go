@@ -102,7 +102,7 @@ func weights(t *testing.T, h *edge.HAProxy) map[string]string {
 // level being left's ready (not in maintenance) with the rest; HAProxy's
 // weighted round-robin then splits the requests as the ramp says. When the
 // ramp ends, the current level's weights go back to their initial value
-// and the level left goes to maintenance.
+// and the level left goes to maintenance, its backup servers ready.
 func TestHAProxyRuntimeRamp(t *testing.T) {
 	bin := peer(t, "haproxy")
 	dir := t.TempDir()
@@ -161,6 +161,9 @@ func TestHAProxyRuntimeRamp(t *testing.T) {
 		"set server www/a1 weight 25", "set server www/a1 state ready",
 		"set server www/a2 weight 25", "set server www/a2 state ready",
 		"set server www/b1 weight 150",
+		// Level 1 was level 2's backup: served now, its backup servers
+		// go out.
+		"set server www/a1:backup state maint", "set server www/a2:backup state maint",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("ramp 25: commands\n%q\nwant\n%q", got, want)
@@ -181,7 +184,8 @@ func TestHAProxyRuntimeRamp(t *testing.T) {
 	}
 
 	apply(l.site(1)[0]) // the ramp is over
-	if got, want := rec.take(), []string{"set server www/a1 weight 1", "set server www/a2 weight 1", "set server www/b1 state maint"}; !slices.Equal(got, want) {
+	if got, want := rec.take(), []string{"set server www/a1 weight 1", "set server www/a2 weight 1",
+		"set server www/b1:backup state ready", "set server www/b1 state maint"}; !slices.Equal(got, want) {
 		t.Errorf("after the ramp: commands %q, want %q", got, want)
 	}
 	if share := split(100); share != 1 {
