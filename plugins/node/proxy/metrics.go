@@ -11,6 +11,7 @@ import (
 type metrics struct {
 	requests     *prometheus.CounterVec
 	retries      *prometheus.CounterVec
+	backups      *prometheus.CounterVec
 	skips        *prometheus.CounterVec
 	originErrors *prometheus.CounterVec
 	duration     *prometheus.HistogramVec
@@ -25,6 +26,10 @@ func newMetrics() *metrics {
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vigil_node_proxy_retries_total",
 			Help: "Requests retried on another origin of the current level.",
+		}, []string{"site"}),
+		backups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vigil_node_proxy_backup_requests_total",
+			Help: "Requests answered by an origin of the site's backup level (the level the control plane would fail over to next), because every origin of the current level failed or was skipped.",
 		}, []string{"site"}),
 		skips: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vigil_node_proxy_origin_skips_total",
@@ -44,7 +49,7 @@ func newMetrics() *metrics {
 
 func (m *metrics) register(r prometheus.Registerer) error {
 	var errs []error
-	for _, c := range []prometheus.Collector{m.requests, m.retries, m.skips, m.originErrors, m.duration} {
+	for _, c := range []prometheus.Collector{m.requests, m.retries, m.backups, m.skips, m.originErrors, m.duration} {
 		errs = append(errs, r.Register(c))
 	}
 	return errors.Join(errs...)

@@ -178,16 +178,22 @@ type state struct {
 type site struct {
 	pub publication.Site
 	// origins are the current level's origins, then, during a ramp, the
-	// origins of the level being left (Ramp.FromOrigins): origins[:nLevel]
-	// and origins[nLevel:].
+	// origins of the level being left (Ramp.FromOrigins), then the backup
+	// level's (Backup.Origins, those not already listed):
+	// origins[:nLevel], origins[nLevel:nRamp] and origins[nRamp:].
 	origins []origin
 	nLevel  int
+	nRamp   int
 	// weight is the ramp's per cent of new requests for the current level,
 	// 1 to 99; 0 when the site has no ramp (or one of its levels has no
 	// usable origin): every request goes to the current level.
-	weight uint64
-	rr     atomic.Uint64
-	rrFrom atomic.Uint64 // the round-robin of origins[nLevel:]
+	weight   uint64
+	rr       atomic.Uint64
+	rrFrom   atomic.Uint64 // the round-robin of origins[nLevel:nRamp]
+	rrBackup atomic.Uint64 // the round-robin of origins[nRamp:]
+	// backupLogged is set once a request of this publication was served
+	// by the backup level and that was logged.
+	backupLogged atomic.Bool
 	// split counts the new requests of a ramp: request n goes to the
 	// current level when n*weight/100 steps up, so that every 100
 	// consecutive requests give the current level exactly weight.
@@ -206,7 +212,7 @@ type origin struct {
 	pub       publication.Origin
 	url       *url.URL
 	key       originKey
-	level     int // the origin's level: the site's, or its ramp's From
+	level     int // the origin's level: the site's, its ramp's From or its Backup's
 	unhealthy bool
 	h         *health   // the tracker's entry for key
 	up        *upstream // the fast path's pool (http origins)
@@ -270,6 +276,9 @@ func (p *Proxy) SetSnapshot(snap *publication.Snapshot) {
 			s.m = &siteMetrics{}
 		}
 		add := func(o publication.Origin, level int) {
+			if level != ps.Level && s.listed(o.Address) {
+				return // a backup origin that is the ramp's too (or listed twice)
+			}
 			u, err := url.Parse(o.Address)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				p.opts.Log.Error("published origin address unusable: origin left out", "site", ps.Name, "level", level, "origin", o.Name, "address", o.Address)
@@ -297,6 +306,12 @@ func (p *Proxy) SetSnapshot(snap *publication.Snapshot) {
 				s.weight = uint64(r.Weight)
 			}
 		}
+		s.nRamp = len(s.origins)
+		if b := ps.Backup; b != nil && b.Level != ps.Level {
+			for _, o := range b.Origins {
+				add(o, b.Level)
+			}
+		}
 		if prev != nil {
 			s.transport = prev.transport
 		}
@@ -317,6 +332,16 @@ func (p *Proxy) SetSnapshot(snap *publication.Snapshot) {
 	}
 	p.track.keep(live)
 	p.state.Store(next)
+}
+
+// listed reports whether an origin of address is among s's origins.
+func (s *site) listed(address string) bool {
+	for i := range s.origins {
+		if s.origins[i].pub.Address == address {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *Proxy) newTransport(hostname string) *http.Transport {
@@ -430,15 +455,21 @@ func (rt *retrier) RoundTrip(out *http.Request) (*http.Response, error) {
 			began = p.opts.Now()
 		}
 		resp, err := s.transport.RoundTrip(attempt)
-		if p.opts.OnAttempt != nil && out.Context().Err() == nil {
+		if out.Context().Err() != nil {
+			return resp, err
+		}
+		if p.opts.OnAttempt != nil {
 			p.report(s, o, resp, err, began)
 		}
 		outcome := classify(resp, err)
-		if outcome == "" || out.Context().Err() != nil {
+		if outcome == "" {
+			p.track.succeeded(o.h)
+			p.answered(s, i)
 			return resp, err
 		}
 		p.failed(s, o, outcome)
 		if !retryable || req.retries >= p.opts.Retries || p.opts.Now().Sub(req.start) >= p.opts.RetryBudget || !untried(tried) {
+			p.answered(s, i)
 			return resp, err
 		}
 		if resp != nil {
@@ -483,6 +514,21 @@ func (p *Proxy) failed(s *site, o *origin, outcome string) {
 	}
 }
 
+// answered counts a request whose answer came from s.origins[i] (passed
+// on to the visitor, success or not) when i is a backup origin, and logs
+// the first such request of the publication.
+func (p *Proxy) answered(s *site, i int) {
+	if i < s.nRamp {
+		return
+	}
+	p.m.backups.WithLabelValues(s.pub.Name).Inc()
+	if !s.backupLogged.Swap(true) {
+		o := &s.origins[i]
+		p.opts.Log.Warn("every origin of the current level failed or is skipped: serving from the backup level until the control plane switches",
+			"site", s.pub.Name, "level", s.pub.Level, "backup_level", o.level, "origin", o.pub.Name)
+	}
+}
+
 // toFrom draws whether a new request of a ramping site goes to the level
 // being left: of every 100 consecutive requests, exactly 100-weight do.
 func (s *site) toFrom() bool {
@@ -500,11 +546,29 @@ func (s *site) toFrom() bool {
 // origin, the request's level first. A retry so stays within the chosen
 // level while it has an origin not known to fail, and then falls back to
 // the other level rather than to an origin the proxy skips.
+//
+// The backup level's origins (origins[nRamp:]) come after the levels
+// above, tier by tier: one not skipped is picked only once every origin of
+// the levels above is skipped or was tried by this request, and a skipped
+// one only once every origin is skipped.
 func (p *Proxy) pick(s *site, tried []bool, from bool) int {
+	n := len(s.origins)
 	if s.weight == 0 {
-		return p.pickIn(s, tried, 0, len(s.origins), 0, 3)
+		if s.nRamp == n {
+			return p.pickIn(s, tried, 0, n, 0, 3)
+		}
+		if i := p.pickIn(s, tried, 0, s.nRamp, 0, 2); i >= 0 {
+			return i
+		}
+		if i := p.pickIn(s, tried, s.nRamp, n, 0, 2); i >= 0 {
+			return i
+		}
+		if i := p.pickIn(s, tried, 0, s.nRamp, 2, 3); i >= 0 {
+			return i
+		}
+		return p.pickIn(s, tried, s.nRamp, n, 2, 3)
 	}
-	lo, hi, olo, ohi := 0, s.nLevel, s.nLevel, len(s.origins)
+	lo, hi, olo, ohi := 0, s.nLevel, s.nLevel, s.nRamp
 	if from {
 		lo, hi, olo, ohi = olo, ohi, lo, hi
 	}
@@ -514,10 +578,16 @@ func (p *Proxy) pick(s *site, tried []bool, from bool) int {
 	if i := p.pickIn(s, tried, olo, ohi, 0, 2); i >= 0 {
 		return i
 	}
+	if i := p.pickIn(s, tried, s.nRamp, n, 0, 2); i >= 0 {
+		return i
+	}
 	if i := p.pickIn(s, tried, lo, hi, 2, 3); i >= 0 {
 		return i
 	}
-	return p.pickIn(s, tried, olo, ohi, 2, 3)
+	if i := p.pickIn(s, tried, olo, ohi, 2, 3); i >= 0 {
+		return i
+	}
+	return p.pickIn(s, tried, s.nRamp, n, 2, 3)
 }
 
 // pickIn is pick over origins[lo:hi] and tiers [tlo, thi), or -1.
@@ -527,7 +597,10 @@ func (p *Proxy) pickIn(s *site, tried []bool, lo, hi, tlo, thi int) int {
 		return -1
 	}
 	rr := &s.rr
-	if lo >= s.nLevel && lo > 0 {
+	switch {
+	case lo >= s.nRamp && lo > 0:
+		rr = &s.rrBackup
+	case lo >= s.nLevel && lo > 0:
 		rr = &s.rrFrom
 	}
 	start := int(rr.Add(1) % uint64(n))
@@ -557,8 +630,8 @@ func (p *Proxy) pickIn(s *site, tried []bool, lo, hi, tlo, thi int) int {
 
 // tries runs the attempts of one request on s's origins, as both fast
 // paths do: pick an origin, try it, report and judge the outcome, and retry
-// on another origin of the level within Retries and RetryBudget (only a
-// retryable request). gone(err), asked after each attempt, says the visitor
+// on another origin (of the level, then of the backup level, as pick
+// says) within Retries and RetryBudget (only a retryable request). gone(err), asked after each attempt, says the visitor
 // (or the server) is going away: that attempt is neither reported nor
 // counted as the origin's failure, and nothing is retried. It returns the
 // last attempt's answer, connection, origin and error.
@@ -588,10 +661,13 @@ func (p *Proxy) tries(s *site, from, retryable bool, start time.Time,
 		}
 		outcome := classifyStatus(a.status, err)
 		if outcome == "" {
+			p.track.succeeded(o.h)
+			p.answered(s, i)
 			return a, uc, o, err
 		}
 		p.failed(s, o, outcome)
 		if !retryable || retries >= p.opts.Retries || p.opts.Now().Sub(start) >= p.opts.RetryBudget || !untried(tried) {
+			p.answered(s, i)
 			return a, uc, o, err
 		}
 		if err == nil {

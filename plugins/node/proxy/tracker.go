@@ -52,8 +52,19 @@ func (t *tracker) failed(h *health) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := t.now()
-	if u := h.skipUntil.Load(); u != nil && now.Before(*u) {
-		return false // already skipped (it was tried because all were)
+	if u := h.skipUntil.Load(); u != nil {
+		if now.Before(*u) {
+			return false // already skipped (it was tried because all were)
+		}
+		if now.Sub(*u) < t.window {
+			// On probation: its skip ended within the window and no
+			// success came since. One failure skips it again, as nginx
+			// keeps a server's failures until it answers.
+			h.fails = h.fails[:0]
+			until := now.Add(t.skipFor)
+			h.skipUntil.Store(&until)
+			return true
+		}
 	}
 	cut := 0
 	for cut < len(h.fails) && now.Sub(h.fails[cut]) >= t.window {
@@ -67,6 +78,14 @@ func (t *tracker) failed(h *health) bool {
 		return true
 	}
 	return false
+}
+
+// succeeded records a success of h: an origin whose skip has ended is off
+// probation. Only an origin once skipped pays more than one atomic load.
+func (t *tracker) succeeded(h *health) {
+	if u := h.skipUntil.Load(); u != nil && !t.now().Before(*u) {
+		h.skipUntil.CompareAndSwap(u, nil)
+	}
 }
 
 // skipped reports whether h is skipped at now.
