@@ -9,6 +9,10 @@
 //	P/sites/NAME      one site (JSON store.Site)
 //	P/events/SEQ      one journal event, SEQ zero-padded to 20 digits
 //	P/cursors/NAME    a notifier's delivery cursor (decimal)
+//	P/probed/NAME     a site's probe mark (round and time)
+//	P/staging/ID      the head of a split commit's staged set (its start time)
+//	P/staged/ID/...   the staged set: sites/NAME, probed/NAME, events/INDEX
+//	P/applying/ID     the commit marker of a split commit ("BASE N")
 //
 // Every write is a transaction guarded by a Fence: the comparisons that
 // prove this instance still holds the etcd lease entitling it to write
@@ -20,4 +24,52 @@
 // The journal's sequence numbers are allocated by the store under a
 // compare-and-swap of P/meta: concurrent writers (sharded mode) never
 // reuse a number and the journal has no gaps.
+//
+// # Split commits
+//
+// etcd refuses a transaction of more than --max-txn-ops operations (128
+// by default; comparisons count apart, with the same bound). A commit
+// that fits is one transaction. A larger one (the first save of a large
+// fleet, or an incident round in which hundreds of sites fail over) is
+// split, and stays atomic as readers see it:
+//
+//  1. Staging: every write (site records, deletions as empty values,
+//     probe marks, and events by their index in the batch) is put under
+//     P/staged/ID/ in chunks of at most max_txn_ops, each chunk guarded by
+//     the fence (the writer's comparisons, and each site's in sharded
+//     mode) and by the head key P/staging/ID that the first chunk
+//     creates. Nothing reads these keys yet.
+//  2. The marker: one small transaction, guarded by the fence, the head
+//     and a compare-and-swap of P/meta, puts the new counters (which
+//     allocate the events' sequence numbers BASE+1 ... BASE+N) and
+//     P/applying/ID = "BASE N", and prunes the journal. This is the
+//     commit point: before it no reader sees anything of the batch, from
+//     it every reader sees all of it.
+//  3. The copy: the staged writes are put to their keys in chunks, each
+//     key only if its mod revision is older than the marker's (nothing
+//     wrote it since) and only while no newer marker exists; then the
+//     marker, the head and the staged set are deleted in one transaction.
+//
+// Readers (Load, Events) read in one etcd revision the keys and, for every
+// marker under P/applying/, its staged set: a staged record wins over its
+// key unless the key's mod revision is at or after the marker's revision
+// (then a later commit wrote it); of two markers the newer wins. Events
+// of a marker come from its staged set until copied. So a reader sees the
+// batch whole from the marker on, whichever part of the copy is done.
+//
+// A writer that dies (or is fenced) before the marker leaves a staged set
+// nobody reads; the engine keeps the round pending and commits it again
+// under a new ID, and a set older than max(2 minutes, 4 x the timeout)
+// without a marker is deleted by the next split commit (sweep). A writer
+// that dies after the marker leaves a committed set that readers already
+// see whole; the next writer's Load notices it and its next Commit copies
+// it (newest marker first) before anything else, so that a deletion never
+// lands under a staged record. The copy is idempotent, and any instance
+// may run it. Standbys follow P/meta, which only the marker (or a one-
+// transaction commit) writes, so they reload once per commit and find it
+// whole.
+//
+// max_txn_ops cannot exceed what etcd takes: ProbeLimit asks etcd once
+// (etcd does not report its --max-txn-ops) with read-only transactions of
+// comparisons, and a commit etcd refuses for its size probes and retries.
 package etcdstore

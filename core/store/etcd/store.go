@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,6 +50,11 @@ type Options struct {
 	// Timeout bounds each call to etcd (5s when <= 0), so that a round
 	// never waits on an unreachable etcd for longer.
 	Timeout time.Duration
+	// AfterTxn, for tests, runs after each transaction of a split commit
+	// (step "staged N", "marker", "copied N": the Nth chunk). When it returns an error,
+	// Commit returns it at once and writes nothing more, not even its
+	// clean-up: as if the process died there.
+	AfterTxn func(step string) error
 }
 
 // Store is the etcd implementation of store.Store. It is safe for
@@ -60,10 +66,17 @@ type Store struct {
 	maxOps      int
 	timeout     time.Duration
 
-	mu      sync.Mutex
-	fence   Fence
-	metaRev int64 // mod revision of P/meta last seen
-	closed  bool
+	afterTxn func(string) error
+	// configuredOps is max_txn_ops as configured; maxOps (under mu) the
+	// limit used, lowered by ProbeLimit to what etcd takes.
+	configuredOps int
+
+	mu          sync.Mutex
+	fence       Fence
+	metaRev     int64 // mod revision of P/meta last seen
+	closed      bool
+	pendingSets bool      // a committed split commit may not be copied to its keys yet
+	lastSweep   time.Time // when sweep last looked for abandoned staged sets
 }
 
 var _ store.Store = (*Store)(nil)
@@ -80,7 +93,14 @@ func New(cli *clientv3.Client, opts Options) *Store {
 		opts.Timeout = 5 * time.Second
 	}
 	return &Store{cli: cli, prefix: strings.TrimSuffix(opts.Prefix, "/"), journalSize: uint64(opts.JournalSize),
-		maxOps: opts.MaxTxnOps, fence: opts.Fence, timeout: opts.Timeout}
+		maxOps: opts.MaxTxnOps, configuredOps: opts.MaxTxnOps, fence: opts.Fence, timeout: opts.Timeout, afterTxn: opts.AfterTxn}
+}
+
+// limit is the most operations (and comparisons) one transaction may have.
+func (s *Store) limit() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxOps
 }
 
 // SetFence replaces the fence (nil: unguarded).
@@ -115,7 +135,9 @@ func (s *Store) check() error {
 	return nil
 }
 
-// Load reads the state in one consistent snapshot.
+// Load reads the state in one consistent snapshot (one etcd revision).
+// The records of committed split commits not yet copied to their keys
+// are read from their staged sets (doc.go).
 func (s *Store) Load(ctx context.Context) (*store.State, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -127,6 +149,7 @@ func (s *Store) Load(ctx context.Context) (*store.State, error) {
 		clientv3.OpGet(s.SitesPrefix(), clientv3.WithPrefix()),
 		clientv3.OpGet(s.CursorsPrefix(), clientv3.WithPrefix()),
 		clientv3.OpGet(s.ProbedPrefix(), clientv3.WithPrefix()),
+		clientv3.OpGet(s.ApplyingPrefix(), clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
 		return nil, fmt.Errorf("store: loading the state from etcd under %s: %w", s.prefix, err)
@@ -140,22 +163,61 @@ func (s *Store) Load(ctx context.Context) (*store.State, error) {
 		}
 		rev = metaKVs[0].ModRevision
 	}
+	ms, err := s.markers(resp.Responses[4].GetResponseRange().Kvs)
+	if err != nil {
+		return nil, err
+	}
+	var stagedSites, stagedProbes map[string]stagedSite
+	if len(ms) > 0 {
+		if stagedSites, stagedProbes, err = s.overlay(ctx, resp.Header.Revision, ms); err != nil {
+			return nil, err
+		}
+	}
+	siteRevs := map[string]int64{}
 	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
 		var site store.Site
 		if err := json.Unmarshal(kv.Value, &site); err != nil {
 			return nil, fmt.Errorf("store: site record %s: %w", kv.Key, err)
 		}
-		st.Sites[strings.TrimPrefix(string(kv.Key), s.SitesPrefix())] = site
+		name := strings.TrimPrefix(string(kv.Key), s.SitesPrefix())
+		st.Sites[name] = site
+		siteRevs[name] = kv.ModRevision
+	}
+	// A committed set's record wins over the key unless the key was
+	// written after the set's marker.
+	for name, sv := range stagedSites {
+		if siteRevs[name] >= sv.rev {
+			continue
+		}
+		if sv.del {
+			delete(st.Sites, name)
+			continue
+		}
+		var site store.Site
+		if err := json.Unmarshal(sv.val, &site); err != nil {
+			return nil, fmt.Errorf("store: staged record of site %s: %w", name, err)
+		}
+		st.Sites[name] = site
 	}
 	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
 		if n, err := strconv.ParseUint(string(kv.Value), 10, 64); err == nil {
 			st.Cursors[strings.TrimPrefix(string(kv.Key), s.CursorsPrefix())] = n
 		}
 	}
+	marks := map[string]string{}
+	markRevs := map[string]int64{}
 	for _, kv := range resp.Responses[3].GetResponseRange().Kvs {
 		name := strings.TrimPrefix(string(kv.Key), s.ProbedPrefix())
+		marks[name], markRevs[name] = string(kv.Value), kv.ModRevision
+	}
+	for name, sv := range stagedProbes {
+		if markRevs[name] < sv.rev {
+			marks[name] = string(sv.val)
+		}
+	}
+	for name, v := range marks {
 		site, ok := st.Sites[name]
-		round, at, okMark := parseProbe(string(kv.Value))
+		round, at, okMark := parseProbe(v)
 		if ok && okMark && round > site.LastProbed {
 			site.LastProbed, site.LastProbedAt = round, at
 			st.Sites[name] = site
@@ -163,6 +225,9 @@ func (s *Store) Load(ctx context.Context) (*store.State, error) {
 	}
 	s.mu.Lock()
 	s.metaRev = rev
+	if len(ms) > 0 {
+		s.pendingSets = true // the next commit copies them to their keys
+	}
 	s.mu.Unlock()
 	return st, nil
 }
@@ -196,208 +261,8 @@ func (s *Store) Cursors(ctx context.Context) (store.Meta, map[string]uint64, err
 	return meta, cursors, nil
 }
 
-// Commit writes a batch. Sites the fence says this instance does not own
-// are skipped. Sites named by the batch's events are written in the same
-// transaction as the events and the counters, so a journaled change and
-// the state it produced land together or not at all. When everything does
-// not fit in one transaction (etcd's --max-txn-ops), the other sites are
-// written first in guarded transactions of their own: each is a whole
-// record, so a crash between them leaves every site consistent on its own.
-func (s *Store) Commit(ctx context.Context, b store.Batch) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	if err := s.check(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	fence := s.fence
-	s.mu.Unlock()
-	var writer []clientv3.Cmp
-	if fence != nil {
-		var ok bool
-		if writer, ok = fence.Writer(); !ok {
-			return fmt.Errorf("store: round %d not saved: %w (this instance is not the leader)", b.Meta.Round, ErrFenced)
-		}
-	}
-	withEvents := map[string]bool{}
-	for _, e := range b.Events {
-		withEvents[e.Site] = true
-	}
-	type put struct {
-		key  string
-		val  string
-		cmps []clientv3.Cmp
-	}
-	var early, final []put
-	var finalDeletes []put
-	for _, site := range b.Sites {
-		var cmps []clientv3.Cmp
-		if fence != nil {
-			var ok bool
-			if cmps, ok = fence.Site(site.Name); !ok {
-				continue
-			}
-		}
-		v, err := json.Marshal(site)
-		if err != nil {
-			return fmt.Errorf("store: site %s: %w", site.Name, err)
-		}
-		p := put{key: s.SitesPrefix() + site.Name, val: string(v), cmps: cmps}
-		if withEvents[site.Name] {
-			final = append(final, p)
-		} else {
-			early = append(early, p)
-		}
-	}
-	for _, p := range b.Probed {
-		var cmps []clientv3.Cmp
-		if fence != nil {
-			var ok bool
-			if cmps, ok = fence.Site(p.Site); !ok {
-				continue
-			}
-		}
-		// A probe mark is the scheduler's memory only: it may land before
-		// the rest of the round without harm.
-		early = append(early, put{key: s.ProbedPrefix() + p.Site, val: formatProbe(p), cmps: cmps})
-	}
-	for _, name := range b.Deleted {
-		var cmps []clientv3.Cmp
-		if fence != nil {
-			var ok bool
-			if cmps, ok = fence.Site(name); !ok {
-				continue
-			}
-		}
-		// The probe mark goes with the record; one guard covers both.
-		finalDeletes = append(finalDeletes, put{key: s.SitesPrefix() + name, cmps: cmps},
-			put{key: s.ProbedPrefix() + name})
-	}
-	// The final transaction: events, counters, journal pruning, the sites
-	// with events and the deletions; the other sites join it while they fit.
-	fixed := len(b.Events) + 2 + len(final) + len(finalDeletes)
-	if fixed > s.maxOps || len(writer)+1+len(final)+len(finalDeletes) > s.maxOps {
-		return fmt.Errorf("store: round %d needs a transaction of %d operations but etcd allows %d: raise etcd's --max-txn-ops and control { store \"etcd\" { max_txn_ops } }, or lower control { sites_per_round }",
-			b.Meta.Round, fixed, s.maxOps)
-	}
-	room := s.maxOps - fixed
-	if cmpRoom := s.maxOps - len(writer) - 1 - len(final) - len(finalDeletes); cmpRoom < room {
-		room = cmpRoom
-	}
-	if len(early) <= room {
-		final = append(final, early...)
-		early = nil
-	}
-	chunk := s.maxOps - len(writer)
-	if chunk > s.maxOps {
-		chunk = s.maxOps
-	}
-	for len(early) > 0 {
-		n := min(len(early), chunk)
-		cmps := append([]clientv3.Cmp{}, writer...)
-		ops := make([]clientv3.Op, 0, n)
-		for _, p := range early[:n] {
-			cmps = append(cmps, p.cmps...)
-			ops = append(ops, clientv3.OpPut(p.key, p.val))
-		}
-		resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
-		if err != nil {
-			return fmt.Errorf("store: saving round %d to etcd: %w", b.Meta.Round, err)
-		}
-		if !resp.Succeeded {
-			return fmt.Errorf("store: round %d not saved: %w", b.Meta.Round, ErrFenced)
-		}
-		early = early[n:]
-	}
-	var guard []clientv3.Cmp
-	guard = append(guard, writer...)
-	for _, p := range final {
-		guard = append(guard, p.cmps...)
-	}
-	for _, p := range finalDeletes {
-		guard = append(guard, p.cmps...)
-	}
-	for attempt := 0; ; attempt++ {
-		s.mu.Lock()
-		rev := s.metaRev
-		s.mu.Unlock()
-		stored, rev, err := s.readMeta(ctx, rev)
-		if err != nil {
-			return err
-		}
-		meta := store.Meta{Round: max(stored.Round, b.Meta.Round), LastEvent: stored.LastEvent + uint64(len(b.Events)),
-			Publication: max(stored.Publication, b.Meta.Publication), PublicationDigest: stored.PublicationDigest,
-			ProbedAll: stored.ProbedAll, ProbedAllAt: stored.ProbedAllAt}
-		if b.Meta.Publication >= stored.Publication {
-			meta.PublicationDigest = b.Meta.PublicationDigest
-		}
-		if b.Meta.ProbedAll > stored.ProbedAll {
-			meta.ProbedAll, meta.ProbedAllAt = b.Meta.ProbedAll, b.Meta.ProbedAllAt
-		}
-		metaVal, _ := json.Marshal(meta)
-		ops := []clientv3.Op{clientv3.OpPut(s.MetaKey(), string(metaVal))}
-		for _, p := range final {
-			ops = append(ops, clientv3.OpPut(p.key, p.val))
-		}
-		for _, p := range finalDeletes {
-			ops = append(ops, clientv3.OpDelete(p.key))
-		}
-		// Keep the newest journalSize events: older ones are deleted, and
-		// new ones already too old are not written (etcd refuses a put and
-		// a delete of one key in one transaction).
-		var cutoff uint64
-		if meta.LastEvent > s.journalSize {
-			cutoff = meta.LastEvent - s.journalSize
-		}
-		for i, e := range b.Events {
-			e.Seq = stored.LastEvent + uint64(i) + 1
-			if e.Seq <= cutoff {
-				continue
-			}
-			v, err := json.Marshal(e)
-			if err != nil {
-				return fmt.Errorf("store: event of site %s: %w", e.Site, err)
-			}
-			ops = append(ops, clientv3.OpPut(s.eventKey(e.Seq), string(v)))
-		}
-		if cutoff > 0 {
-			ops = append(ops, clientv3.OpDelete(s.eventKey(0), clientv3.WithRange(s.eventKey(min(cutoff, stored.LastEvent)+1))))
-		}
-		cmps := append(append([]clientv3.Cmp{}, guard...), clientv3.Compare(clientv3.ModRevision(s.MetaKey()), "=", rev))
-		resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
-		if err != nil {
-			return fmt.Errorf("store: saving round %d to etcd: %w", b.Meta.Round, err)
-		}
-		if resp.Succeeded {
-			s.mu.Lock()
-			s.metaRev = resp.Header.Revision
-			s.mu.Unlock()
-			return nil
-		}
-		// Either the fence failed or another instance moved the counters:
-		// find out which with the guard alone.
-		if len(guard) > 0 {
-			g, err := s.cli.Txn(ctx).If(guard...).Commit()
-			if err != nil {
-				return fmt.Errorf("store: saving round %d to etcd: %w", b.Meta.Round, err)
-			}
-			if !g.Succeeded {
-				return fmt.Errorf("store: round %d not saved: %w", b.Meta.Round, ErrFenced)
-			}
-		}
-		if attempt >= 50 {
-			return fmt.Errorf("store: round %d not saved: the counters at %s kept changing under 50 attempts", b.Meta.Round, s.MetaKey())
-		}
-		s.mu.Lock()
-		s.metaRev = -1 // re-read
-		s.mu.Unlock()
-	}
-}
-
-// readMeta returns the stored counters and their mod revision; when rev
-// is the known revision (>= 0) it still reads, since the counters are
-// small and the read keeps event numbering exact.
-func (s *Store) readMeta(ctx context.Context, _ int64) (store.Meta, int64, error) {
+// readMeta returns the stored counters and their mod revision.
+func (s *Store) readMeta(ctx context.Context) (store.Meta, int64, error) {
 	var m store.Meta
 	resp, err := s.cli.Get(ctx, s.MetaKey())
 	if err != nil {
@@ -412,7 +277,9 @@ func (s *Store) readMeta(ctx context.Context, _ int64) (store.Meta, int64, error
 	return m, resp.Kvs[0].ModRevision, nil
 }
 
-// Events reads the journal, oldest first.
+// Events reads the journal, oldest first, in one snapshot: the events of
+// committed split commits not yet copied to their keys are read from
+// their staged sets (doc.go).
 func (s *Store) Events(ctx context.Context, after uint64, site string, limit int) ([]store.Event, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -422,6 +289,30 @@ func (s *Store) Events(ctx context.Context, after uint64, site string, limit int
 	if limit <= 0 {
 		limit = 100
 	}
+	head, err := s.cli.Txn(ctx).Then(
+		clientv3.OpGet(s.MetaKey()),
+		clientv3.OpGet(s.ApplyingPrefix(), clientv3.WithPrefix()),
+	).Commit()
+	if err != nil {
+		return nil, fmt.Errorf("store: reading events from etcd: %w", err)
+	}
+	rev := head.Header.Revision
+	ms, err := s.markers(head.Responses[1].GetResponseRange().Kvs)
+	if err != nil {
+		return nil, err
+	}
+	var staged map[uint64]store.Event
+	if len(ms) > 0 {
+		var meta store.Meta
+		if kvs := head.Responses[0].GetResponseRange().Kvs; len(kvs) == 1 {
+			if err := json.Unmarshal(kvs[0].Value, &meta); err != nil {
+				return nil, fmt.Errorf("store: meta record %s: %w", s.MetaKey(), err)
+			}
+		}
+		if staged, err = s.stagedEvents(ctx, rev, ms, max(after, s.cutoff(meta.LastEvent))); err != nil {
+			return nil, err
+		}
+	}
 	var out []store.Event
 	from := s.eventKey(after + 1)
 	end := clientv3.GetPrefixRangeEnd(s.EventsPrefix())
@@ -430,7 +321,7 @@ func (s *Store) Events(ctx context.Context, after uint64, site string, limit int
 		if site != "" {
 			page = 500
 		}
-		resp, err := s.cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(page))
+		resp, err := s.cli.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(page), clientv3.WithRev(rev))
 		if err != nil {
 			return nil, fmt.Errorf("store: reading events from etcd: %w", err)
 		}
@@ -439,6 +330,7 @@ func (s *Store) Events(ctx context.Context, after uint64, site string, limit int
 			if err := json.Unmarshal(kv.Value, &e); err != nil {
 				return nil, fmt.Errorf("store: event %s: %w", kv.Key, err)
 			}
+			delete(staged, e.Seq) // copied already
 			if (site == "" || e.Site == site) && len(out) < limit {
 				out = append(out, e)
 			}
@@ -447,6 +339,23 @@ func (s *Store) Events(ctx context.Context, after uint64, site string, limit int
 			break
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	if len(staged) == 0 {
+		return out, nil
+	}
+	// Merge: every event the pages did not reach has a higher number than
+	// those they returned, so the first limit of the merge are right.
+	for seq, e := range staged {
+		if len(out) == limit && seq > out[len(out)-1].Seq {
+			continue
+		}
+		if site == "" || e.Site == site {
+			out = append(out, e)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	if len(out) > limit {
+		out = out[:limit]
 	}
 	return out, nil
 }

@@ -32,13 +32,21 @@ func (f keyFence) Writer() ([]clientv3.Cmp, bool)     { return f.cmps(), true }
 func (f keyFence) Site(string) ([]clientv3.Cmp, bool) { return nil, true }
 func (f keyFence) Notifier() ([]clientv3.Cmp, bool)   { return f.cmps(), true }
 
+// TestRoundTrip runs the store contract with etcd's default limit, where
+// every commit of the contract is one transaction, and with a limit of 5
+// operations, where every one is split (doc.go, "Split commits").
 func TestRoundTrip(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cli := srv.Client(t)
-	s := etcdstore.New(cli, etcdstore.Options{Prefix: "/t", JournalSize: 5})
-	storetest.RoundTrip(t, s, func() store.Store {
-		return etcdstore.New(cli, etcdstore.Options{Prefix: "/t", JournalSize: 5})
-	})
+	for _, tt := range []struct {
+		name   string
+		maxOps int
+	}{{"one transaction", 0}, {"split", 5}} {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := etcdstore.Options{Prefix: "/t-" + strings.ReplaceAll(tt.name, " ", "-"), JournalSize: 5, MaxTxnOps: tt.maxOps}
+			storetest.RoundTrip(t, etcdstore.New(cli, opts), func() store.Store { return etcdstore.New(cli, opts) })
+		})
+	}
 }
 
 // TestFence: a writer whose term ended (its leader key gone, or replaced
@@ -104,37 +112,6 @@ func TestFence(t *testing.T) {
 	}
 }
 
-// TestLargeBatch: a batch larger than etcd's --max-txn-ops (128 by
-// default) is split; the sites with events land with the journal.
-func TestLargeBatch(t *testing.T) {
-	srv := etcdtest.Start(t)
-	ctx := context.Background()
-	s := etcdstore.New(srv.Client(t), etcdstore.Options{Prefix: "/l"})
-	b := store.Batch{Meta: store.Meta{Round: 1}}
-	for i := range 1000 {
-		b.Sites = append(b.Sites, store.Site{Name: fmt.Sprintf("s%04d", i), Level: 1})
-	}
-	for i := range 20 {
-		b.Events = append(b.Events, store.Event{Site: fmt.Sprintf("s%04d", i), Event: decide.Event{Kind: decide.KindOriginState}})
-	}
-	if err := s.Commit(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	st, err := s.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(st.Sites) != 1000 || st.Meta.LastEvent != 20 {
-		t.Fatalf("%d sites, last event %d; want 1000 and 20", len(st.Sites), st.Meta.LastEvent)
-	}
-	b.Events = make([]store.Event, 200)
-	if err := s.Commit(ctx, b); err == nil {
-		t.Fatal("a round of 200 events cannot fit in one transaction; want a clear error")
-	} else if want := "--max-txn-ops"; !strings.Contains(err.Error(), want) {
-		t.Fatalf("error %q does not say what to change (%s)", err, want)
-	}
-}
-
 // TestConcurrentWriters: writers of disjoint sites (sharded mode) share
 // one journal without reusing or skipping a sequence number.
 func TestConcurrentWriters(t *testing.T) {
@@ -145,7 +122,8 @@ func TestConcurrentWriters(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
 	for w := range writers {
-		s := etcdstore.New(srv.Client(t), etcdstore.Options{Prefix: "/c"})
+		// The last writer's commits are split (more than 5 operations).
+		s := etcdstore.New(srv.Client(t), etcdstore.Options{Prefix: "/c", MaxTxnOps: map[bool]int{true: 5}[w == writers-1]})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
