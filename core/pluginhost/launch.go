@@ -2,6 +2,7 @@ package pluginhost
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -115,6 +116,10 @@ type process struct {
 	cmd    *exec.Cmd
 	src    sdk.VoteSource
 	log    *exitLogger
+	// watching lives as long as the process: its suspect stream (see
+	// Source.watch) ends with it. unwatch ends it.
+	watching context.Context
+	unwatch  context.CancelFunc
 }
 
 // exitLogger is the logger go-plugin gets for one process. go-plugin logs
@@ -199,7 +204,8 @@ func (s *Source) launch() (*process, error) {
 		exitLog.kill(client)
 		return nil, fmt.Errorf("plugin %q does not serve a vote source", path)
 	}
-	return &process{client: client, cmd: cmd, src: src, log: exitLog}, nil
+	watching, unwatch := context.WithCancel(context.Background())
+	return &process{client: client, cmd: cmd, src: src, log: exitLog, watching: watching, unwatch: unwatch}, nil
 }
 
 func (s *Source) startTimeout() time.Duration {
@@ -213,6 +219,7 @@ func (s *Source) startTimeout() time.Duration {
 // kills it only if it does not within two seconds. Its exit is then not an
 // error worth logging.
 func (p *process) stop() {
+	p.unwatch()
 	p.log.onPurpose.Store(true)
 	p.client.Kill()
 }
@@ -220,6 +227,7 @@ func (p *process) stop() {
 // kill ends the process at once (no graceful shutdown: it is broken or the
 // host is closing) and waits for go-plugin's cleanup.
 func (p *process) kill() {
+	p.unwatch()
 	p.log.onPurpose.Store(true)
 	if p.cmd.Process != nil {
 		_ = p.cmd.Process.Kill()

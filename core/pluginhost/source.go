@@ -91,6 +91,11 @@ type Stats struct {
 	// DroppedVotes counts votes dropped as garbage: for a target not in the
 	// ballot, with an invalid value or voter id, or duplicated.
 	DroppedVotes uint64
+	// Suspects counts the plugin's suspects passed to Spec.OnSuspect;
+	// DroppedSuspects those dropped: no OnSuspect, a site never in a
+	// ballot of this source or a name too long, or over
+	// MaxSuspectsPerSecond.
+	Suspects, DroppedSuspects uint64
 }
 
 // Source runs one vote-source plugin. Its methods may be called from
@@ -122,7 +127,9 @@ type Source struct {
 	stats struct {
 		calls, failures, timeouts, crashes, pluginErrors atomic.Uint64
 		starts, restarts, startFailures, droppedVotes    atomic.Uint64
+		suspects, droppedSuspects                        atomic.Uint64
 	}
+	sus suspects
 }
 
 // New returns a Source for spec. It starts nothing: call [Source.Start].
@@ -163,6 +170,9 @@ func (s *Source) Stats() Stats {
 		Restarts:      s.stats.restarts.Load(),
 		StartFailures: s.stats.startFailures.Load(),
 		DroppedVotes:  s.stats.droppedVotes.Load(),
+
+		Suspects:        s.stats.suspects.Load(),
+		DroppedSuspects: s.stats.droppedSuspects.Load(),
 	}
 }
 
@@ -229,6 +239,7 @@ func (s *Source) Start(ctx context.Context) hcl.Diagnostics {
 	}
 	s.proc, s.info, s.cfg, s.configured = proc, info, cfg, true
 	s.mu.Unlock()
+	s.watch(proc)
 	s.log.Info("vote source started", "plugin", info.Name, "version", info.Version, "protocol", info.ProtocolVersion, "pid", proc.cmd.Process.Pid)
 	return diags
 }
@@ -280,6 +291,7 @@ func (s *Source) configure(ctx context.Context, proc *process, cfg sdk.Config) e
 // plugin included, ends by the source's deadline.
 func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error) {
 	s.stats.calls.Add(1)
+	s.remember(&ballot)
 	cctx, cancel := s.call(ctx)
 	defer cancel()
 	if err := s.acquire(cctx); err != nil {
@@ -397,6 +409,7 @@ func (s *Source) restart(done chan struct{}) {
 	}
 	s.log.Info("vote source restarted", "pid", proc.cmd.Process.Pid)
 	s.proc = proc
+	s.watch(proc)
 }
 
 // failed classifies a failed call, kills the plugin when it is broken and

@@ -13,6 +13,12 @@
 //
 // With VIGIL_TEST_SCHEMA=duplicate its schema declares "voter" twice.
 //
+// It reports suspects (sdk.SuspectReporter): each target of a site whose
+// name starts with "suspect" is one, to the watchers of the moment and to
+// every later one; a ballot whose first site is "flood" reports 100
+// suspects of site "flood", then one of a site never in a ballot and one
+// of a name of 300 bytes.
+//
 //	anything else: one Up vote per target from the configured voter
 package main
 
@@ -23,6 +29,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/vigilcdn/vigil/sdk"
 )
@@ -31,6 +38,46 @@ type source struct {
 	log       sdk.Logger
 	voter     string
 	readyFile string
+
+	mu       sync.Mutex
+	suspects []sdk.Suspect
+	watchers map[chan sdk.Suspect]context.Context
+}
+
+func (s *source) Suspects(ctx context.Context) <-chan sdk.Suspect {
+	ch := make(chan sdk.Suspect, 256)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sus := range s.suspects {
+		ch <- sus
+	}
+	if s.watchers == nil {
+		s.watchers = map[chan sdk.Suspect]context.Context{}
+	}
+	s.watchers[ch] = ctx
+	go func() {
+		<-ctx.Done()
+		s.mu.Lock()
+		delete(s.watchers, ch)
+		s.mu.Unlock()
+	}()
+	return ch
+}
+
+func (s *source) suspect(sus ...sdk.Suspect) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.suspects) < 128 {
+		s.suspects = append(s.suspects, sus...)
+	}
+	for ch, ctx := range s.watchers {
+		for _, x := range sus {
+			select {
+			case ch <- x:
+			case <-ctx.Done():
+			}
+		}
+	}
 }
 
 func (s *source) Info(context.Context) (sdk.Info, error) {
@@ -87,7 +134,19 @@ func (s *source) Vote(ctx context.Context, b sdk.Ballot) ([]sdk.Vote, error) {
 		mode = b.Targets[0].Site
 	}
 	s.log.Debug("vote", "mode", mode, "targets", len(b.Targets))
+	for _, t := range b.Targets {
+		if strings.HasPrefix(t.Site, "suspect") {
+			s.suspect(sdk.Suspect{Site: t.Site, Origin: t.Origin, Detail: "real traffic failing"})
+		}
+	}
 	switch mode {
+	case "flood":
+		flood := make([]sdk.Suspect, 0, 102)
+		for range 100 {
+			flood = append(flood, sdk.Suspect{Site: "flood"})
+		}
+		flood = append(flood, sdk.Suspect{Site: "never-in-a-ballot"}, sdk.Suspect{Site: strings.Repeat("x", 300)})
+		s.suspect(flood...)
 	case "hang":
 		s.ready()
 		select {}
