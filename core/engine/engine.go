@@ -157,6 +157,12 @@ type Engine struct {
 
 	journalMu      sync.Mutex
 	journalChanged chan struct{} // closed and replaced after each commit that wrote events
+
+	// Fast confirmation (confirm.go).
+	confirmKick chan struct{} // wakes Run to set its confirmation timer again
+	suspectMu   sync.Mutex
+	suspects    map[string]struct{} // sites Suspect named, not yet taken by the fleet
+	deferWarned time.Time           // when a deferred confirmation was last logged
 }
 
 // indexSet is a set of fleet indices with O(1) insert and an ordered-by-
@@ -250,7 +256,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Engine, hcl.Di
 		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No state store", Detail: "engine.New needs a store"}}
 	}
 	e := &Engine{log: opts.Logger, opts: opts, store: opts.Store, hub: publish.NewHub(), journalChanged: make(chan struct{}),
-		verdictCounts: map[verdictKey]int{}}
+		verdictCounts: map[verdictKey]int{}, confirmKick: make(chan struct{}, 1)}
 	e.metrics = newMetrics(opts.Registerer, e)
 
 	// The plugins start while the state loads: both take a while at scale.
@@ -303,21 +309,31 @@ func (e *Engine) Config() *config.Config {
 }
 
 // PluginSource is the real VoteSource of a source block: its plugin,
-// run by pluginhost (not started yet).
+// run by pluginhost (not started yet). Its plugin's suspicions of a site
+// (a node's passive window that tripped) are dropped: the engine's own
+// sources pass them to Engine.Suspect (PluginSourceSuspect).
 func PluginSource(s *config.Source, pluginDir string, log hclog.Logger) VoteSource {
+	return PluginSourceSuspect(s, pluginDir, log, nil)
+}
+
+// PluginSourceSuspect is PluginSource whose plugin's suspicions of a site
+// go to onSuspect (nil: dropped).
+func PluginSourceSuspect(s *config.Source, pluginDir string, log hclog.Logger, onSuspect func(site string)) VoteSource {
 	return pluginhost.New(pluginhost.Spec{
 		Name: s.Name, Plugin: s.Plugin, PluginDir: pluginDir, Checksum: s.Checksum,
 		Env: s.Env, PlaintextTransport: s.PlaintextTransport, Timeout: s.Timeout, Config: s.Config, Range: s.DeclRange, Logger: log,
+		OnSuspect: onSuspect,
 	})
 }
 
-// newSource builds one source (PluginSource unless Options.NewSource).
+// newSource builds one source (PluginSource unless Options.NewSource),
+// its suspicions going to e.Suspect.
 func (e *Engine) newSource(pluginDir string) func(*config.Source) VoteSource {
 	return func(s *config.Source) VoteSource {
 		if e.opts.NewSource != nil {
 			return e.opts.NewSource(s, pluginDir, e.log)
 		}
-		return PluginSource(s, pluginDir, e.log)
+		return PluginSourceSuspect(s, pluginDir, e.log, e.Suspect)
 	}
 }
 

@@ -29,6 +29,12 @@ type metrics struct {
 	publication  prometheus.Gauge
 	storeErrors  prometheus.Counter
 	storeHealthy prometheus.Gauge
+
+	confirmRounds   prometheus.Counter
+	confirmSites    prometheus.Counter
+	confirmDeferred prometheus.Counter
+	confirmSeconds  prometheus.Histogram
+	suspects        *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, e *Engine) *metrics {
@@ -74,6 +80,26 @@ func newMetrics(reg prometheus.Registerer, e *Engine) *metrics {
 		storeHealthy: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "vigil_store_last_commit_successful", Help: "1 when the last commit to the state store succeeded, 0 when it failed (nothing is published until a commit succeeds).",
 		}),
+		confirmRounds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vigil_confirm_rounds_total", Help: "Confirmation rounds run (health_check confirm_interval): rounds of the sites in doubt between the rounds, not counted in vigil_rounds_total.",
+		}),
+		confirmSites: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vigil_confirm_sites_total", Help: "Sites probed by confirmation rounds, summed over them.",
+		}),
+		confirmDeferred: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "vigil_confirm_deferred_total", Help: "Sites due a confirmation that a confirmation round left out for its budget (control confirm_budget), summed over those rounds.",
+		}),
+		confirmSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "vigil_confirm_round_duration_seconds", Help: "How long a confirmation round took, votes and commit included.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+		}),
+		suspects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vigil_confirm_suspects_total", Help: "Passive reports that asked a site's confirmation, by result: accepted, ignored (unknown site, no confirm_interval, paused or not owned), dropped (too many waiting).",
+		}, []string{"result"}),
+	}
+	reg.MustRegister(m.confirmRounds, m.confirmSites, m.confirmDeferred, m.confirmSeconds, m.suspects)
+	for _, r := range []string{"accepted", "ignored", "dropped"} {
+		m.suspects.WithLabelValues(r)
 	}
 	reg.MustRegister(m.votes, m.abstentions, m.verdicts, m.switches, m.events, m.storeHealthy,
 		m.roundSeconds, m.roundsLate, m.lateness, m.rounds, m.sitesProbed, m.publication, m.storeErrors,

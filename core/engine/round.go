@@ -241,24 +241,56 @@ type RoundResult struct {
 	// they stay pending, and nothing of them was published.
 	Saved    bool
 	Duration time.Duration
+	// Confirm is set for a confirmation round (RunConfirm); Probed is 0
+	// when no site was due.
+	Confirm bool
 }
 
 // RunRound runs one round now: the scheduler's sites, the chain, the
 // decisions, one atomic commit, then the publication and the views. The
 // engine's lock is not held while the sources vote (see the package doc).
 func (e *Engine) RunRound(ctx context.Context) RoundResult {
+	return e.runRound(ctx, false)
+}
+
+// RunConfirm runs one confirmation round now (confirm.go): the sites in
+// doubt whose confirm_interval has passed since their last probe, at most
+// control { confirm_budget } of them, through the same chain, decisions
+// and commit as a round. It probes nothing, and takes no sequence number,
+// when no site is due.
+func (e *Engine) RunConfirm(ctx context.Context) RoundResult {
+	return e.runRound(ctx, true)
+}
+
+func (e *Engine) runRound(ctx context.Context, confirm bool) RoundResult {
 	e.roundMu.Lock()
 	defer e.roundMu.Unlock()
 
 	e.mu.Lock()
 	if !e.active() {
-		res := RoundResult{Round: e.fleet.Seq, Saved: true}
+		res := RoundResult{Round: e.fleet.Seq, Saved: true, Confirm: confirm}
 		e.mu.Unlock()
 		return res
 	}
 	f, gen, sources := e.fleet, e.gen, e.sources
-	plan := f.Plan()
 	start := e.opts.Now()
+	var plan *fleet.Plan
+	if confirm {
+		e.takeSuspectsLocked()
+		var deferred int
+		plan, deferred = f.ConfirmPlan(e.cfg.Control.ConfirmSites(), e.dueAt(nanos(start)))
+		if deferred > 0 {
+			e.metrics.confirmDeferred.Add(float64(deferred))
+			e.warnDeferred(start, deferred)
+		}
+		if plan == nil {
+			res := RoundResult{Round: f.Seq, Saved: true, Confirm: true}
+			e.mu.Unlock()
+			return res
+		}
+	} else {
+		plan = f.Plan()
+	}
 	pos := e.planPositions(f, plan)
 	asker := newAsker(f, sources, e.log, plan.Seq, func(t vote.Target) int32 { return pos[t.Site] + t.Origin }, &e.intern)
 	e.inFlight = plan
@@ -269,11 +301,13 @@ func (e *Engine) RunRound(ctx context.Context) RoundResult {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.inFlight = nil
-	res := RoundResult{Round: plan.Seq}
+	res := RoundResult{Round: plan.Seq, Confirm: confirm}
 	if e.gen != gen {
-		e.log.Info("round discarded: the configuration or the state changed while its sources voted; the next round starts now", "round", plan.Seq)
+		e.log.Info("round discarded: the configuration or the state changed while its sources voted; the next round starts now", "round", plan.Seq, "confirm", confirm)
 		res.Discarded = true
-		e.retryNow = true
+		if !confirm {
+			e.retryNow = true
+		}
 		return res
 	}
 	if !e.active() {
@@ -290,6 +324,12 @@ func (e *Engine) RunRound(ctx context.Context) RoundResult {
 	res.Probed = len(reports)
 	res.Saved = e.flushLocked(ctx)
 	res.Duration = e.opts.Now().Sub(start)
+	if confirm {
+		e.metrics.confirmRounds.Inc()
+		e.metrics.confirmSites.Add(float64(len(reports)))
+		e.metrics.confirmSeconds.Observe(res.Duration.Seconds())
+		return res
+	}
 	e.metrics.rounds.Inc()
 	e.metrics.sitesProbed.Add(float64(len(reports)))
 	e.metrics.roundSeconds.Observe(res.Duration.Seconds())
@@ -386,40 +426,71 @@ type verdictKey struct {
 	verdict vote.Verdict
 }
 
-// Run runs a round every round_interval until ctx ends. Rounds never
-// overlap: a round that outlasts the interval delays the next one, which
-// starts at once and is counted and logged as late.
+// Run runs a round every round_interval until ctx ends, and between
+// rounds the confirmation rounds that sites in doubt are due (confirm.go).
+// Rounds never overlap: a round that outlasts the interval delays the next
+// one, which starts at once and is counted and logged as late. A
+// confirmation never delays a round: none starts less than confirmMargin
+// before the next round is due, and one that is still running when that
+// round is due is cut short (its sources' votes not in by then are lost,
+// as in a round that runs out of time).
 func (e *Engine) Run(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	confirmTimer := time.NewTimer(time.Hour)
+	confirmTimer.Stop()
+	defer confirmTimer.Stop()
+	var next time.Time        // when the next round is due
+	var lastConfirm time.Time // when the last confirmation round started
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
+			start := e.opts.Now()
+			res := e.RunRound(ctx)
+			if ctx.Err() != nil {
+				return
+			}
+			if e.opts.AfterRound != nil {
+				e.opts.AfterRound(res)
+			}
+			interval := e.Config().Control.RoundInterval
+			elapsed := e.opts.Now().Sub(start)
+			e.log.Debug("round done", "round", res.Round, "sites", res.Probed, "events", res.Events, "duration", elapsed)
+			wait := interval - elapsed
+			if e.takeRetryNow() {
+				wait = 0
+			} else if wait < 0 {
+				e.metrics.roundsLate.Inc()
+				e.metrics.lateness.Observe((-wait).Seconds())
+				e.log.Warn("round took longer than round_interval; the next round starts now, late",
+					"round", res.Round, "duration", elapsed.Round(time.Millisecond), "round_interval", interval, "late_by", (-wait).Round(time.Millisecond))
+				wait = 0
+			}
+			timer.Reset(wait)
+			next = e.opts.Now().Add(wait)
+		case <-confirmTimer.C:
+			lastConfirm = e.opts.Now()
+			cctx, cancel := context.WithDeadline(ctx, next)
+			res := e.RunConfirm(cctx)
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			if res.Probed > 0 {
+				if e.opts.AfterRound != nil {
+					e.opts.AfterRound(res)
+				}
+				e.log.Debug("confirmation round done", "round", res.Round, "sites", res.Probed, "events", res.Events, "duration", res.Duration)
+			}
+		case <-e.confirmKick:
 		}
-		start := e.opts.Now()
-		res := e.RunRound(ctx)
-		if ctx.Err() != nil {
-			return
+		if d, ok := e.nextConfirm(next, lastConfirm); ok {
+			confirmTimer.Reset(d)
+		} else {
+			confirmTimer.Stop()
 		}
-		if e.opts.AfterRound != nil {
-			e.opts.AfterRound(res)
-		}
-		interval := e.Config().Control.RoundInterval
-		elapsed := e.opts.Now().Sub(start)
-		e.log.Debug("round done", "round", res.Round, "sites", res.Probed, "events", res.Events, "duration", elapsed)
-		wait := interval - elapsed
-		if e.takeRetryNow() {
-			wait = 0
-		} else if wait < 0 {
-			e.metrics.roundsLate.Inc()
-			e.metrics.lateness.Observe((-wait).Seconds())
-			e.log.Warn("round took longer than round_interval; the next round starts now, late",
-				"round", res.Round, "duration", elapsed.Round(time.Millisecond), "round_interval", interval, "late_by", (-wait).Round(time.Millisecond))
-			wait = 0
-		}
-		timer.Reset(wait)
 	}
 }
 
