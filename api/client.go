@@ -80,6 +80,9 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) (in
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
+		if tlsErr := explainTLS(err); tlsErr != err {
+			return 0, fmt.Errorf("https to the agent at %s: %w", c.base, tlsErr)
+		}
 		return 0, fmt.Errorf("cannot reach the agent at %s: %w (is `vigil agent` running? set -address or VIGIL_ADDR)", c.base, err)
 	}
 	defer resp.Body.Close()
@@ -89,6 +92,9 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) (in
 	}
 	if resp.StatusCode == http.StatusNotModified {
 		return resp.StatusCode, nil
+	}
+	if resp.StatusCode == http.StatusBadRequest && bytes.Contains(b, []byte(plainToHTTPS)) {
+		return resp.StatusCode, fmt.Errorf("the agent at %s serves https: use an https:// address (-address or VIGIL_ADDR)", c.base)
 	}
 	if resp.StatusCode >= 300 {
 		var e errorBody

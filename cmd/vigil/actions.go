@@ -72,7 +72,11 @@ func runSwitch(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vigil switch: LEVEL must be a number, got %q\n", pos[1])
 		return 2
 	}
-	c := newClient(*addr, *token)
+	c, err := newClient(fs, *addr, *token)
+	if err != nil {
+		fmt.Fprintf(stderr, "vigil switch: %v\n", err)
+		return 2
+	}
 	ctx := context.Background()
 	switchTo := c.Switch
 	if *ramp {
@@ -114,9 +118,13 @@ func runOrigin(verb string, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	site, origin := pos[0], pos[1]
-	c, ctx := newClient(*addr, *token), context.Background()
+	c, err := newClient(fs, *addr, *token)
+	if err != nil {
+		fmt.Fprintf(stderr, "vigil origin %s: %v\n", verb, err)
+		return 2
+	}
+	ctx := context.Background()
 	var a *api.ActionResult
-	var err error
 	if verb == "disable" {
 		a, err = c.Disable(ctx, site, origin, *force)
 	} else {

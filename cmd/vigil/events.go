@@ -34,7 +34,11 @@ func runEvents(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vigil events: unexpected argument %q: one site's events are -site %s\n", pos[0], pos[0])
 		return 2
 	}
-	c := newClient(*addr, *token)
+	c, err := newClient(fs, *addr, *token)
+	if err != nil {
+		fmt.Fprintf(stderr, "vigil events: %v\n", err)
+		return 2
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	cursor := *after

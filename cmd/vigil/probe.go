@@ -44,7 +44,12 @@ func runProbe(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *path == "" {
-		res, err := newClient(*addr, *token).Probe(context.Background(), site)
+		c, err := newClient(fs, *addr, *token)
+		if err != nil {
+			fmt.Fprintf(stderr, "vigil probe: %v\n", err)
+			return 2
+		}
+		res, err := c.Probe(context.Background(), site)
 		if err != nil {
 			fmt.Fprintf(stderr, "vigil probe: %v\n", err)
 			return 1

@@ -53,7 +53,11 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: vigil status [SITE] [-all | -problems | -status S,... | -prefix P] [-json]")
 		return 2
 	}
-	c := newClient(*addr, *token)
+	c, err := newClient(fs, *addr, *token)
+	if err != nil {
+		fmt.Fprintf(stderr, "vigil status: %v\n", err)
+		return 2
+	}
 	ctx := context.Background()
 	if len(pos) == 1 {
 		var raw json.RawMessage

@@ -72,6 +72,7 @@ type Agent struct {
 	token    string
 	server   *http.Server
 	listener net.Listener
+	tls      apiTLS // https or http, on every listener the API has
 }
 
 // Start builds the control plane for cfg and starts it: rounds, API,
@@ -129,6 +130,9 @@ func Start(cfg *config.Config, opts Options) (a *Agent, err error) {
 		Engine: eng, Token: token, ReadsNeedToken: cfg.Control.API.ReadAccess == "token",
 		Gatherer: reg, Logger: log.Named("api"), Extra: a.parts.extraRoutes, History: a.history,
 	})
+	if err := a.tls.set(cfg.Control.API.TLS); err != nil {
+		return nil, err
+	}
 	ln, err := listen(cfg.Control.API.Listen)
 	if err != nil {
 		return nil, err
@@ -144,7 +148,7 @@ func Start(cfg *config.Config, opts Options) (a *Agent, err error) {
 	}
 	a.metrics.reloaded(true)
 	cfg.ForgetText() // nothing prints this configuration's diagnostics any more
-	log.Info("vigil agent started", "api", "http://"+ln.Addr().String(), "sources", len(cfg.Sources), "sites", len(cfg.Sites),
+	log.Info("vigil agent started", "api", a.tls.scheme()+"://"+ln.Addr().String(), "sources", len(cfg.Sources), "sites", len(cfg.Sites),
 		"round_interval", cfg.Control.RoundInterval, "data_dir", cfg.Control.DataDir)
 	return a, nil
 }
@@ -176,7 +180,11 @@ func (a *Agent) serve(ln net.Listener) {
 	// Shutting the server down ends its long polls at once (they answer as
 	// at the end of their wait), rather than waiting up to a poll's length.
 	drain := make(chan struct{})
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
+	// A refused TLS handshake (a client that does not trust the
+	// certificate, or has none where one is asked for) is logged by
+	// net/http: through the agent's log, not standard error.
+	errLog := a.log.Named("api").StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Info})
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog,
 		BaseContext: func(net.Listener) context.Context { return api.WithDrain(context.Background(), drain) }}
 	var drainOnce sync.Once
 	srv.RegisterOnShutdown(func() { drainOnce.Do(func() { close(drain) }) })
@@ -185,7 +193,7 @@ func (a *Agent) serve(ln net.Listener) {
 	a.done.Add(1)
 	go func() {
 		defer a.done.Done()
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(a.tls.listener(ln)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.log.Error("API server stopped", "error", err)
 		}
 	}()
@@ -204,7 +212,7 @@ func (a *Agent) writeListenFile(ln net.Listener) {
 		return
 	}
 	tmp := a.opts.ListenFile + ".tmp"
-	if err := os.WriteFile(tmp, []byte("http://"+ln.Addr().String()+"\n"), 0o644); err == nil {
+	if err := os.WriteFile(tmp, []byte(a.tls.scheme()+"://"+ln.Addr().String()+"\n"), 0o644); err == nil {
 		err = os.Rename(tmp, a.opts.ListenFile)
 		if err != nil {
 			a.log.Warn("cannot write the listen file", "file", a.opts.ListenFile, "error", err)

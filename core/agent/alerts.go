@@ -29,7 +29,7 @@ func (a *Agent) notifyOptions(eng *engine.Engine) []notify.Option {
 			if a.listener == nil {
 				return ""
 			}
-			return "http://" + a.listener.Addr().String()
+			return a.tls.scheme() + "://" + a.listener.Addr().String()
 		}),
 	}
 }

@@ -61,6 +61,9 @@ func newCluster(cfg *config.Config, log hclog.Logger, reg prometheus.Registerer)
 		}
 		if url == "" {
 			url = "http://" + cfg.Control.API.Listen
+			if cfg.Control.API.TLS != nil {
+				url = "https://" + cfg.Control.API.Listen
+			}
 		}
 	}
 	st := etcdstore.New(cli, etcdstore.Options{Prefix: ec.Prefix, JournalSize: store.DefaultJournalSize, MaxTxnOps: ec.MaxTxnOps, Timeout: ec.LeaseTTL})

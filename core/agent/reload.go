@@ -46,9 +46,17 @@ func (a *Agent) Reload(cfg *config.Config) (ReloadResult, error) {
 		a.metrics.reloaded(false)
 		return res, fmt.Errorf("%w: %v", ErrReloadRefused, err)
 	}
+	// The API's certificate is read again at every reload, so that a
+	// renewed one (same paths, new files) takes effect.
+	prevTLS := a.tls.current()
+	if err := a.tls.set(cfg.Control.API.TLS); err != nil {
+		a.metrics.reloaded(false)
+		return res, fmt.Errorf("%w: %v", ErrReloadRefused, err)
+	}
 	var ln net.Listener
 	if cfg.Control.API.Listen != old.Control.API.Listen {
 		if ln, err = listen(cfg.Control.API.Listen); err != nil {
+			a.tls.put(prevTLS)
 			a.metrics.reloaded(false)
 			return res, fmt.Errorf("%w: %v", ErrReloadRefused, err)
 		}
@@ -57,6 +65,7 @@ func (a *Agent) Reload(cfg *config.Config) (ReloadResult, error) {
 		if ln != nil {
 			ln.Close()
 		}
+		a.tls.put(prevTLS)
 		_ = config.WriteDiagnostics(a.opts.Diagnostics, cfg.Files, d)
 		a.metrics.reloaded(false)
 		return res, fmt.Errorf("%w: a vote source could not start (the diagnostics say why)", ErrReloadRefused)
@@ -67,6 +76,11 @@ func (a *Agent) Reload(cfg *config.Config) (ReloadResult, error) {
 		a.api.SetAccess(token, readsNeedToken)
 		a.token = token
 		res.Applied = append(res.Applied, "control { api { token, read_access } }")
+	}
+	if t := cfg.Control.API.TLS; t != nil {
+		res.Applied = append(res.Applied, "control { api { tls } } (certificate read again)")
+	} else if prevTLS != nil {
+		res.Applied = append(res.Applied, "control { api { tls } } removed: the API serves plain http")
 	}
 	if ln != nil {
 		a.serve(ln)
