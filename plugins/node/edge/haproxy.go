@@ -48,7 +48,7 @@ const BackupSuffix = ":backup"
 // DefaultHAProxyWatch is how often the HAProxy driver asks show info which
 // process answers, to apply the publication again at once after a reload
 // or a restart (HAProxyOptions.Watch).
-const DefaultHAProxyWatch = 250 * time.Millisecond
+const DefaultHAProxyWatch = 100 * time.Millisecond
 
 // DefaultHAProxyTLSArgs are the server arguments of an added https origin;
 // {sni} is replaced by the site's hostname.

@@ -1,0 +1,560 @@
+package edge_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/vigilcdn/vigil/internal/testnet"
+	"github.com/vigilcdn/vigil/plugins/node/agent"
+	"github.com/vigilcdn/vigil/plugins/node/edge"
+	"github.com/vigilcdn/vigil/plugins/node/internal/fakecp"
+	"github.com/vigilcdn/vigil/plugins/node/templates"
+	"github.com/vigilcdn/vigil/sdk/publication"
+)
+
+// The detection window: from the moment every origin of a site's current
+// level fails until the control plane's switch, each edge routes around the
+// failing level on its own (its next level's origins as backup servers).
+
+// windowRate is the load of the window tests (GETs a second) and
+// windowRequests how many GETs the window lasts.
+const (
+	windowRate     = 50
+	windowRequests = 200
+)
+
+// failMode is how the current level's origins fail.
+type failMode int
+
+const (
+	answer503 failMode = iota + 1 // they answer 503
+	refuse                        // they refuse connections
+)
+
+func (m failMode) String() string {
+	if m == answer503 {
+		return "503"
+	}
+	return "refused"
+}
+
+// flakyOrigin is a loopback origin answering its name, that can be made to
+// answer 503 or to refuse connections (its listener closed), and restored
+// on the same address.
+type flakyOrigin struct {
+	name, addr string
+	fail503    atomic.Bool
+
+	mu  sync.Mutex
+	srv *http.Server
+}
+
+func newFlakyOrigin(t *testing.T, name string) *flakyOrigin {
+	f := &flakyOrigin{name: name, addr: testnet.Addr(t)}
+	f.listen(t)
+	t.Cleanup(func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.srv != nil {
+			_ = f.srv.Close()
+		}
+	})
+	return f
+}
+
+func (f *flakyOrigin) url() string { return "http://" + f.addr }
+
+func (f *flakyOrigin) listen(t *testing.T) {
+	t.Helper()
+	var ln net.Listener
+	var err error
+	waitFor(t, func() error { // the port of a closed listener may linger a moment
+		ln, err = net.Listen("tcp", f.addr)
+		return err
+	})
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		if f.fail503.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, f.name+" failing")
+			return
+		}
+		_, _ = io.WriteString(w, f.name)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	f.mu.Lock()
+	f.srv = srv
+	f.mu.Unlock()
+}
+
+func (f *flakyOrigin) fail(m failMode) {
+	if m == answer503 {
+		f.fail503.Store(true)
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_ = f.srv.Close() // the listener and every connection: new ones are refused
+	f.srv = nil
+}
+
+func (f *flakyOrigin) restore(t *testing.T) {
+	f.fail503.Store(false)
+	f.mu.Lock()
+	closed := f.srv == nil
+	f.mu.Unlock()
+	if closed {
+		f.listen(t)
+	}
+}
+
+// flakyLevels is a site with two level-1 origins that can fail and one
+// level-2 origin.
+type flakyLevels struct {
+	one []*flakyOrigin
+	b1  *flakyOrigin
+}
+
+func newFlakyLevels(t *testing.T) *flakyLevels {
+	return &flakyLevels{one: []*flakyOrigin{newFlakyOrigin(t, "a1"), newFlakyOrigin(t, "a2")}, b1: newFlakyOrigin(t, "b1")}
+}
+
+func (l *flakyLevels) site(level int) []publication.Site {
+	var origins []publication.Origin
+	if level == 1 {
+		for _, o := range l.one {
+			origins = append(origins, publication.Origin{Name: o.name, Address: o.url(), State: "healthy"})
+		}
+	} else {
+		origins = []publication.Origin{{Name: "b1", Address: l.b1.url(), State: "healthy"}}
+	}
+	return []publication.Site{{Name: "www", Hostname: hostname, Level: level, Origins: origins}}
+}
+
+func (l *flakyLevels) topology() []map[string]any {
+	origins := map[string]any{"b1": map[string]any{"level": 2, "address": l.b1.url(), "state": "healthy"}}
+	for _, o := range l.one {
+		origins[o.name] = map[string]any{"level": 1, "address": o.url(), "state": "healthy"}
+	}
+	return []map[string]any{{"site": "www", "origins": origins}}
+}
+
+// startAgentResync runs a vigil-node agent with the given resync period.
+func startAgentResync(t *testing.T, cp *fakecp.Server, resync time.Duration, vars map[string]string, drivers ...edge.Driver) *agent.Agent {
+	t.Helper()
+	a, err := agent.New(agent.Config{ControlPlane: cp.URL(), Edges: drivers, PollWait: 10 * time.Second,
+		Edge: edge.HubOptions{Vars: vars, Resync: resync, MinBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond},
+		Log:  hclog.New(&hclog.LoggerOptions{Level: logLevel(), Output: testWriter{t}})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return a
+}
+
+// windowHAProxyConfig is the haproxy.cfg plugins/node/README.md documents
+// for the runtime driver: L7 retries of idempotent requests on another
+// server, HTTP health checks that keep a 5xx origin down, and every backup
+// server used when the current level is down.
+func windowHAProxyConfig(sock, listen string) string {
+	return fmt.Sprintf(`global
+    stats socket %s mode 600 level admin
+defaults
+    mode http
+    timeout connect 2s
+    timeout client 30s
+    timeout server 30s
+    retries 3
+    option redispatch 1
+    retry-on conn-failure empty-response response-timeout 502 503 504
+frontend fe
+    bind %s
+    http-request disable-l7-retry unless METH_GET || METH_HEAD
+    use_backend www if { req.hdr(host),lower,word(1,:) -m str %s }
+backend www
+    balance roundrobin
+    option allbackups
+    option httpchk
+    http-check send meth HEAD uri / ver HTTP/1.1 hdr host %[3]s
+    http-check expect ! rstatus ^5
+`, sock, listen, hostname)
+}
+
+// window is one run: level 1 serves under load, fails (mode), the edge
+// covers with level 2 for windowRequests GETs, vigil switches to level 2,
+// level 1 recovers while level 2 stays primary, vigil fails back. Each
+// stage waits on answers, never on the clock. checkSwitched and
+// checkBack, when set, look at the edge's own state after the switch and
+// after the failback.
+func window(t *testing.T, edgeName, url string, cp *fakecp.Server, l *flakyLevels, mode failMode, checkSwitched, checkBack func(t *testing.T)) {
+	one := []string{"a1", "a2"}
+	waitServing(t, url, one)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ld := startLoad(ctx, url, windowRate, 2)
+	t.Cleanup(func() { cancel(); ld.wg.Wait() })
+
+	start := time.Now()
+	ld.waitAnswers(t, start, windowRate) // about a second of level 1 serving
+	failed := time.Now()
+	for _, o := range l.one {
+		o.fail(mode)
+	}
+	ld.waitAnswers(t, failed, windowRequests)
+	switched := time.Now()
+	cp.Publish(l.site(2))
+	ld.firstFrom(t, switched, []string{"b1"})
+	ld.waitAnswers(t, switched, windowRate/2)
+	if checkSwitched != nil {
+		checkSwitched(t)
+	}
+	// Level 1 recovers: level 2 is the current level now, level 1 its
+	// backup, unused while b1 serves.
+	for _, o := range l.one {
+		o.restore(t)
+	}
+	recovered := time.Now()
+	ld.waitAnswers(t, recovered, windowRate)
+	back := time.Now()
+	cp.Publish(l.site(1))
+	ld.firstFrom(t, back, one)
+	settled := time.Now()
+	ld.waitAnswers(t, settled, windowRate)
+	if checkBack != nil {
+		checkBack(t)
+	}
+	end := time.Now()
+	cancel()
+	ld.wg.Wait()
+
+	type tally struct{ total, failed, byLevel2 int }
+	count := func(from, to time.Time) (c tally, firstErr error) {
+		ld.mu.Lock()
+		defer ld.mu.Unlock()
+		for _, s := range ld.samples {
+			if s.end.Before(from) || !s.end.Before(to) {
+				continue
+			}
+			c.total++
+			switch {
+			case s.err != nil:
+				c.failed++
+				if firstErr == nil {
+					firstErr = s.err
+				}
+			case s.body == "b1":
+				c.byLevel2++
+			}
+		}
+		return c, firstErr
+	}
+	before, err := count(start, failed)
+	if before.failed > 0 || before.byLevel2 > 0 {
+		t.Errorf("level 1 healthy: %d of %d GETs failed (%v), %d served by level 2: the current level must serve alone", before.failed, before.total, err, before.byLevel2)
+	}
+	win, err := count(failed, switched)
+	t.Logf("EDGE %s, level 1 %s: %d of %d GETs failed between the failure and the switch (%d served by level 2); first failure: %v",
+		edgeName, mode, win.failed, win.total, win.byLevel2, err)
+	if win.failed*100 > win.total {
+		t.Errorf("%d of %d GETs failed between the failure and the switch: more than 1%%", win.failed, win.total)
+	}
+	if win.byLevel2 == 0 {
+		t.Errorf("level 2 served none of the %d GETs before the switch", win.total)
+	}
+	primary, err := count(recovered, back)
+	if primary.failed > 0 || primary.byLevel2 != primary.total {
+		t.Errorf("level 2 current, level 1 recovered: %d of %d GETs by level 2, %d failed (%v): level 2 must be primary", primary.byLevel2, primary.total, primary.failed, err)
+	}
+	after, err := count(settled, end)
+	if after.failed > 0 || after.byLevel2 > 0 {
+		t.Errorf("after the failback: %d of %d GETs failed (%v), %d by level 2: level 1 must serve alone", after.failed, after.total, err, after.byLevel2)
+	}
+	all, _ := count(start, end)
+	reportWindow(edgeName, mode, win.failed, win.total, all.failed, all.total)
+}
+
+// reportWindow appends the window's figures to $VIGIL_EDGE_REPORT when set.
+func reportWindow(edgeName string, mode failMode, failed, total, allFailed, all int) {
+	path := os.Getenv("VIGIL_EDGE_REPORT")
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%s\twindow=%s\tfailed=%d/%d\trun=%d/%d\n", edgeName, mode, failed, total, allFailed, all)
+}
+
+// serverStates is show servers state of backend www: each server's admin
+// state (ready, maint, drain).
+func serverStates(t *testing.T, h *edge.HAProxy) map[string]string {
+	t.Helper()
+	out, err := h.Command(context.Background(), "show servers state www")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 7 || strings.HasPrefix(l, "#") {
+			continue
+		}
+		switch f[6] { // srv_admin_state
+		case "0":
+			got[f[3]] = "ready"
+		case "8":
+			got[f[3]] = "drain"
+		default:
+			got[f[3]] = "maint"
+		}
+	}
+	return got
+}
+
+func wantStates(t *testing.T, h *edge.HAProxy, stage string, want map[string]string) {
+	t.Helper()
+	got := serverStates(t, h)
+	for name, st := range want {
+		if got[name] != st {
+			t.Errorf("%s: server %s is %q, want %q (servers %v)", stage, name, got[name], st, got)
+		}
+	}
+}
+
+// TestHAProxyCoversWindow: with the documented haproxy.cfg and the driver's
+// default server arguments, HAProxy serves from level 2 (backup servers)
+// while both level-1 origins answer 503 or refuse connections, before
+// vigil switches; after the switch level 2 is primary and level 1 its
+// backup; after the failback, level 1 again.
+func TestHAProxyCoversWindow(t *testing.T) {
+	bin := peer(t, "haproxy")
+	for _, mode := range []failMode{answer503, refuse} {
+		t.Run(mode.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			sock, listen := filepath.Join(dir, "admin.sock"), testnet.Addr(t)
+			startHAProxy(t, bin, dir, windowHAProxyConfig(sock, listen), sock)
+			l := newFlakyLevels(t)
+			cp := fakecp.New()
+			t.Cleanup(cp.Close)
+			if err := cp.SetSites(l.topology()); err != nil {
+				t.Fatal(err)
+			}
+			cp.Publish(l.site(1))
+			h, err := edge.NewHAProxy(edge.HAProxyOptions{Socket: sock, ServerArgs: edge.DefaultHAProxyServerArgs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			startAgentResync(t, cp, 10*time.Minute, nil, h)
+			// Level 2's backup server is ready once the topology is in.
+			waitFor(t, func() error {
+				if st := serverStates(t, h); st["b1"+edge.BackupSuffix] != "ready" {
+					return fmt.Errorf("b1's backup server is not ready: %v", st)
+				}
+				return nil
+			})
+			level1 := map[string]string{"a1": "ready", "a2": "ready", "b1": "maint",
+				"a1:backup": "maint", "a2:backup": "maint", "b1:backup": "ready"}
+			wantStates(t, h, "level 1", level1)
+			window(t, "haproxy-runtime", "http://"+listen+"/", cp, l, mode,
+				func(t *testing.T) {
+					waitFor(t, func() error {
+						if st := serverStates(t, h); st["a1"] != "maint" {
+							return fmt.Errorf("a1 not in maintenance yet: %v", st)
+						}
+						return nil
+					})
+					wantStates(t, h, "level 2", map[string]string{"a1": "maint", "a2": "maint", "b1": "ready",
+						"a1:backup": "ready", "a2:backup": "ready", "b1:backup": "maint"})
+				},
+				func(t *testing.T) { wantStates(t, h, "failed back to level 1", level1) })
+		})
+	}
+}
+
+// TestNginxCoversWindow: the shipped nginx template covers the window the
+// same way (the next level's origins are backup servers, and
+// proxy_next_upstream tries every server once).
+func TestNginxCoversWindow(t *testing.T) {
+	bin := peer(t, "nginx")
+	text, err := templates.Get("nginx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []failMode{answer503, refuse} {
+		t.Run(mode.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			listen := testnet.Addr(t)
+			if err := os.MkdirAll(filepath.Join(dir, "conf.d"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			confPath := filepath.Join(dir, "nginx.conf")
+			writeFile(t, confPath, nginxConfig(dir, "1", 1024, "    include "+dir+"/conf.d/*.conf;"))
+			cmd := daemon(t, dir, bin, "-p", dir, "-c", confPath, "-e", dir+"/error.log")
+			ngx := fmt.Sprintf("%s -p %s -c %s -e %s/error.log", bin, dir, confPath, dir)
+			vigilConf := filepath.Join(dir, "conf.d", "vigil.conf")
+			tm, err := edge.NewTemplate(edge.TemplateOptions{Name: "nginx", Files: []edge.File{{Text: text, Dest: vigilConf}},
+				Check: ngx + " -t -q", Reload: fmt.Sprintf("kill -HUP %d", cmd.Process.Pid), MinInterval: 200 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() error {
+				if !fileExists(filepath.Join(dir, "nginx.pid")) {
+					return errors.New("nginx has not started")
+				}
+				return nil
+			})
+			l := newFlakyLevels(t)
+			cp := fakecp.New()
+			t.Cleanup(cp.Close)
+			if err := cp.SetSites(l.topology()); err != nil {
+				t.Fatal(err)
+			}
+			cp.Publish(l.site(1))
+			startAgentResync(t, cp, 10*time.Minute, map[string]string{"listen": listen}, tm)
+			backup := func(addr string) func() error {
+				return func() error {
+					b, _ := os.ReadFile(vigilConf)
+					if !strings.Contains(string(b), "server "+addr+" backup;") {
+						return fmt.Errorf("%s is not a backup server yet:\n%s", addr, b)
+					}
+					return nil
+				}
+			}
+			waitFor(t, backup(l.b1.addr))
+			window(t, "nginx-template", "http://"+listen+"/", cp, l, mode,
+				func(t *testing.T) { waitFor(t, backup(l.one[0].addr)) },
+				func(t *testing.T) { waitFor(t, backup(l.b1.addr)) })
+		})
+	}
+}
+
+// TestHAProxyReload: HAProxy reloaded (SIGUSR2 to the master) under load
+// starts a worker with haproxy.cfg's servers only; vigil-node sees the new
+// process and applies the publication again at once, long before its
+// resync (10 minutes here).
+func TestHAProxyReload(t *testing.T) {
+	bin := peer(t, "haproxy")
+	dir := t.TempDir()
+	sock, listen := filepath.Join(dir, "admin.sock"), testnet.Addr(t)
+	cfg := windowHAProxyConfig(sock, listen)
+	path := filepath.Join(dir, "haproxy.cfg")
+	writeFile(t, path, cfg)
+	master := daemon(t, dir, bin, "-W", "-db", "-f", path, "-S", filepath.Join(dir, "master.sock"))
+	direct, err := edge.NewHAProxy(edge.HAProxyOptions{Socket: sock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := func() string {
+		out, err := direct.Command(context.Background(), "show info")
+		if err != nil {
+			return ""
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if p, ok := strings.CutPrefix(l, "Pid: "); ok {
+				return strings.TrimSpace(p)
+			}
+		}
+		return ""
+	}
+	waitFor(t, func() error {
+		if pid() == "" {
+			return errors.New("haproxy's stats socket does not answer")
+		}
+		return nil
+	})
+	l := newFlakyLevels(t)
+	cp := fakecp.New()
+	t.Cleanup(cp.Close)
+	if err := cp.SetSites(l.topology()); err != nil {
+		t.Fatal(err)
+	}
+	cp.Publish(l.site(1))
+	h, err := edge.NewHAProxy(edge.HAProxyOptions{Socket: sock, ServerArgs: edge.DefaultHAProxyServerArgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startAgentResync(t, cp, 10*time.Minute, nil, h)
+	url := "http://" + listen + "/"
+	waitServing(t, url, []string{"a1", "a2"})
+	want := map[string]string{"a1": "ready", "a2": "ready", "b1": "maint", "b1:backup": "ready"}
+	applied := func() error {
+		st := serverStates(t, direct)
+		for name, s := range want {
+			if st[name] != s {
+				return fmt.Errorf("server %s is %q, want %q (servers %v)", name, st[name], s, st)
+			}
+		}
+		return nil
+	}
+	waitFor(t, applied)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ld := startLoad(ctx, url, windowRate, 2)
+	t.Cleanup(func() { cancel(); ld.wg.Wait() })
+	start := time.Now()
+	ld.waitAnswers(t, start, windowRate)
+	old := pid()
+	reloaded := time.Now()
+	if err := master.Process.Signal(syscall.SIGUSR2); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() error {
+		if p := pid(); p == old || p == "" {
+			return fmt.Errorf("no new worker yet (pid %q)", p)
+		}
+		return nil
+	})
+	// Back before any resync: the driver saw the new process.
+	waitFor(t, applied)
+	back := time.Now()
+	ld.waitAnswers(t, reloaded, windowRequests)
+	cancel()
+	ld.wg.Wait()
+	if n := h.Restarts(); n != 1 {
+		t.Errorf("the driver saw %d new HAProxy processes, want 1", n)
+	}
+	var total, failed int
+	var first error
+	ld.mu.Lock()
+	for _, s := range ld.samples {
+		if s.end.Before(reloaded) {
+			if s.err != nil {
+				t.Errorf("before the reload: %v", s.err)
+			}
+			continue
+		}
+		total++
+		if s.err != nil {
+			failed++
+			if first == nil {
+				first = s.err
+			}
+		}
+	}
+	ld.mu.Unlock()
+	t.Logf("EDGE haproxy-runtime reload: servers back %s after SIGUSR2; %d of %d GETs failed after the reload; first failure: %v",
+		back.Sub(reloaded).Round(time.Millisecond), failed, total, first)
+	if failed*20 > total {
+		t.Errorf("%d of %d GETs failed after the reload: more than 5%%", failed, total)
+	}
+}
