@@ -40,6 +40,10 @@ const (
 	// featurePassive: the node keeps passive windows (it proxies) and, to a
 	// gateway announcing it, sends them in ProbeResult.passive.
 	featurePassive = "passive"
+	// featurePassiveTrigger: the node keeps passive windows and, to a
+	// gateway announcing it, sends a PassiveReport as soon as an origin's
+	// window gains failures, between batches.
+	featurePassiveTrigger = "passive_trigger"
 )
 
 // tokenCreds sends the shared token with every call.
@@ -137,7 +141,7 @@ func (l *link) session(ctx context.Context) (attached bool, err error) {
 	}
 	features := []string{featureProbeSettings, featureNotRun}
 	if l.a.passive != nil {
-		features = append(features, featurePassive)
+		features = append(features, featurePassive, featurePassiveTrigger)
 	}
 	hello := &pb.Hello{NodeId: cfg.ID, Labels: cfg.Labels, AgentVersion: Version, ProtocolVersion: gatewayProtocol,
 		Features: features}
@@ -157,11 +161,17 @@ func (l *link) session(ctx context.Context) (attached bool, err error) {
 	reportNotRun := slices.Contains(welcome.GetFeatures(), featureNotRun)
 	// Passive windows go only to a gateway that opted in to passive votes.
 	sendPassive := l.a.passive != nil && slices.Contains(welcome.GetFeatures(), featurePassive)
+	// Unsolicited passive reports go only to a gateway that reads them.
+	var trig *trigger
+	if l.a.passive != nil && slices.Contains(welcome.GetFeatures(), featurePassiveTrigger) {
+		trig = newTrigger(l.a.passive.result, time.Now)
+	}
 	every := time.Duration(welcome.GetHeartbeatIntervalMs()) * time.Millisecond
 	if every <= 0 {
 		every = 5 * time.Second
 	}
-	l.a.log.Info("attached to the gateway", "gateway", cfg.Gateway, "node", cfg.ID, "heartbeat", every.String(), "passive", sendPassive)
+	l.a.log.Info("attached to the gateway", "gateway", cfg.Gateway, "node", cfg.ID, "heartbeat", every.String(), "passive", sendPassive,
+		"passive_trigger", trig != nil)
 	l.a.metrics.attached.Set(1)
 	defer l.a.metrics.attached.Set(0)
 	l.a.event(Event{Kind: EventAttached})
@@ -184,6 +194,28 @@ func (l *link) session(ctx context.Context) (attached bool, err error) {
 			}
 		}
 	})
+	if trig != nil {
+		wg.Go(func() {
+			t := time.NewTicker(triggerPoll)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				rep := trig.poll()
+				if rep == nil {
+					continue
+				}
+				l.a.log.Debug("passive windows gained failures: reporting them to the gateway now", "origins", len(rep.GetOrigins()))
+				if err := send(&pb.NodeMessage{Msg: &pb.NodeMessage_PassiveReport{PassiveReport: rep}}); err != nil {
+					cancel()
+					return
+				}
+			}
+		})
+	}
 	for {
 		m, err := stream.Recv()
 		if err != nil {
@@ -192,6 +224,9 @@ func (l *link) session(ctx context.Context) (attached bool, err error) {
 		batch := m.GetBatch()
 		if batch == nil {
 			continue
+		}
+		if trig != nil {
+			trig.track(batch)
 		}
 		received := time.Now()
 		wg.Go(func() {
@@ -532,4 +567,100 @@ func clip(s string) string {
 		return s[:200] + "..."
 	}
 	return s
+}
+
+// The passive trigger's bounds: how often the node looks at the windows of
+// the origins it was asked about, how often it reports one origin, how
+// many origins one report carries, how many origins it watches, and how
+// long it keeps watching an origin no batch named.
+const (
+	triggerPoll       = 250 * time.Millisecond
+	triggerEvery      = time.Second
+	triggerBatch      = 64
+	triggerMaxOrigins = 10000
+	triggerForget     = 10 * time.Minute
+)
+
+// trigger watches the passive windows of the origins the gateway asked
+// about (the addresses of the batches' jobs) and tells which ones gained
+// failures since it last looked: the node reports those to the gateway at
+// once instead of waiting for the next batch. An origin is reported at
+// most once per triggerEvery, with its window as it is then, and a report
+// held back by that bound goes with the next look that allows it.
+type trigger struct {
+	look func(address string) *pb.PassiveResult
+	now  func() time.Time
+
+	mu      sync.Mutex
+	origins map[string]*watched
+}
+
+// watched is one origin the trigger watches.
+type watched struct {
+	asked    time.Time // last named by a batch
+	failures uint32    // failures and slow answers in the window at the last look
+	reported time.Time // last reported
+	pending  bool      // gained failures, not reported yet
+}
+
+func newTrigger(look func(string) *pb.PassiveResult, now func() time.Time) *trigger {
+	return &trigger{look: look, now: now, origins: map[string]*watched{}}
+}
+
+// track watches the origins of a batch's jobs.
+func (t *trigger) track(b *pb.Batch) {
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, j := range b.GetJobs() {
+		addr := j.GetAddress()
+		if addr == "" {
+			continue
+		}
+		w, ok := t.origins[addr]
+		if !ok {
+			if len(t.origins) >= triggerMaxOrigins {
+				continue
+			}
+			w = &watched{}
+			if r := t.look(addr); r != nil {
+				w.failures = r.GetFailures() + r.GetSlow() // what came before is not news
+			}
+			t.origins[addr] = w
+		}
+		w.asked = now
+	}
+}
+
+// poll looks at every watched window and returns the report to send now:
+// nil, or at most triggerBatch origins (those left over stay pending for
+// the next look; the map's order varies, so no origin waits for ever).
+func (t *trigger) poll() *pb.PassiveReport {
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var rep *pb.PassiveReport
+	for addr, w := range t.origins {
+		if now.Sub(w.asked) > triggerForget {
+			delete(t.origins, addr)
+			continue
+		}
+		r := t.look(addr)
+		failures := r.GetFailures() + r.GetSlow()
+		if failures > w.failures {
+			w.pending = true
+		}
+		w.failures = failures
+		if !w.pending || r == nil || now.Sub(w.reported) < triggerEvery {
+			continue
+		}
+		if rep == nil {
+			rep = &pb.PassiveReport{}
+		}
+		if len(rep.Origins) < triggerBatch {
+			rep.Origins = append(rep.Origins, &pb.PassiveOrigin{Address: addr, Passive: r})
+			w.pending, w.reported = false, now
+		}
+	}
+	return rep
 }

@@ -28,6 +28,13 @@
 //     node announces it when it proxies; the gateway announces it only when
 //     its source config opts in (passive_votes = true), and a node sends
 //     ProbeResult.passive only to such a gateway.
+//   "passive_trigger": the gateway reads PassiveReport, a node's
+//     unsolicited passive windows of origins whose real traffic just
+//     started failing, sent between batches. The gateway announces it with
+//     passive_votes and passive_trigger (the default) set; a node that
+//     keeps passive windows sends PassiveReport only to such a gateway (an
+//     older one would read it as a heartbeat and ignore it) and announces
+//     the feature itself in its hello.
 //
 // The shared token travels as gRPC metadata "authorization: Bearer TOKEN".
 // Regenerate the Go code with `make proto`.
@@ -62,6 +69,7 @@ type NodeMessage struct {
 	//	*NodeMessage_Hello
 	//	*NodeMessage_Heartbeat
 	//	*NodeMessage_Result
+	//	*NodeMessage_PassiveReport
 	Msg           isNodeMessage_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -131,6 +139,15 @@ func (x *NodeMessage) GetResult() *BatchResult {
 	return nil
 }
 
+func (x *NodeMessage) GetPassiveReport() *PassiveReport {
+	if x != nil {
+		if x, ok := x.Msg.(*NodeMessage_PassiveReport); ok {
+			return x.PassiveReport
+		}
+	}
+	return nil
+}
+
 type isNodeMessage_Msg interface {
 	isNodeMessage_Msg()
 }
@@ -147,11 +164,122 @@ type NodeMessage_Result struct {
 	Result *BatchResult `protobuf:"bytes,3,opt,name=result,proto3,oneof"`
 }
 
+type NodeMessage_PassiveReport struct {
+	PassiveReport *PassiveReport `protobuf:"bytes,4,opt,name=passive_report,json=passiveReport,proto3,oneof"`
+}
+
 func (*NodeMessage_Hello) isNodeMessage_Msg() {}
 
 func (*NodeMessage_Heartbeat) isNodeMessage_Msg() {}
 
 func (*NodeMessage_Result) isNodeMessage_Msg() {}
+
+func (*NodeMessage_PassiveReport) isNodeMessage_Msg() {}
+
+// PassiveReport is a node's unsolicited report, between batches, of the
+// origins whose passive window gained failures since the node last looked:
+// the gateway judges each window by its passive vote rule at once and, for
+// a window that would vote down, asks vigil to confirm the origin's site
+// early. A node sends at most one report of an origin per second and at
+// most 64 origins per message; only to a gateway announcing
+// "passive_trigger".
+type PassiveReport struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Origins       []*PassiveOrigin       `protobuf:"bytes,1,rep,name=origins,proto3" json:"origins,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PassiveReport) Reset() {
+	*x = PassiveReport{}
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PassiveReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PassiveReport) ProtoMessage() {}
+
+func (x *PassiveReport) ProtoReflect() protoreflect.Message {
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PassiveReport.ProtoReflect.Descriptor instead.
+func (*PassiveReport) Descriptor() ([]byte, []int) {
+	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PassiveReport) GetOrigins() []*PassiveOrigin {
+	if x != nil {
+		return x.Origins
+	}
+	return nil
+}
+
+// PassiveOrigin is one origin's passive window in a PassiveReport.
+type PassiveOrigin struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// address is the origin's address, as ProbeJob.address gives it.
+	Address       string         `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	Passive       *PassiveResult `protobuf:"bytes,2,opt,name=passive,proto3" json:"passive,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PassiveOrigin) Reset() {
+	*x = PassiveOrigin{}
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PassiveOrigin) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PassiveOrigin) ProtoMessage() {}
+
+func (x *PassiveOrigin) ProtoReflect() protoreflect.Message {
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PassiveOrigin.ProtoReflect.Descriptor instead.
+func (*PassiveOrigin) Descriptor() ([]byte, []int) {
+	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PassiveOrigin) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *PassiveOrigin) GetPassive() *PassiveResult {
+	if x != nil {
+		return x.Passive
+	}
+	return nil
+}
 
 type Hello struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -169,7 +297,7 @@ type Hello struct {
 
 func (x *Hello) Reset() {
 	*x = Hello{}
-	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[1]
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -181,7 +309,7 @@ func (x *Hello) String() string {
 func (*Hello) ProtoMessage() {}
 
 func (x *Hello) ProtoReflect() protoreflect.Message {
-	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[1]
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -194,7 +322,7 @@ func (x *Hello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Hello.ProtoReflect.Descriptor instead.
 func (*Hello) Descriptor() ([]byte, []int) {
-	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{1}
+	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Hello) GetNodeId() string {
@@ -240,7 +368,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[2]
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -252,7 +380,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[2]
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -265,7 +393,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{2}
+	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{4}
 }
 
 type BatchResult struct {
@@ -278,7 +406,7 @@ type BatchResult struct {
 
 func (x *BatchResult) Reset() {
 	*x = BatchResult{}
-	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[3]
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -290,7 +418,7 @@ func (x *BatchResult) String() string {
 func (*BatchResult) ProtoMessage() {}
 
 func (x *BatchResult) ProtoReflect() protoreflect.Message {
-	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[3]
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -303,7 +431,7 @@ func (x *BatchResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchResult.ProtoReflect.Descriptor instead.
 func (*BatchResult) Descriptor() ([]byte, []int) {
-	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{3}
+	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *BatchResult) GetBatchId() uint64 {
@@ -347,7 +475,7 @@ type ProbeResult struct {
 
 func (x *ProbeResult) Reset() {
 	*x = ProbeResult{}
-	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[4]
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -359,7 +487,7 @@ func (x *ProbeResult) String() string {
 func (*ProbeResult) ProtoMessage() {}
 
 func (x *ProbeResult) ProtoReflect() protoreflect.Message {
-	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[4]
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -372,7 +500,7 @@ func (x *ProbeResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeResult.ProtoReflect.Descriptor instead.
 func (*ProbeResult) Descriptor() ([]byte, []int) {
-	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{4}
+	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ProbeResult) GetJob() uint32 {
@@ -449,7 +577,7 @@ type PassiveResult struct {
 
 func (x *PassiveResult) Reset() {
 	*x = PassiveResult{}
-	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[5]
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -461,7 +589,7 @@ func (x *PassiveResult) String() string {
 func (*PassiveResult) ProtoMessage() {}
 
 func (x *PassiveResult) ProtoReflect() protoreflect.Message {
-	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[5]
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -474,7 +602,7 @@ func (x *PassiveResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PassiveResult.ProtoReflect.Descriptor instead.
 func (*PassiveResult) Descriptor() ([]byte, []int) {
-	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{5}
+	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PassiveResult) GetRequests() uint32 {
@@ -525,7 +653,7 @@ type GatewayMessage struct {
 
 func (x *GatewayMessage) Reset() {
 	*x = GatewayMessage{}
-	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[6]
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -537,7 +665,7 @@ func (x *GatewayMessage) String() string {
 func (*GatewayMessage) ProtoMessage() {}
 
 func (x *GatewayMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[6]
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -550,7 +678,7 @@ func (x *GatewayMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayMessage.ProtoReflect.Descriptor instead.
 func (*GatewayMessage) Descriptor() ([]byte, []int) {
-	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{6}
+	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GatewayMessage) GetMsg() isGatewayMessage_Msg {
@@ -606,7 +734,7 @@ type Welcome struct {
 
 func (x *Welcome) Reset() {
 	*x = Welcome{}
-	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[7]
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -618,7 +746,7 @@ func (x *Welcome) String() string {
 func (*Welcome) ProtoMessage() {}
 
 func (x *Welcome) ProtoReflect() protoreflect.Message {
-	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[7]
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -631,7 +759,7 @@ func (x *Welcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Welcome.ProtoReflect.Descriptor instead.
 func (*Welcome) Descriptor() ([]byte, []int) {
-	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{7}
+	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Welcome) GetHeartbeatIntervalMs() int64 {
@@ -664,7 +792,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[8]
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -676,7 +804,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[8]
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -689,7 +817,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{8}
+	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Batch) GetBatchId() uint64 {
@@ -761,7 +889,7 @@ type ProbeJob struct {
 
 func (x *ProbeJob) Reset() {
 	*x = ProbeJob{}
-	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[9]
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -773,7 +901,7 @@ func (x *ProbeJob) String() string {
 func (*ProbeJob) ProtoMessage() {}
 
 func (x *ProbeJob) ProtoReflect() protoreflect.Message {
-	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[9]
+	mi := &file_nodegateway_v1_nodegateway_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -786,7 +914,7 @@ func (x *ProbeJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProbeJob.ProtoReflect.Descriptor instead.
 func (*ProbeJob) Descriptor() ([]byte, []int) {
-	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{9}
+	return file_nodegateway_v1_nodegateway_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ProbeJob) GetAddress() string {
@@ -898,12 +1026,18 @@ var File_nodegateway_v1_nodegateway_proto protoreflect.FileDescriptor
 
 const file_nodegateway_v1_nodegateway_proto_rawDesc = "" +
 	"\n" +
-	" nodegateway/v1/nodegateway.proto\x12\x14vigil.nodegateway.v1\"\xc7\x01\n" +
+	" nodegateway/v1/nodegateway.proto\x12\x14vigil.nodegateway.v1\"\x95\x02\n" +
 	"\vNodeMessage\x123\n" +
 	"\x05hello\x18\x01 \x01(\v2\x1b.vigil.nodegateway.v1.HelloH\x00R\x05hello\x12?\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x1f.vigil.nodegateway.v1.HeartbeatH\x00R\theartbeat\x12;\n" +
-	"\x06result\x18\x03 \x01(\v2!.vigil.nodegateway.v1.BatchResultH\x00R\x06resultB\x05\n" +
-	"\x03msg\"\x88\x02\n" +
+	"\x06result\x18\x03 \x01(\v2!.vigil.nodegateway.v1.BatchResultH\x00R\x06result\x12L\n" +
+	"\x0epassive_report\x18\x04 \x01(\v2#.vigil.nodegateway.v1.PassiveReportH\x00R\rpassiveReportB\x05\n" +
+	"\x03msg\"N\n" +
+	"\rPassiveReport\x12=\n" +
+	"\aorigins\x18\x01 \x03(\v2#.vigil.nodegateway.v1.PassiveOriginR\aorigins\"h\n" +
+	"\rPassiveOrigin\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\x12=\n" +
+	"\apassive\x18\x02 \x01(\v2#.vigil.nodegateway.v1.PassiveResultR\apassive\"\x88\x02\n" +
 	"\x05Hello\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12?\n" +
 	"\x06labels\x18\x02 \x03(\v2'.vigil.nodegateway.v1.Hello.LabelsEntryR\x06labels\x12#\n" +
@@ -985,41 +1119,46 @@ func file_nodegateway_v1_nodegateway_proto_rawDescGZIP() []byte {
 	return file_nodegateway_v1_nodegateway_proto_rawDescData
 }
 
-var file_nodegateway_v1_nodegateway_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_nodegateway_v1_nodegateway_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_nodegateway_v1_nodegateway_proto_goTypes = []any{
 	(*NodeMessage)(nil),    // 0: vigil.nodegateway.v1.NodeMessage
-	(*Hello)(nil),          // 1: vigil.nodegateway.v1.Hello
-	(*Heartbeat)(nil),      // 2: vigil.nodegateway.v1.Heartbeat
-	(*BatchResult)(nil),    // 3: vigil.nodegateway.v1.BatchResult
-	(*ProbeResult)(nil),    // 4: vigil.nodegateway.v1.ProbeResult
-	(*PassiveResult)(nil),  // 5: vigil.nodegateway.v1.PassiveResult
-	(*GatewayMessage)(nil), // 6: vigil.nodegateway.v1.GatewayMessage
-	(*Welcome)(nil),        // 7: vigil.nodegateway.v1.Welcome
-	(*Batch)(nil),          // 8: vigil.nodegateway.v1.Batch
-	(*ProbeJob)(nil),       // 9: vigil.nodegateway.v1.ProbeJob
-	nil,                    // 10: vigil.nodegateway.v1.Hello.LabelsEntry
-	nil,                    // 11: vigil.nodegateway.v1.Batch.CasEntry
-	nil,                    // 12: vigil.nodegateway.v1.ProbeJob.HeadersEntry
+	(*PassiveReport)(nil),  // 1: vigil.nodegateway.v1.PassiveReport
+	(*PassiveOrigin)(nil),  // 2: vigil.nodegateway.v1.PassiveOrigin
+	(*Hello)(nil),          // 3: vigil.nodegateway.v1.Hello
+	(*Heartbeat)(nil),      // 4: vigil.nodegateway.v1.Heartbeat
+	(*BatchResult)(nil),    // 5: vigil.nodegateway.v1.BatchResult
+	(*ProbeResult)(nil),    // 6: vigil.nodegateway.v1.ProbeResult
+	(*PassiveResult)(nil),  // 7: vigil.nodegateway.v1.PassiveResult
+	(*GatewayMessage)(nil), // 8: vigil.nodegateway.v1.GatewayMessage
+	(*Welcome)(nil),        // 9: vigil.nodegateway.v1.Welcome
+	(*Batch)(nil),          // 10: vigil.nodegateway.v1.Batch
+	(*ProbeJob)(nil),       // 11: vigil.nodegateway.v1.ProbeJob
+	nil,                    // 12: vigil.nodegateway.v1.Hello.LabelsEntry
+	nil,                    // 13: vigil.nodegateway.v1.Batch.CasEntry
+	nil,                    // 14: vigil.nodegateway.v1.ProbeJob.HeadersEntry
 }
 var file_nodegateway_v1_nodegateway_proto_depIdxs = []int32{
-	1,  // 0: vigil.nodegateway.v1.NodeMessage.hello:type_name -> vigil.nodegateway.v1.Hello
-	2,  // 1: vigil.nodegateway.v1.NodeMessage.heartbeat:type_name -> vigil.nodegateway.v1.Heartbeat
-	3,  // 2: vigil.nodegateway.v1.NodeMessage.result:type_name -> vigil.nodegateway.v1.BatchResult
-	10, // 3: vigil.nodegateway.v1.Hello.labels:type_name -> vigil.nodegateway.v1.Hello.LabelsEntry
-	4,  // 4: vigil.nodegateway.v1.BatchResult.results:type_name -> vigil.nodegateway.v1.ProbeResult
-	5,  // 5: vigil.nodegateway.v1.ProbeResult.passive:type_name -> vigil.nodegateway.v1.PassiveResult
-	7,  // 6: vigil.nodegateway.v1.GatewayMessage.welcome:type_name -> vigil.nodegateway.v1.Welcome
-	8,  // 7: vigil.nodegateway.v1.GatewayMessage.batch:type_name -> vigil.nodegateway.v1.Batch
-	9,  // 8: vigil.nodegateway.v1.Batch.jobs:type_name -> vigil.nodegateway.v1.ProbeJob
-	11, // 9: vigil.nodegateway.v1.Batch.cas:type_name -> vigil.nodegateway.v1.Batch.CasEntry
-	12, // 10: vigil.nodegateway.v1.ProbeJob.headers:type_name -> vigil.nodegateway.v1.ProbeJob.HeadersEntry
-	0,  // 11: vigil.nodegateway.v1.NodeGateway.Attach:input_type -> vigil.nodegateway.v1.NodeMessage
-	6,  // 12: vigil.nodegateway.v1.NodeGateway.Attach:output_type -> vigil.nodegateway.v1.GatewayMessage
-	12, // [12:13] is the sub-list for method output_type
-	11, // [11:12] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	3,  // 0: vigil.nodegateway.v1.NodeMessage.hello:type_name -> vigil.nodegateway.v1.Hello
+	4,  // 1: vigil.nodegateway.v1.NodeMessage.heartbeat:type_name -> vigil.nodegateway.v1.Heartbeat
+	5,  // 2: vigil.nodegateway.v1.NodeMessage.result:type_name -> vigil.nodegateway.v1.BatchResult
+	1,  // 3: vigil.nodegateway.v1.NodeMessage.passive_report:type_name -> vigil.nodegateway.v1.PassiveReport
+	2,  // 4: vigil.nodegateway.v1.PassiveReport.origins:type_name -> vigil.nodegateway.v1.PassiveOrigin
+	7,  // 5: vigil.nodegateway.v1.PassiveOrigin.passive:type_name -> vigil.nodegateway.v1.PassiveResult
+	12, // 6: vigil.nodegateway.v1.Hello.labels:type_name -> vigil.nodegateway.v1.Hello.LabelsEntry
+	6,  // 7: vigil.nodegateway.v1.BatchResult.results:type_name -> vigil.nodegateway.v1.ProbeResult
+	7,  // 8: vigil.nodegateway.v1.ProbeResult.passive:type_name -> vigil.nodegateway.v1.PassiveResult
+	9,  // 9: vigil.nodegateway.v1.GatewayMessage.welcome:type_name -> vigil.nodegateway.v1.Welcome
+	10, // 10: vigil.nodegateway.v1.GatewayMessage.batch:type_name -> vigil.nodegateway.v1.Batch
+	11, // 11: vigil.nodegateway.v1.Batch.jobs:type_name -> vigil.nodegateway.v1.ProbeJob
+	13, // 12: vigil.nodegateway.v1.Batch.cas:type_name -> vigil.nodegateway.v1.Batch.CasEntry
+	14, // 13: vigil.nodegateway.v1.ProbeJob.headers:type_name -> vigil.nodegateway.v1.ProbeJob.HeadersEntry
+	0,  // 14: vigil.nodegateway.v1.NodeGateway.Attach:input_type -> vigil.nodegateway.v1.NodeMessage
+	8,  // 15: vigil.nodegateway.v1.NodeGateway.Attach:output_type -> vigil.nodegateway.v1.GatewayMessage
+	15, // [15:16] is the sub-list for method output_type
+	14, // [14:15] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_nodegateway_v1_nodegateway_proto_init() }
@@ -1031,8 +1170,9 @@ func file_nodegateway_v1_nodegateway_proto_init() {
 		(*NodeMessage_Hello)(nil),
 		(*NodeMessage_Heartbeat)(nil),
 		(*NodeMessage_Result)(nil),
+		(*NodeMessage_PassiveReport)(nil),
 	}
-	file_nodegateway_v1_nodegateway_proto_msgTypes[6].OneofWrappers = []any{
+	file_nodegateway_v1_nodegateway_proto_msgTypes[8].OneofWrappers = []any{
 		(*GatewayMessage_Welcome)(nil),
 		(*GatewayMessage_Batch)(nil),
 	}
@@ -1042,7 +1182,7 @@ func file_nodegateway_v1_nodegateway_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodegateway_v1_nodegateway_proto_rawDesc), len(file_nodegateway_v1_nodegateway_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,13 @@
 //     node announces it when it proxies; the gateway announces it only when
 //     its source config opts in (passive_votes = true), and a node sends
 //     ProbeResult.passive only to such a gateway.
+//   "passive_trigger": the gateway reads PassiveReport, a node's
+//     unsolicited passive windows of origins whose real traffic just
+//     started failing, sent between batches. The gateway announces it with
+//     passive_votes and passive_trigger (the default) set; a node that
+//     keeps passive windows sends PassiveReport only to such a gateway (an
+//     older one would read it as a heartbeat and ignore it) and announces
+//     the feature itself in its hello.
 //
 // The shared token travels as gRPC metadata "authorization: Bearer TOKEN".
 // Regenerate the Go code with `make proto`.
