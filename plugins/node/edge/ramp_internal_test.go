@@ -102,7 +102,7 @@ func TestShippedTemplatesRamp(t *testing.T) {
 			"server a1 192.0.2.1:8080 weight 25\n",
 			"server a2 192.0.2.2:443 ssl verify required ca-file @system-ca sni str(www.example.com) weight 25\n",
 			"server b1 [2001:db8::1]:80 weight 150\n",
-			"server c1 192.0.2.3:80 disabled"},
+			"server c1 192.0.2.3:80 backup\n"},
 			[]string{"b1 [2001:db8::1]:80 disabled"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,5 +175,80 @@ func check(t *testing.T, name, dir, conf string) {
 	}
 	if out, err := exec.Command(bin, args...).CombinedOutput(); err != nil {
 		t.Errorf("%s %v: %v\n%s", name, args, err, out)
+	}
+}
+
+// TestShippedTemplatesBackup: the shipped templates write the next level's
+// origins as backup servers and, for HAProxy, the other levels' disabled,
+// with the health checks and retries that let the edge route around a
+// failing level on its own (and, with nginx and haproxy installed, the
+// rendered files pass their checks).
+func TestShippedTemplatesBackup(t *testing.T) {
+	a1 := publication.Origin{Name: "a1", Address: "http://192.0.2.1:8080", State: "healthy"}
+	a2 := publication.Origin{Name: "a2", Address: "https://192.0.2.2", State: "healthy"}
+	b1 := publication.Origin{Name: "b1", Address: "http://[2001:db8::1]", State: "healthy"}
+	c1 := publication.Origin{Name: "c1", Address: "http://192.0.2.3", State: "unknown"}
+	for _, tt := range []struct {
+		name, template string
+		snap           *publication.Snapshot
+		want, not      []string
+	}{
+		{"haproxy level 1", "haproxy", snap(1, 1, a1, a2), []string{
+			"server a1 192.0.2.1:8080\n",
+			"server b1 [2001:db8::1]:80 backup\n",
+			"server c1 192.0.2.3:80 disabled\n",
+			"retry-on conn-failure empty-response response-timeout 502 503 504\n",
+			"option redispatch 1\n",
+			"http-request disable-l7-retry unless METH_GET || METH_HEAD\n",
+			"option allbackups\n",
+			"http-check send meth HEAD uri / ver HTTP/1.1 hdr host www.example.com\n",
+			"default-server check inter 1s fall 2 rise 2 observe layer7 error-limit 1 on-error mark-down\n"},
+			[]string{"c1 192.0.2.3:80 backup", "b1 [2001:db8::1]:80 disabled", "a1 192.0.2.1:8080 disabled"}},
+		{"haproxy level 2", "haproxy", snap(2, 2, b1), []string{
+			"server b1 [2001:db8::1]:80\n",
+			"server c1 192.0.2.3:80 backup\n",
+			"server a1 192.0.2.1:8080 disabled\n",
+			"server a2 192.0.2.2:443 ssl verify required ca-file @system-ca sni str(www.example.com) disabled\n"},
+			[]string{"a1 192.0.2.1:8080 backup"}},
+		{"haproxy level 3", "haproxy", snap(3, 3, c1), []string{
+			"server c1 192.0.2.3:80\n",
+			"server b1 [2001:db8::1]:80 backup\n", // the last level before
+			"server a1 192.0.2.1:8080 disabled\n"},
+			nil},
+		{"nginx level 1", "nginx", snap(1, 1, a1, a2), []string{
+			"server 192.0.2.1:8080 max_fails=1 fail_timeout=10s;",
+			"server [2001:db8::1]:80 backup;",
+			"proxy_next_upstream_tries 0;"},
+			[]string{"192.0.2.3:80"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			text, err := templates.Get(tt.template)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			tm, err := NewTemplate(TemplateOptions{Name: tt.template, Files: []File{{Text: text, Dest: filepath.Join(dir, "out")}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			vars := map[string]string{"listen": "127.0.0.1:18080", "stats_socket": filepath.Join(dir, "admin.sock")}
+			v, _ := Build(tt.snap, ipTopo, "", vars)
+			out, err := tm.Render(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := string(out[0])
+			for _, w := range tt.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("no %q in:\n%s", w, got)
+				}
+			}
+			for _, w := range tt.not {
+				if strings.Contains(got, w) {
+					t.Errorf("%q in:\n%s", w, got)
+				}
+			}
+			check(t, tt.template, dir, got)
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -556,5 +557,66 @@ func TestHAProxyReload(t *testing.T) {
 		back.Sub(reloaded).Round(time.Millisecond), failed, total, first)
 	if failed*20 > total {
 		t.Errorf("%d of %d GETs failed after the reload: more than 5%%", failed, total)
+	}
+}
+
+// TestHAProxyTemplateCoversWindow: HAProxy on the shipped haproxy.cfg
+// template alone (rendered and reloaded at each switch) covers the window
+// too: the next level's servers are backup servers there.
+func TestHAProxyTemplateCoversWindow(t *testing.T) {
+	bin := peer(t, "haproxy")
+	text, err := templates.Get("haproxy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []failMode{answer503, refuse} {
+		t.Run(mode.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			sock, listen := filepath.Join(dir, "admin.sock"), testnet.Addr(t)
+			cfgPath := filepath.Join(dir, "haproxy.cfg")
+			pidPath := filepath.Join(dir, "master.pid")
+			tm, err := edge.NewTemplate(edge.TemplateOptions{Name: "haproxy", Files: []edge.File{{Text: text, Dest: cfgPath}},
+				Check: bin + " -c -q -f " + edge.CandidatePlaceholder, Reload: "kill -USR2 $(cat " + pidPath + ")",
+				MinInterval: 200 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := newFlakyLevels(t)
+			vars := map[string]string{"listen": listen, "stats_socket": sock}
+			topo := edge.Topology{"www": {{Name: "b1", Address: l.b1.url(), Level: 2, State: "healthy"}}}
+			for _, o := range l.one {
+				topo["www"] = append(topo["www"], edge.LevelOrigin{Name: o.name, Address: o.url(), Level: 1, State: "healthy"})
+			}
+			v, _ := edge.Build(snapshotOf(1, l.site(1)), topo, "", vars)
+			if _, err := tm.Write(context.Background(), v); err != nil {
+				t.Fatal(err)
+			}
+			daemon(t, dir, bin, "-W", "-db", "-f", cfgPath, "-p", pidPath)
+			waitFor(t, func() error {
+				if !fileExists(pidPath) {
+					return errors.New("no pid file yet")
+				}
+				return nil
+			})
+			cp := fakecp.New()
+			t.Cleanup(cp.Close)
+			if err := cp.SetSites(l.topology()); err != nil {
+				t.Fatal(err)
+			}
+			cp.Publish(l.site(1))
+			startAgentResync(t, cp, 10*time.Minute, vars, tm)
+			backup := func(name string) func(t *testing.T) {
+				return func(t *testing.T) {
+					waitFor(t, func() error {
+						b, _ := os.ReadFile(cfgPath)
+						if !regexp.MustCompile(`(?m)^    server ` + name + ` \S+ backup$`).Match(b) {
+							return fmt.Errorf("%s is not a backup server yet:\n%s", name, b)
+						}
+						return nil
+					})
+				}
+			}
+			window(t, "haproxy-template", "http://"+listen+"/", cp, l, mode, backup("a1"), backup("b1"))
+		})
 	}
 }
