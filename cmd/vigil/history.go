@@ -113,6 +113,7 @@ func exportHistory(dir string, cfg *config.Config) (*simulate.Export, error) {
 	switch {
 	case cfg != nil:
 		h.Names, h.RoundInterval = "config", cfg.Control.RoundInterval.String()
+		h.ConfirmInterval = simulate.ShortestConfirm(cfg)
 		for _, s := range cfg.Sources {
 			h.Sources = append(h.Sources, s.Name)
 		}

@@ -47,6 +47,10 @@ type ExportHeader struct {
 	// Journal says whether the journal's events are in the export, and if
 	// not, why.
 	Journal string `json:"journal"`
+	// ConfirmInterval is the recording's shortest confirm_interval, when
+	// known and set: the recording has confirmation rounds, and a recorded
+	// round less than round_interval after the round before it is one.
+	ConfirmInterval string `json:"confirm_interval,omitempty"`
 }
 
 // ExportOrigin is one origin's recorded rounds, oldest first.
@@ -231,9 +235,13 @@ type SiteReplay struct {
 
 // ReplayResult is the outcome of Replay.
 type ReplayResult struct {
-	Rounds   int
-	From, To time.Time
-	Sites    []SiteReplay
+	Rounds int
+	// Confirmations counts the recorded confirmation rounds replayed as
+	// confirmations (this configuration has confirm_interval); Skipped
+	// confirmations those left out (it has none).
+	Confirmations, SkippedConfirmations int
+	From, To                            time.Time
+	Sites                               []SiteReplay
 	// Skipped are the export's origins the configuration has not.
 	Skipped []string
 	// Warnings say what the replay could not honour.
@@ -328,13 +336,14 @@ func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
 	}
 	replayed := map[string][]Switch{}
 	round := 0
-	step := func(at time.Time, t int64, ok bool) {
-		round++
+	setRound := func(t int64, ok bool) {
 		vsrc.round, tsrc.round = nil, nil
 		if ok {
 			vsrc.round, tsrc.round = byTime[t], votesAt[t]
 		}
-		for _, rep := range f.Round(context.Background(), src) {
+	}
+	note := func(at time.Time, reports []fleet.Report) {
+		for _, rep := range reports {
 			for _, ev := range rep.Events {
 				if ev.Kind == decide.KindLevelSwitched {
 					replayed[rep.Site.Spec.Name] = append(replayed[rep.Site.Spec.Name], Switch{Time: at, Round: round, From: ev.FromLevel, To: ev.ToLevel, Reason: ev.Reason.String()})
@@ -342,18 +351,59 @@ func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
 			}
 		}
 	}
+	step := func(at time.Time, t int64, ok bool) {
+		round++
+		setRound(t, ok)
+		note(at, f.Round(context.Background(), src))
+	}
+	// Confirmation rounds (docs/replay.md): a recorded round less than
+	// the recording's round_interval, in whole seconds, after the last
+	// round is one, when the recording has them.
+	recInterval := interval
+	if d, err := time.ParseDuration(x.Header.RoundInterval); err == nil && d > 0 {
+		recInterval = d
+	}
+	confirming := hasConfirm(cfg)
+	recConfirms := x.Header.ConfirmInterval != ""
+	if !recConfirms && x.Header.RoundInterval == "" && confirming {
+		recConfirms = true
+		res.Warnings = append(res.Warnings, "the export does not say whether it recorded confirmation rounds: a recorded round less than round_interval after the one before it is taken for one")
+	}
+	isConfirm := func(i int, last int64) bool {
+		secs := int64(recInterval / time.Second)
+		return recConfirms && i > 0 && secs > 0 && times[i]-last < secs
+	}
 	const maxFill = 10000
+	last := int64(0)
 	for i, t := range times {
+		if isConfirm(i, last) {
+			if !confirming {
+				res.SkippedConfirmations++
+				continue
+			}
+			res.Confirmations++
+			setRound(t, true)
+			reports, _ := f.Confirm(context.Background(), src)
+			note(time.Unix(t, 0).UTC(), reports)
+			continue
+		}
 		if i > 0 && interval > 0 {
-			gap := time.Duration(t-times[i-1]) * time.Second
+			gap := time.Duration(t-last) * time.Second
 			if gap > interval*3/2 {
 				n := int((gap+interval/2)/interval) - 1
 				for k := 1; k <= min(n, maxFill); k++ {
-					step(time.Unix(times[i-1], 0).Add(time.Duration(k)*interval).UTC(), 0, false)
+					step(time.Unix(last, 0).Add(time.Duration(k)*interval).UTC(), 0, false)
 				}
 			}
 		}
 		step(time.Unix(t, 0).UTC(), t, true)
+		last = t
+	}
+	switch {
+	case res.SkippedConfirmations > 0:
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%d recorded confirmation rounds are not replayed: this configuration sets no confirm_interval", res.SkippedConfirmations))
+	case confirming && res.Confirmations == 0:
+		res.Warnings = append(res.Warnings, "this configuration sets confirm_interval, but the recording has no confirmation rounds: a replay cannot make the probes they would have made, so its sites are judged by the recorded rounds alone")
 	}
 	res.Rounds = round
 	res.From, res.To = time.Unix(times[0], 0).UTC(), time.Unix(times[len(times)-1], 0).UTC()
@@ -387,6 +437,31 @@ func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
 	}
 	sort.Slice(res.Sites, func(a, b int) bool { return res.Sites[a].Site < res.Sites[b].Site })
 	return res, nil
+}
+
+// hasConfirm reports whether some site of cfg has confirm_interval.
+func hasConfirm(cfg *config.Config) bool {
+	for _, s := range cfg.Sites {
+		if s.HealthCheck != nil && s.HealthCheck.ConfirmInterval > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// ShortestConfirm is the shortest confirm_interval of cfg's sites, "" when
+// none has one (an export's header: ExportHeader.ConfirmInterval).
+func ShortestConfirm(cfg *config.Config) string {
+	var d time.Duration
+	for _, s := range cfg.Sites {
+		if ci := s.HealthCheck.ConfirmInterval; ci > 0 && (d == 0 || ci < d) {
+			d = ci
+		}
+	}
+	if d == 0 {
+		return ""
+	}
+	return d.String()
 }
 
 // roundAt is the start of the recorded round a journaled event belongs
@@ -542,7 +617,11 @@ func (r *ReplayResult) WriteText(w io.Writer) {
 	if r.Votes {
 		how = "votes: through this configuration's chain, min_votes, tally and the order replayed"
 	}
-	fmt.Fprintf(w, "replayed %d rounds, %s to %s (%s)\n", r.Rounds, r.From.Format(time.RFC3339), r.To.Format(time.RFC3339), how)
+	confirms := ""
+	if r.Confirmations > 0 {
+		confirms = fmt.Sprintf(" and %d confirmation rounds", r.Confirmations)
+	}
+	fmt.Fprintf(w, "replayed %d rounds%s, %s to %s (%s)\n", r.Rounds, confirms, r.From.Format(time.RFC3339), r.To.Format(time.RFC3339), how)
 	for _, warn := range r.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", warn)
 	}
