@@ -67,6 +67,8 @@ type Node struct {
 	// watched counts the watch answers on the state that were handled
 	// (tests).
 	watched atomic.Int64
+	// forcedStops counts the stops that hit StopTimeout.
+	forcedStops atomic.Int64
 
 	mu          sync.Mutex
 	eng         *engine.Engine
@@ -195,20 +197,52 @@ func (n *Node) kick() {
 	}
 }
 
+// StopTimeout bounds a node's stop: the channel Start returns is closed
+// at most this long after its context ends, whatever etcd does. A stop
+// normally takes far less: every call to etcd of the node has a deadline
+// or ends with the term's context, and the clean-up calls (resigning,
+// revoking the lease) get one second each. Past StopTimeout the node
+// stops waiting for its term, says so in the log, and counts it
+// (ForcedStops); its caller then closes the etcd client, which ends
+// whatever call was still waiting.
+const StopTimeout = 5 * time.Second
+
 // Start runs terms until ctx ends. eng must be built with Active, Owns
-// and OnCommitError from this node.
+// and OnCommitError from this node. The channel it returns is closed once
+// the node has given up its roles, at most StopTimeout after ctx ends.
 func (n *Node) Start(ctx context.Context, eng *engine.Engine) <-chan struct{} {
 	n.mu.Lock()
 	n.eng = eng
 	n.mu.Unlock()
 	done := make(chan struct{})
+	terms := make(chan struct{})
+	go func() {
+		defer close(terms)
+		n.terms(ctx)
+	}()
 	go func() {
 		defer close(done)
-		n.terms(ctx)
+		select {
+		case <-terms:
+			return
+		case <-ctx.Done():
+		}
+		t := time.NewTimer(StopTimeout)
+		defer t.Stop()
+		select {
+		case <-terms:
+		case <-t.C:
+			n.forcedStops.Add(1)
+			n.log.Error("the cluster node did not give up its roles in time; stopping without waiting for etcd", "waited", StopTimeout)
+		}
 	}()
 	go n.watchState(ctx)
 	return done
 }
+
+// ForcedStops counts the stops that did not end within StopTimeout (a
+// stop that hung on etcd): zero unless something is wrong.
+func (n *Node) ForcedStops() int64 { return n.forcedStops.Load() }
 
 func (n *Node) setErr(err error) {
 	n.mu.Lock()
@@ -278,7 +312,15 @@ func (n *Node) term(parent context.Context) error {
 	n.log.Info("joined the cluster", "id", n.opts.ID, "mode", n.opts.Config.Mode, "lease_ttl", n.ttl)
 	defer n.endTerm(lease.ID)
 
-	sess, err := concurrency.NewSession(n.cli, concurrency.WithLease(lease.ID), concurrency.WithContext(ctx))
+	// The election runs on a client whose own context is the term's:
+	// concurrency.Election.Campaign, cancelled, resigns with its client's
+	// context (Client.Ctx), which for the real client lasts until Close,
+	// so that a stop while etcd is down would wait on it for good. This
+	// one shares the real client's connection (KV, Watcher, Lease) and is
+	// never closed itself: it ends with the term.
+	ecli := clientv3.NewCtxClient(ctx)
+	ecli.KV, ecli.Watcher, ecli.Lease = n.cli.KV, n.cli.Watcher, n.cli.Lease
+	sess, err := concurrency.NewSession(ecli, concurrency.WithLease(lease.ID), concurrency.WithContext(ctx))
 	if err != nil {
 		return fmt.Errorf("etcd session: %w", err)
 	}
@@ -602,12 +644,11 @@ func sameMembers(a, b []Member) bool {
 
 // watchState reloads what others committed: all of it on a standby, the
 // sites owned elsewhere on a shard. It follows the counters (P/meta) and
-// nothing else: every commit writes them in its last transaction, with
-// its events, after any site records that did not fit in it (etcd's
-// --max-txn-ops). Reloading on those earlier site writes would show
-// sites probed in a round whose commit has not landed, and may never
-// land (its writer fenced or gone): a round number never committed.
-// Changes are coalesced.
+// nothing else: a commit writes them in its last transaction, the whole
+// commit when it fits in one and the commit marker of a split one (see
+// core/store/etcd, "Split commits"). Before the marker a split commit's
+// staged writes are invisible to Load, and from it Load sees them all, so
+// a reload on P/meta finds each commit whole. Changes are coalesced.
 func (n *Node) watchState(ctx context.Context) {
 	st := n.opts.Store
 	missed := false

@@ -62,6 +62,8 @@ type member struct {
 	st   *etcdstore.Store
 	cli  *clientv3.Client
 	stop func()
+	// done is closed when the node has stopped (Start's channel).
+	done <-chan struct{}
 }
 
 func startMember(t *testing.T, srv *etcdtest.Server, id, mode, cfgText string) *member {
@@ -102,7 +104,7 @@ func startMemberWith(t *testing.T, srv *etcdtest.Server, id, mode, cfgText strin
 	hmu.Unlock()
 	runCtx, stopRun := context.WithCancel(context.Background())
 	done := node.Start(runCtx, eng)
-	m := &member{id: id, url: api.URL, node: node, eng: eng, st: st, cli: cli}
+	m := &member{id: id, url: api.URL, node: node, eng: eng, st: st, cli: cli, done: done}
 	m.stop = sync.OnceFunc(func() {
 		stopRun()
 		select {
