@@ -36,6 +36,9 @@ const (
 	DefaultPassiveFailureRatio = 0.3
 	// MaxNodesPerRound bounds nodes_per_round.
 	MaxNodesPerRound = 100
+	// DefaultSuspectInterval: after the passive trigger reported a site,
+	// the gateway reports it again no sooner than this.
+	DefaultSuspectInterval = 10 * time.Second
 )
 
 // settings is a checked configuration.
@@ -53,6 +56,10 @@ type settings struct {
 	passive             bool
 	passiveMinRequests  int
 	passiveFailureRatio float64
+	// trigger: nodes report failing passive windows between rounds, and
+	// the gateway reports their sites as suspects (passive_trigger).
+	trigger         bool
+	suspectInterval time.Duration
 }
 
 func schema() sdk.Schema {
@@ -70,6 +77,8 @@ func schema() sdk.Schema {
 		{Name: "passive_votes", Type: sdk.TypeBool, Description: "Nodes that proxy also cast a passive vote per origin, as voter NODE/passive, from the real traffic of their proxy (default false). It is one more voter of this source: see min_votes in the plugin's README."},
 		{Name: "passive_min_requests", Type: sdk.TypeNumber, Description: fmt.Sprintf("Fewest requests (ignored statuses not counted) a node's passive window must hold for a passive vote; fewer abstain (default %d).", DefaultPassiveMinRequests)},
 		{Name: "passive_failure_ratio", Type: sdk.TypeNumber, Description: fmt.Sprintf("A passive window whose failures (5xx, timeouts, connection errors, slow answers) are more than this part of its requests votes down (default %v).", DefaultPassiveFailureRatio)},
+		{Name: "passive_trigger", Type: sdk.TypeBool, Description: "With passive_votes, a node whose proxy's real traffic to an origin starts failing tells the gateway at once, between rounds; when its passive window would vote down, the gateway asks vigil to confirm the origin's site now rather than at its next scheduled round (default true when passive_votes is; needs vigil-node and vigil of this release or later, older ones just do without)."},
+		{Name: "suspect_interval", Type: sdk.TypeDuration, Description: fmt.Sprintf("The passive trigger reports a site at most once per this interval, and an origin it found down once per this interval; its log line comes at most once per interval too (default %s, at least 1s).", DefaultSuspectInterval)},
 	}}
 }
 
@@ -77,7 +86,7 @@ func schema() sdk.Schema {
 func parseConfig(cfg sdk.Config, getenv func(string) string) (settings, error) {
 	var diags sdk.Diagnostics
 	st := settings{nodesPerRound: DefaultNodesPerRound, onlineTimeout: DefaultOnlineTimeout, forgetAfter: DefaultForgetAfter, siteLabels: map[string]labels.Set{},
-		passiveMinRequests: DefaultPassiveMinRequests, passiveFailureRatio: DefaultPassiveFailureRatio}
+		passiveMinRequests: DefaultPassiveMinRequests, passiveFailureRatio: DefaultPassiveFailureRatio, suspectInterval: DefaultSuspectInterval}
 
 	st.listen, _ = cfg.String("listen")
 	if _, _, err := net.SplitHostPort(st.listen); err != nil {
@@ -195,6 +204,22 @@ func parseConfig(cfg sdk.Config, getenv func(string) string) (settings, error) {
 				fmt.Sprintf("passive_failure_ratio = %v: use a fraction between 0 and 1, e.g. 0.3 (more than 30%% of the requests failed).", r)))
 		} else {
 			st.passiveFailureRatio = r
+		}
+	}
+	st.trigger = st.passive
+	if on, ok := cfg.Bool("passive_trigger"); ok {
+		if on && !st.passive {
+			diags = append(diags, sdk.AttributeError("passive_trigger", "passive_trigger needs passive_votes",
+				"The trigger judges a node's passive window by the passive vote rule: set passive_votes = true too, or leave passive_trigger out."))
+		}
+		st.trigger = on && st.passive
+	}
+	if d, ok := cfg.Duration("suspect_interval"); ok {
+		if d < time.Second {
+			diags = append(diags, sdk.AttributeError("suspect_interval", "suspect_interval too short",
+				fmt.Sprintf("suspect_interval = %s: use at least 1s (a site is reported at most once per interval).", d)))
+		} else {
+			st.suspectInterval = d
 		}
 	}
 	return st, diags.Err()

@@ -42,6 +42,10 @@ const (
 	// ProbeResult.passive; the gateway announces it only with
 	// passive_votes = true, and casts the passive votes.
 	featurePassive = "passive"
+	// featurePassiveTrigger: the gateway reads PassiveReport, a node's
+	// failing passive windows sent between rounds; it announces it with
+	// passive_votes and passive_trigger.
+	featurePassiveTrigger = "passive_trigger"
 )
 
 // MaxMessageSize bounds one gateway message (a batch or its results).
@@ -319,6 +323,8 @@ type gatewayServer struct {
 	log      hclog.Logger
 	reg      *registry
 	settings func() settings
+	// report handles a node's PassiveReport (the passive trigger).
+	report func(*conn, *pb.PassiveReport)
 }
 
 // authorize checks the shared token of every call.
@@ -385,6 +391,9 @@ func (g *gatewayServer) Attach(stream grpc.BidiStreamingServer[pb.NodeMessage, p
 	if st.passive {
 		features = append(features, featurePassive)
 	}
+	if st.trigger {
+		features = append(features, featurePassiveTrigger)
+	}
 	welcome := &pb.GatewayMessage{Msg: &pb.GatewayMessage_Welcome{Welcome: &pb.Welcome{
 		HeartbeatIntervalMs: (st.onlineTimeout / 3).Milliseconds(), Features: features}}}
 	if err := stream.Send(welcome); err != nil {
@@ -403,6 +412,9 @@ func (g *gatewayServer) Attach(stream grpc.BidiStreamingServer[pb.NodeMessage, p
 			c.seen.Store(g.reg.now().UnixNano())
 			if res := m.GetResult(); res != nil && !g.reg.deliver(c, res) {
 				g.log.Debug("late or unknown batch result dropped", "node", c.id, "batch", res.GetBatchId())
+			}
+			if rep := m.GetPassiveReport(); rep != nil && g.report != nil {
+				g.report(c, rep)
 			}
 		}
 	}()

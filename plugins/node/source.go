@@ -35,6 +35,7 @@ type Source struct {
 	log    hclog.Logger
 	getenv func(string) string
 	reg    *registry
+	trig   *triggers
 	round  atomic.Uint64
 
 	mu       sync.Mutex
@@ -52,6 +53,7 @@ func New(log hclog.Logger) *Source {
 	}
 	s := &Source{log: log, getenv: os.Getenv, st: settings{onlineTimeout: DefaultOnlineTimeout, forgetAfter: DefaultForgetAfter, nodesPerRound: DefaultNodesPerRound}}
 	s.reg = newRegistry(log, func() time.Duration { return s.settings().onlineTimeout }, func() time.Duration { return s.settings().forgetAfter })
+	s.trig = newTriggers(log, func() time.Time { return s.reg.now() })
 	return s
 }
 
@@ -93,7 +95,7 @@ func (s *Source) Configure(_ context.Context, cfg sdk.Config) error {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(st.tlsConfig)))
 	}
 	srv := grpc.NewServer(opts...)
-	pb.RegisterNodeGatewayServer(srv, &gatewayServer{log: s.log, reg: s.reg, settings: s.settings})
+	pb.RegisterNodeGatewayServer(srv, &gatewayServer{log: s.log, reg: s.reg, settings: s.settings, report: s.passiveReport})
 
 	var statusSrv *http.Server
 	var statusLn net.Listener
@@ -254,6 +256,9 @@ func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error
 	st := s.settings()
 	round := s.round.Add(1)
 	online := s.reg.online()
+	if st.trigger {
+		s.trig.learn(ballot.Targets)
+	}
 
 	plan, unserved := assign(round, ballot.Targets, online, st.nodesPerRound, st.siteLabels)
 	if st.passive {
