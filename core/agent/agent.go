@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/hcl/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -110,6 +111,15 @@ func Start(cfg *config.Config, opts Options) (a *Agent, err error) {
 	eng, diags := engine.New(ctx, cfg, engOpts)
 	if diags.HasErrors() {
 		_ = config.WriteDiagnostics(opts.Diagnostics, cfg.Files, diags)
+		for _, d := range diags.Errs() {
+			if d, ok := d.(*hcl.Diagnostic); ok && d.Subject == nil {
+				// Not a plugin's configuration error: the store, say.
+				if why := a.cluster.explainTLS(); why != "" {
+					return nil, fmt.Errorf("%s: %s; nothing started", d.Summary, why)
+				}
+				return nil, fmt.Errorf("%s: %s; nothing started", d.Summary, d.Detail)
+			}
+		}
 		return nil, errors.New("a vote source could not start; nothing started")
 	}
 	a.engine = eng

@@ -28,7 +28,7 @@ func (h *apiTLS) set(c *config.APITLS) error {
 		h.mu.Unlock()
 		return nil
 	}
-	cert, err := config.LoadAPICertificate(c.CertFile, c.KeyFile)
+	cert, err := config.LoadKeyPair(c.CertFile, c.KeyFile)
 	if err != nil {
 		return fmt.Errorf("control { api { tls } }: %w", err)
 	}

@@ -2,11 +2,17 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,6 +37,9 @@ type cluster struct {
 	store *etcdstore.Store
 	node  *ha.Node
 	done  <-chan struct{}
+	// tls is the client's TLS (nil without), for explainTLS.
+	tls       *tls.Config
+	endpoints []string
 
 	mu         sync.Mutex
 	cfg        *config.Config
@@ -41,12 +50,16 @@ type cluster struct {
 // newCluster connects to etcd and builds the store and the node around it.
 func newCluster(cfg *config.Config, log hclog.Logger, reg prometheus.Registerer) (*cluster, error) {
 	ec := cfg.Control.Store
+	var err error
 	cc := clientv3.Config{Endpoints: ec.Endpoints, DialTimeout: ec.DialTimeout, Logger: zap.NewNop()}
 	if ec.UsernameEnv != "" {
 		cc.Username, cc.Password = os.Getenv(ec.UsernameEnv), os.Getenv(ec.PasswordEnv)
 		if cc.Username == "" || cc.Password == "" {
 			return nil, fmt.Errorf("control { store \"etcd\" } names username_env %s and password_env %s, but one is unset or empty; export both", ec.UsernameEnv, ec.PasswordEnv)
 		}
+	}
+	if cc.TLS, err = etcdTLS(ec); err != nil {
+		return nil, err
 	}
 	cli, err := clientv3.New(cc)
 	if err != nil {
@@ -67,7 +80,7 @@ func newCluster(cfg *config.Config, log hclog.Logger, reg prometheus.Registerer)
 		}
 	}
 	st := etcdstore.New(cli, etcdstore.Options{Prefix: ec.Prefix, JournalSize: store.DefaultJournalSize, MaxTxnOps: ec.MaxTxnOps, Timeout: ec.LeaseTTL})
-	c := &cluster{log: log.Named("cluster"), reg: reg, cli: cli, store: st, cfg: cfg}
+	c := &cluster{log: log.Named("cluster"), reg: reg, cli: cli, store: st, cfg: cfg, tls: cc.TLS, endpoints: ec.Endpoints}
 	c.node = ha.New(ha.Options{Client: cli, Store: st, Config: ec, ID: id, URL: url, Logger: c.log, OnLead: c.lead, OnStoreChange: c.wake})
 	reg.MustRegister(c.node.Collectors()...)
 	log.Info("state in etcd", "endpoints", ec.Endpoints, "prefix", ec.Prefix, "mode", ec.Mode, "id", id, "url", url)
@@ -184,4 +197,86 @@ func (c *cluster) close() {
 		<-c.done
 	}
 	c.cli.Close()
+}
+
+// etcdTLS is the etcd client's TLS: nil without ca_file and cert_file.
+func etcdTLS(ec *config.EtcdStore) (*tls.Config, error) {
+	if ec.CAFile == "" && ec.CertFile == "" {
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ec.CAFile != "" {
+		pool, err := x509.SystemCertPool()
+		if err != nil || pool == nil {
+			pool = x509.NewCertPool()
+		}
+		if _, err := config.LoadCAPool(ec.CAFile); err != nil {
+			return nil, fmt.Errorf("control { store \"etcd\" { ca_file } }: %w", err)
+		}
+		b, err := os.ReadFile(ec.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("control { store \"etcd\" { ca_file } }: %w", err)
+		}
+		pool.AppendCertsFromPEM(b) // checked by LoadCAPool
+		tc.RootCAs = pool
+	}
+	if ec.CertFile != "" {
+		cert, err := config.LoadKeyPair(ec.CertFile, ec.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("control { store \"etcd\" { cert_file, key_file } }: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// explainTLS says why etcd could not be reached over TLS, when a direct
+// handshake tells: gRPC reports a certificate that etcd refused, or one
+// that this instance does not trust, as a deadline. "" when it does not
+// tell (or there is no TLS).
+func (c *cluster) explainTLS() string {
+	if c == nil || c.tls == nil {
+		return ""
+	}
+	for _, ep := range c.endpoints {
+		hostport := ep
+		if u, err := url.Parse(ep); err == nil && u.Host != "" {
+			hostport = u.Host
+		}
+		tc := c.tls.Clone()
+		tc.NextProtos = []string{"h2"}
+		if tc.ServerName == "" {
+			tc.ServerName, _, _ = net.SplitHostPort(hostport)
+		}
+		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", hostport, tc)
+		if err != nil {
+			var unknown x509.UnknownAuthorityError
+			var host x509.HostnameError
+			var invalid x509.CertificateInvalidError
+			switch {
+			case errors.As(err, &unknown):
+				return fmt.Sprintf("etcd at %s shows a certificate that ca_file's CA did not sign (%v): set store \"etcd\" { ca_file } to the CA of etcd's --cert-file", ep, err)
+			case errors.As(err, &host):
+				return fmt.Sprintf("etcd at %s shows a certificate for another name (%v): list the members by a name their certificates carry", ep, err)
+			case errors.As(err, &invalid):
+				return fmt.Sprintf("etcd at %s shows a certificate that is not valid now (%v): renew etcd's certificate", ep, err)
+			case strings.Contains(err.Error(), "remote error: tls:"):
+				return fmt.Sprintf("etcd at %s refused this instance's client certificate (%v): set cert_file and key_file to a certificate signed by the CA of etcd's --trusted-ca-file", ep, err)
+			}
+			continue
+		}
+		// With TLS 1.3 a refused client certificate comes as an alert
+		// after the handshake: read until etcd says something or waits.
+		_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+		_, err = conn.Read(make([]byte, 1))
+		conn.Close()
+		if err != nil && strings.Contains(err.Error(), "remote error: tls:") {
+			msg := fmt.Sprintf("etcd at %s refused this instance's client certificate (%v): set cert_file and key_file to a certificate signed by the CA of etcd's --trusted-ca-file", ep, err)
+			if len(tc.Certificates) == 0 {
+				msg = fmt.Sprintf("etcd at %s asks for a client certificate (%v): set store \"etcd\" { cert_file, key_file }", ep, err)
+			}
+			return msg
+		}
+	}
+	return ""
 }

@@ -65,7 +65,7 @@ func (l *loader) apiTLS(b *hcl.Block, api *API) {
 	t.ClientCAFile, caAt = path("client_ca_file")
 	api.TLS = t
 	if certAt != nil && t.KeyFile != "" {
-		if _, err := LoadAPICertificate(t.CertFile, t.KeyFile); err != nil {
+		if _, err := LoadKeyPair(t.CertFile, t.KeyFile); err != nil {
 			l.add(certAt.Expr.Range(), "Unusable API certificate", err.Error())
 		} else if leaf, err := leafOf(t.CertFile); err == nil && time.Now().After(leaf.NotAfter) {
 			l.diags = append(l.diags, &hcl.Diagnostic{Severity: hcl.DiagWarning, Subject: certAt.Expr.Range().Ptr(), Summary: "Expired API certificate",
@@ -79,9 +79,9 @@ func (l *loader) apiTLS(b *hcl.Block, api *API) {
 	}
 }
 
-// LoadAPICertificate reads the API's certificate and key. The error names
+// LoadKeyPair reads a certificate (the API's, or a client's) and its key. The error names
 // the files and the fix, never the key's content.
-func LoadAPICertificate(certFile, keyFile string) (tls.Certificate, error) {
+func LoadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
 	c, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("cert_file %s with key_file %s: %v. Give a PEM certificate (its chain after it) and the PEM private key that matches it", certFile, keyFile, err)

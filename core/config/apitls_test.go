@@ -99,3 +99,44 @@ func TestAPITLSBlock(t *testing.T) {
 		})
 	}
 }
+
+// TestEtcdTLSAttributes: the etcd store's TLS files load at load, a
+// client certificate needs its key, and an http:// endpoint beside TLS is
+// refused at the endpoints' line.
+func TestEtcdTLSAttributes(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcerts.NewCA(t, "etcd CA")
+	ca.WriteCA(t, dir, "ca")
+	ca.Issue(t, testcerts.Options{Names: []string{"vigil"}, Client: true}).Write(t, dir, "client")
+	for _, c := range []struct{ name, attrs, want string }{
+		{"all three", `endpoints = ["https://127.0.0.1:2379"]
+    ca_file = "ca.pem"
+    cert_file = "client.crt"
+    key_file = "client.key"`, ""},
+		{"host:port with a CA", `endpoints = ["127.0.0.1:2379"]
+    ca_file = "ca.pem"`, ""},
+		{"http:// with TLS", `endpoints = ["http://127.0.0.1:2379"]
+    ca_file = "ca.pem"`, "write https://127.0.0.1:2379 or host:port"},
+		{"a certificate without its key", `endpoints = ["127.0.0.1:2379"]
+    cert_file = "client.crt"`, "Set both cert_file and key_file"},
+		{"a CA that is no PEM", `endpoints = ["127.0.0.1:2379"]
+    ca_file = "client.key"`, "holds no PEM certificate"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := "control {\n  store \"etcd\" {\n    " + c.attrs + "\n  }\n}\n"
+			cfg, diags := config.Parse(filepath.Join(dir, "vigil.hcl"), []byte(src))
+			if c.want == "" {
+				if diags.HasErrors() {
+					t.Fatal(diags)
+				}
+				if s := cfg.Control.Store; s.CAFile != filepath.Join(dir, "ca.pem") {
+					t.Fatalf("ca_file %q; want it made absolute", s.CAFile)
+				}
+				return
+			}
+			if !diags.HasErrors() || !strings.Contains(diags.Error(), c.want) {
+				t.Fatalf("diagnostics %v; want an error with %q", diags, c.want)
+			}
+		})
+	}
+}

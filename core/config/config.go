@@ -183,6 +183,11 @@ type EtcdStore struct {
 	// errors (default: http:// plus the API listen address).
 	ID        string
 	Advertise string
+	// CAFile, CertFile and KeyFile are TLS to etcd: the CA that signed
+	// the members' certificates (besides the system's roots), and this
+	// instance's client certificate and key for a cluster started with
+	// --client-cert-auth. Absolute paths; empty when unset.
+	CAFile, CertFile, KeyFile string
 	// MaxTxnOps is etcd's --max-txn-ops: a commit larger than this is
 	// split (sites without events first, see core/store/etcd).
 	MaxTxnOps int

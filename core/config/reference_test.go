@@ -477,7 +477,7 @@ func refLoad(t *testing.T, src string) (*config.Config, hcl.Diagnostics) {
 			t.Fatal(err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "tls", "clients-ca.pem"), ca, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "tls", "ca.pem"), ca, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return config.Parse(filepath.Join(dir, "vigil.hcl"), []byte(src))

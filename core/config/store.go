@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ var etcdSchema = &hcl.BodySchema{
 		{Name: "endpoints", Required: true}, {Name: "prefix"}, {Name: "lease_ttl"}, {Name: "mode"},
 		{Name: "dial_timeout"}, {Name: "username_env"}, {Name: "password_env"},
 		{Name: "id"}, {Name: "advertise"}, {Name: "max_txn_ops"},
+		{Name: "ca_file"}, {Name: "cert_file"}, {Name: "key_file"},
 	},
 }
 
@@ -116,6 +118,7 @@ func (l *loader) store(b *hcl.Block) {
 		}
 	}
 	l.integer(a, "max_txn_ops", 16, &s.MaxTxnOps)
+	l.etcdTLS(a, s)
 	l.cfg.Control.Store = s
 }
 
@@ -144,4 +147,59 @@ func redactEndpoint(ep string) string {
 		return u.Redacted()
 	}
 	return ep
+}
+
+// etcdTLS reads the store block's ca_file, cert_file and key_file, checks
+// that they load, and that no endpoint says http:// beside them.
+func (l *loader) etcdTLS(a hcl.Attributes, s *EtcdStore) {
+	path := func(name string, into *string) *hcl.Attribute {
+		attr := a[name]
+		var p string
+		if attr == nil || !l.decode(attr, &p) {
+			return nil
+		}
+		if strings.TrimSpace(p) == "" {
+			l.add(attr.Expr.Range(), "Empty "+name, name+" must name a PEM file; remove it to use none.")
+			return nil
+		}
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(filepath.Dir(attr.Expr.Range().Filename), p)
+		}
+		*into = p
+		return attr
+	}
+	caAt := path("ca_file", &s.CAFile)
+	certAt := path("cert_file", &s.CertFile)
+	keyAt := path("key_file", &s.KeyFile)
+	if caAt != nil {
+		if _, err := LoadCAPool(s.CAFile); err != nil {
+			l.add(caAt.Expr.Range(), "Unusable etcd ca_file", err.Error())
+		}
+	}
+	switch {
+	case (certAt == nil) != (keyAt == nil):
+		at := certAt
+		if at == nil {
+			at = keyAt
+		}
+		l.add(at.Expr.Range(), "Incomplete etcd client certificate", "Set both cert_file and key_file (this instance's client certificate and its key), or neither.")
+	case certAt != nil:
+		if _, err := LoadKeyPair(s.CertFile, s.KeyFile); err != nil {
+			l.add(certAt.Expr.Range(), "Unusable etcd client certificate", err.Error())
+		}
+	}
+	if caAt == nil && certAt == nil {
+		return
+	}
+	for _, ep := range s.Endpoints {
+		if strings.HasPrefix(ep, "http://") {
+			at := caAt
+			if at == nil {
+				at = certAt
+			}
+			l.add(a["endpoints"].Expr.Range(), "Plain http etcd endpoint with TLS",
+				fmt.Sprintf("endpoint %q says http://, but %s sets TLS: write https://%s or host:port.", redactEndpoint(ep), at.Name, strings.TrimPrefix(ep, "http://")))
+			return
+		}
+	}
 }

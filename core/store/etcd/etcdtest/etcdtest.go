@@ -3,6 +3,8 @@ package etcdtest
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"os"
@@ -24,11 +26,13 @@ var Binary = "/usr/bin/etcd"
 
 // Server is one running etcd member.
 type Server struct {
-	Endpoint string // http://127.0.0.1:PORT
-	cmd      *exec.Cmd
-	mu       sync.Mutex
-	log      bytes.Buffer
-	stopped  bool
+	Endpoint string // http://127.0.0.1:PORT (https:// from StartTLS)
+	// TLS is what Client uses to reach a server from StartTLS.
+	TLS     *tls.Config
+	cmd     *exec.Cmd
+	mu      sync.Mutex
+	log     bytes.Buffer
+	stopped bool
 }
 
 // freePort is a loopback port reserved for t (internal/testnet).
@@ -60,9 +64,39 @@ func Require(t testing.TB) string {
 // killed at the end of the test.
 func Start(t testing.TB, extraArgs ...string) *Server {
 	t.Helper()
+	return start(t, "http", nil, extraArgs...)
+}
+
+// TLSFiles are the PEM files of an etcd that serves its clients over TLS:
+// its certificate and key, the CA that signs client certificates, and a
+// client certificate and key that Client uses.
+type TLSFiles struct {
+	CertFile, KeyFile, ClientCAFile string
+	ClientCertFile, ClientKeyFile   string
+	// CA is the CA certificate (PEM) that signed CertFile.
+	CA []byte
+}
+
+// StartTLS is Start with https for clients and --client-cert-auth: a
+// client needs a certificate signed by f.ClientCAFile.
+func StartTLS(t testing.TB, f TLSFiles, extraArgs ...string) *Server {
+	t.Helper()
+	cert, err := tls.LoadX509KeyPair(f.ClientCertFile, f.ClientKeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(f.CA)
+	tc := &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	return start(t, "https", tc, append([]string{"--client-cert-auth", "--trusted-ca-file", f.ClientCAFile,
+		"--cert-file", f.CertFile, "--key-file", f.KeyFile}, extraArgs...)...)
+}
+
+func start(t testing.TB, scheme string, tc *tls.Config, extraArgs ...string) *Server {
+	t.Helper()
 	bin := Require(t)
 	cport, pport := freePort(t), freePort(t)
-	s := &Server{Endpoint: fmt.Sprintf("http://127.0.0.1:%d", cport)}
+	s := &Server{Endpoint: fmt.Sprintf("%s://127.0.0.1:%d", scheme, cport), TLS: tc}
 	peer := fmt.Sprintf("http://127.0.0.1:%d", pport)
 	args := append([]string{
 		"--name", "vigil-test", "--data-dir", t.TempDir(),
@@ -111,7 +145,7 @@ func (s *Server) Log() string {
 // Client returns a client of the server, closed at the end of the test.
 func (s *Server) Client(t testing.TB) *clientv3.Client {
 	t.Helper()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{s.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), TLS: s.TLS})
 	if err != nil {
 		t.Fatal(err)
 	}
