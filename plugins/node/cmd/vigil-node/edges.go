@@ -27,6 +27,9 @@ type edgeFlags struct {
 	// haRemoveAfter and haDrainTimeout are -haproxy-remove-after (0: at
 	// the first apply) and -haproxy-drain-timeout (0: never cut).
 	haRemoveAfter, haDrainTimeout time.Duration
+	// haWatch is -haproxy-watch (0: HAProxy's reloads are caught at the
+	// resync only).
+	haWatch time.Duration
 	// log is vigil-node's logger (nil: the drivers log nothing).
 	log hclog.Logger
 }
@@ -42,7 +45,13 @@ func haproxyRemoval(f edgeFlags) (removeAfter, drainTimeout time.Duration, err e
 		if f.haRemoveAfter != edge.DefaultHAProxyRemoveAfter || f.haDrainTimeout != 0 {
 			return 0, 0, fmt.Errorf("-haproxy-remove-after and -haproxy-drain-timeout need -haproxy-socket: they tune the removal of the servers vigil-node adds through the Runtime API")
 		}
+		if f.haWatch != edge.DefaultHAProxyWatch {
+			return 0, 0, fmt.Errorf("-haproxy-watch needs -haproxy-socket: it is how often vigil-node asks HAProxy's Runtime API whether HAProxy was reloaded")
+		}
 		return 0, 0, nil
+	}
+	if f.haWatch < 0 {
+		return 0, 0, fmt.Errorf("-haproxy-watch %v: give how often vigil-node asks HAProxy whether it was reloaded (e.g. 100ms), or 0 to leave a reload to -edge-resync", f.haWatch)
 	}
 	if f.haRemoveAfter < 0 {
 		return 0, 0, fmt.Errorf("-haproxy-remove-after %v: give 0 (delete a removed server at the first apply once it is drained) or a positive duration, e.g. 1m", f.haRemoveAfter)
@@ -66,7 +75,10 @@ func edgeDrivers(f edgeFlags) ([]edge.Driver, error) {
 	}
 	if f.haSocket != "" {
 		opts := edge.HAProxyOptions{Socket: f.haSocket, ServerArgs: f.haSrvArgs, TLSArgs: f.haTLSArgs,
-			RemoveAfter: removeAfter, DrainTimeout: drainTimeout}
+			RemoveAfter: removeAfter, DrainTimeout: drainTimeout, Watch: f.haWatch}
+		if f.haWatch == 0 {
+			opts.Watch = -1 // the driver reads 0 as its default, and a negative one as never
+		}
 		if f.log != nil {
 			// Named and keyed like the hub's lines about the same edge.
 			opts.Log = f.log.Named("edge").With("edge", "haproxy")
@@ -92,7 +104,7 @@ func edgeDrivers(f edgeFlags) ([]edge.Driver, error) {
 		out = append(out, h)
 	} else if f.haFallback != "" {
 		return nil, fmt.Errorf("-haproxy-fallback needs -haproxy-socket (for a template-only HAProxy, use -template builtin:haproxy:DEST)")
-	} else if f.haSrvArgs != "" || f.haTLSArgs != edge.DefaultHAProxyTLSArgs {
+	} else if f.haSrvArgs != edge.DefaultHAProxyServerArgs || f.haTLSArgs != edge.DefaultHAProxyTLSArgs {
 		// Without the runtime API no server is added: the arguments would
 		// be dropped silently.
 		return nil, fmt.Errorf("-haproxy-server-args and -haproxy-tls-args need -haproxy-socket: they are the arguments of the servers vigil-node adds through HAProxy's runtime API (with -template builtin:haproxy:DEST, write them in the template)")

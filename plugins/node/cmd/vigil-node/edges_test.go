@@ -64,6 +64,34 @@ func TestHAProxyRemovalFlagsReachTheDriver(t *testing.T) {
 	}
 }
 
+// The servers vigil-node adds are checked and observed by default, so that
+// HAProxy can route around a failing level; -haproxy-watch reaches the
+// driver, 0 (never) as a negative duration.
+func TestHAProxyWindowFlagsReachTheDriver(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		serverArgs string
+		watch      time.Duration
+	}{
+		{"defaults", nil, edge.DefaultHAProxyServerArgs, edge.DefaultHAProxyWatch},
+		{"no server arguments", []string{"-haproxy-server-args", ""}, "", edge.DefaultHAProxyWatch},
+		{"own arguments, slower watch", []string{"-haproxy-server-args", "check inter 5s", "-haproxy-watch", "1s"}, "check inter 5s", time.Second},
+		{"no watch", []string{"-haproxy-watch", "0"}, edge.DefaultHAProxyServerArgs, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := captureHAProxy(t)
+			args := append([]string{"-haproxy-socket", "/run/haproxy/admin.sock", "-log-level", "error"}, tc.args...)
+			if err := run(args); !errors.Is(err, errStop) {
+				t.Fatalf("run: %v, want the driver reached", err)
+			}
+			if got.ServerArgs != tc.serverArgs || got.Watch != tc.watch {
+				t.Errorf("ServerArgs, Watch = %q, %v; want %q, %v", got.ServerArgs, got.Watch, tc.serverArgs, tc.watch)
+			}
+		})
+	}
+}
+
 func TestHAProxyRemovalFlagsRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -78,12 +106,14 @@ func TestHAProxyRemovalFlagsRefused(t *testing.T) {
 			[]string{"-haproxy-drain-timeout", "need -haproxy-socket"}},
 		{"remove after without socket", []string{"-haproxy-remove-after", "0"},
 			[]string{"-haproxy-remove-after", "need -haproxy-socket"}},
+		{"negative watch", []string{"-haproxy-socket", "/run/haproxy/admin.sock", "-haproxy-watch", "-1s"},
+			[]string{"-haproxy-watch -1s", "e.g. 100ms", "or 0"}},
+		{"watch without socket", []string{"-haproxy-watch", "1s"},
+			[]string{"-haproxy-watch", "needs -haproxy-socket"}},
 		{"server arguments without socket", []string{"-haproxy-server-args", "check inter 2s"},
 			[]string{"-haproxy-server-args", "need -haproxy-socket", "template"}},
 		{"TLS arguments without socket", []string{"-haproxy-tls-args", "ssl verify none"},
 			[]string{"-haproxy-tls-args", "need -haproxy-socket"}},
-		{"unknown poller", []string{"-haproxy-socket", "/run/haproxy/admin.sock", "-proxy-poller", "epoll"},
-			[]string{`-proxy-poller "epoll"`, "give loop, fifo or go"}},
 		{"unknown log level", []string{"-haproxy-socket", "/run/haproxy/admin.sock", "-log-level", "bogus"},
 			[]string{`-log-level "bogus"`, "give one of", "debug"}},
 	} {

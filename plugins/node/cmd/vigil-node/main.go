@@ -38,10 +38,6 @@ func main() {
 // newAgent is agent.New (a test stops run there to see the config).
 var newAgent = agent.New
 
-// spareProc: run raises GOMAXPROCS for the proxy's loops (proxy.SpareProc);
-// tests, which call run many times, turn it off.
-var spareProc = true
-
 func run(args []string) error {
 	fs := flag.NewFlagSet("vigil-node", flag.ContinueOnError)
 	var (
@@ -69,14 +65,14 @@ func run(args []string) error {
 		replayMax    = fs.Int64("retry-body-max", proxy.DefaultMaxReplayBody, "proxy: largest request body (bytes) buffered so it can be retried")
 		connTimeout  = fs.Duration("connect-timeout", proxy.DefaultConnectTimeout, "proxy: timeout connecting to an origin")
 		respTimeout  = fs.Duration("response-timeout", proxy.DefaultResponseTimeout, "proxy: timeout waiting for an origin's response headers")
-		poller       = fs.String("proxy-poller", proxy.PollerLoop, "proxy: how its connections wait (Linux; elsewhere always go): loop (a coroutine per connection on an event loop per core), fifo (a goroutine per connection on the proxy's epoll instance, woken in the order they became ready) or go (a goroutine per connection on Go's network poller)")
 		passWindow   = fs.Int("passive-window", agent.DefaultPassiveWindow, "passive votes: the latest `N` requests to an origin its window holds")
 		passAge      = fs.Duration("passive-window-age", agent.DefaultPassiveAge, "passive votes: requests older than this leave the window (whichever of N and age comes first)")
 		passIgnore   = fs.String("passive-ignore", agent.DefaultPassiveIgnore, "passive votes: `statuses` that are backpressure, not failures (429, 503-retry-after: a 503 with Retry-After; none)")
 		passSlow     = fs.Duration("passive-slow", 0, "passive votes: an answer slower than this is a soft failure (0: off)")
 		canaryEvery  = fs.Duration("canary-interval", agent.DefaultCanaryInterval, "passive votes: time between two canary requests to an origin no longer served whose real traffic failed (0: none; its window then votes down until it is served again)")
 		haSocket     = fs.String("haproxy-socket", "", "drive a local HAProxy live through its Runtime API: its stats socket, a unix socket `path` or host:port, at level admin")
-		haSrvArgs    = fs.String("haproxy-server-args", "", "HAProxy: `arguments` of every server vigil-node adds, e.g. \"check inter 2s\"")
+		haSrvArgs    = fs.String("haproxy-server-args", edge.DefaultHAProxyServerArgs, "HAProxy: `arguments` of every server vigil-node adds (haproxy.cfg's default-server does not apply to them); the default's checks let HAProxy use the next level's backup servers when the current level fails")
+		haWatch      = fs.Duration("haproxy-watch", edge.DefaultHAProxyWatch, "HAProxy: how often to ask HAProxy (show info) whether it was reloaded or restarted, which drops the servers vigil-node added: a new process gets the publication at once (0: at the next -edge-resync)")
 		haTLSArgs    = fs.String("haproxy-tls-args", edge.DefaultHAProxyTLSArgs, "HAProxy: `arguments` added for https origins ({sni}: the site's hostname)")
 		haFallback   = fs.String("haproxy-fallback", "", "HAProxy: `SRC:DEST` template of the whole haproxy.cfg (SRC a file or builtin:haproxy), written at every publication and reloaded when the runtime API cannot apply one")
 		haFbCheck    = fs.String("haproxy-fallback-check", "haproxy -c -q -f "+edge.CandidatePlaceholder, "HAProxy: `command` checking the fallback configuration")
@@ -107,25 +103,17 @@ func run(args []string) error {
 	if hclog.LevelFromString(*logLevel) == hclog.NoLevel {
 		return fmt.Errorf("-log-level %q: give one of trace, debug, info, warn, error", *logLevel)
 	}
-	if *poller != proxy.PollerLoop && *poller != proxy.PollerFIFO && *poller != proxy.PollerGo {
-		return fmt.Errorf("-proxy-poller %q: give loop, fifo or go", *poller)
-	}
 	log := newLogger(*logLevel, *logJSON, os.Stderr)
-	loops := 0
-	if *proxyListen != "" && *poller == proxy.PollerLoop && os.Getenv("GOMAXPROCS") == "" && spareProc {
-		loops = proxy.SpareProc() // a loop per P as it was, and a P to spare
-	}
 	cfg := agent.Config{
 		Gateway: *gateway, ID: *id, Labels: set, ControlPlane: *controlPlane, StateDir: *stateDir,
 		ProxyListen: *proxyListen, MetricsListen: *metrics, Concurrency: *concurrency,
 		Proxy: proxy.Options{FailCount: *failCount, FailWindow: *failWindow, SkipFor: *skipFor, Retries: *retries,
-			RetryBudget: *retryBudget, MaxReplayBody: *replayMax, ConnectTimeout: *connTimeout, ResponseTimeout: *respTimeout,
-			Poller: *poller, Loops: loops},
+			RetryBudget: *retryBudget, MaxReplayBody: *replayMax, ConnectTimeout: *connTimeout, ResponseTimeout: *respTimeout},
 		Log: log,
 	}
 	edges, err := edgeDrivers(edgeFlags{haSocket: *haSocket, haSrvArgs: *haSrvArgs, haTLSArgs: *haTLSArgs, haFallback: *haFallback,
 		haFbCheck: *haFbCheck, haFbReload: *haFbReload, templates: templates, check: *tmplCheck, reload: *tmplReload, minInterval: *reloadMin,
-		haRemoveAfter: *haRemove, haDrainTimeout: *haDrain, log: log})
+		haRemoveAfter: *haRemove, haDrainTimeout: *haDrain, haWatch: *haWatch, log: log})
 	if err != nil {
 		return err
 	}
