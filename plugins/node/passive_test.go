@@ -1,10 +1,19 @@
 package node
 
 import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/vigilcdn/vigil/plugins/node/agent"
+	"github.com/vigilcdn/vigil/plugins/node/internal/fakecp"
 	pb "github.com/vigilcdn/vigil/plugins/node/internal/proto/nodegateway/v1"
 	"github.com/vigilcdn/vigil/sdk"
+	"github.com/vigilcdn/vigil/sdk/publication"
 )
 
 func passiveTargets() []sdk.Target {
@@ -180,5 +189,110 @@ func TestAddPassive(t *testing.T) {
 	}
 	if probes["a"]+probes["b"]+probes["c"] != 2 || passives["a"]+probes["a"] != 2 || passives["b"]+probes["b"] != 2 || passives["c"] != 0 {
 		t.Fatalf("probes %v, passive-only %v", probes, passives)
+	}
+}
+
+// withProxying makes the agent follow cp's publication and proxy on a
+// port of its own, with canaries every canary.
+func withProxying(cp string, canary time.Duration) agentOpt {
+	return func(c *agent.Config) {
+		c.ControlPlane, c.PollWait, c.ProxyListen, c.CanaryInterval = cp, 5*time.Second, "127.0.0.1:0", canary
+	}
+}
+
+// TestHeldWindowVotes: a real node proxies visitors to a1, whose real
+// paths fail while its health path is green. Once the publication moves
+// the site to level 2, the gateway still casts the node's passive vote on
+// a1 down from the held window (before, the window was dropped and the
+// vote fell silent). When a1 truly recovers, the node's canaries clear the
+// window and the passive vote abstains: the probes decide again.
+func TestHeldWindowVotes(t *testing.T) {
+	var sick atomic.Bool
+	a1 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/cdn-health" && sick.Load() {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		_, _ = io.WriteString(w, "a1")
+	}))
+	t.Cleanup(a1.Close)
+	b1 := origin(t, http.StatusOK)
+	cp := fakecp.New()
+	t.Cleanup(cp.Close)
+	site := func(level int, name, address string) []publication.Site {
+		return []publication.Site{{Name: "www", Hostname: "www.example.com", Level: level,
+			Origins: []publication.Origin{{Name: name, Address: address, State: "healthy"}}}}
+	}
+	v := cp.Publish(site(1, "a1", a1.URL))
+
+	gw := startGateway(t, map[string]any{"passive_votes": true})
+	node := startAgent(t, gw.Addr().String(), "edge-1", withProxying(cp.URL(), 50*time.Millisecond))
+	proxyAddr := node.await(t, agent.EventListening).Addr.String()
+	for e := node.await(t, agent.EventPublication); e.Version != v; e = node.await(t, agent.EventPublication) {
+	}
+	awaitOnline(t, gw, 1)
+
+	client := &http.Client{Timeout: 5 * time.Second}
+	t.Cleanup(client.CloseIdleConnections)
+	sick.Store(true)
+	for range 20 {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+proxyAddr+"/page", nil)
+		req.Host = "www.example.com"
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusInternalServerError {
+			t.Fatalf("visitor got %d, want a1's 500", resp.StatusCode)
+		}
+	}
+	ballot := sdk.Ballot{Targets: []sdk.Target{
+		{Site: "www", Origin: "a1", Address: a1.URL, Host: "www.example.com", Path: "/cdn-health", Timeout: 2 * time.Second},
+		{Site: "www", Origin: "b1", Address: b1, Host: "www.example.com", Path: "/cdn-health", Timeout: 2 * time.Second},
+	}}
+	round := uint64(0)
+	passiveOnA1 := func() sdk.Vote {
+		t.Helper()
+		round++
+		ballot.Round = round
+		for _, vt := range vote(t, gw, ballot, 10*time.Second) {
+			if vt.Origin == "a1" && vt.Voter == "edge-1"+PassiveSuffix {
+				return vt
+			}
+		}
+		t.Fatalf("round %d: no passive vote on a1", round)
+		return sdk.Vote{}
+	}
+	if vt := passiveOnA1(); vt.Value != sdk.Down {
+		t.Fatalf("served a1, failing traffic: passive vote %+v, want down", vt)
+	}
+
+	// The failover: a1 leaves the publication; its window is held.
+	v = cp.Publish(site(2, "b1", b1))
+	for e := node.await(t, agent.EventPublication); e.Version != v; e = node.await(t, agent.EventPublication) {
+	}
+	for range 3 {
+		if vt := passiveOnA1(); vt.Value != sdk.Down || !strings.HasSuffix(vt.Detail, "requests failed (100%)") {
+			t.Fatalf("a1 no longer served, canaries failing: passive vote %+v, want down", vt)
+		}
+	}
+
+	// a1 recovers: the canaries clear the held window.
+	sick.Store(false)
+	deadline := time.Now().Add(time.Minute) // catches a hang only
+	for {
+		vt := passiveOnA1()
+		if vt.Value == sdk.Abstain && vt.PluginReason == "node/passive_sparse" {
+			break
+		}
+		if vt.Value == sdk.Up {
+			t.Fatalf("passive vote %+v: a cleared window gives no vote, not an up", vt)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a1 recovered, passive vote still %+v after a minute", vt)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
