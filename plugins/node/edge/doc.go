@@ -12,7 +12,14 @@
 //   - HAProxy (NewHAProxy): live, through the Runtime API (the stats
 //     socket), with no reload. One backend per site; the current level's
 //     origins are ready servers, the others in maintenance; servers are
-//     added and re-addressed at run time (HAProxy 2.4 or later). Where the
+//     added and re-addressed at run time (HAProxy 2.4 or later). Each
+//     origin also has a backup server (NAME:backup, HAProxy's backup flag,
+//     which cannot change at run time): the next level's are ready, so
+//     that HAProxy serves from them on its own when its checks find every
+//     current server down, until vigil switches (DefaultHAProxyServerArgs
+//     has the checks). The driver is a Watcher: a reload or restart of
+//     HAProxy (a new pid in show info) drops the added servers, and the
+//     Hub applies the publication again at once. Where the
 //     runtime cannot do it (the backend is not declared, or the HAProxy is
 //     too old for add server), a fallback Template renders the whole
 //     configuration and reloads it gracefully. A server it added whose
