@@ -69,6 +69,8 @@ type Node struct {
 	watched atomic.Int64
 	// forcedStops counts the stops that hit StopTimeout.
 	forcedStops atomic.Int64
+	// limitChecked is set once etcd said how many operations it takes.
+	limitChecked atomic.Bool
 
 	mu          sync.Mutex
 	eng         *engine.Engine
@@ -311,6 +313,7 @@ func (n *Node) term(parent context.Context) error {
 	n.mu.Unlock()
 	n.log.Info("joined the cluster", "id", n.opts.ID, "mode", n.opts.Config.Mode, "lease_ttl", n.ttl)
 	defer n.endTerm(lease.ID)
+	n.checkLimit(ctx)
 
 	// The election runs on a client whose own context is the term's:
 	// concurrency.Election.Campaign, cancelled, resigns with its client's
@@ -375,6 +378,29 @@ func (n *Node) term(parent context.Context) error {
 			}
 		}
 	}
+}
+
+// checkLimit asks etcd, once, how many operations a transaction may have
+// (the store's ProbeLimit) and warns when max_txn_ops says more: commits
+// are then split by what etcd takes.
+func (n *Node) checkLimit(ctx context.Context) {
+	if n.limitChecked.Load() {
+		return
+	}
+	used, configured, err := n.opts.Store.ProbeLimit(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			n.log.Warn("cannot ask etcd how many operations a transaction may have; a commit etcd refuses for its size asks again", "error", err)
+		}
+		return
+	}
+	n.limitChecked.Store(true)
+	if used < configured {
+		n.log.Warn("etcd takes fewer operations per transaction than control { store \"etcd\" { max_txn_ops } } says: commits are split by what etcd takes; set max_txn_ops to it, or raise etcd's --max-txn-ops",
+			"max_txn_ops", configured, "etcd_takes", used)
+		return
+	}
+	n.log.Info("etcd takes max_txn_ops operations per transaction; a larger commit is split and stays atomic", "max_txn_ops", used)
 }
 
 // endTerm gives up every role of the term: it stops acting first, then

@@ -15,6 +15,11 @@ func isTooManyOps(err error) bool {
 	return err != nil && errors.Is(rpctypes.Error(err), rpctypes.ErrTooManyOps)
 }
 
+// MaxTxnOps returns the most operations the store puts in one
+// transaction: max_txn_ops, or less when ProbeLimit found that etcd takes
+// less.
+func (s *Store) MaxTxnOps() int { return s.limit() }
+
 // ProbeLimit finds how many operations etcd takes in one transaction, up
 // to the configured max_txn_ops, and from then on splits commits by the
 // smaller of the two. etcd does not report its --max-txn-ops, so it asks
