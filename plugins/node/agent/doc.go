@@ -47,4 +47,16 @@
 // as they do in the direct source. A job naming a bundle the batch lacks,
 // or an unusable one, is checked against the node's own roots; the problem
 // is logged.
+//
+// # Passive windows
+//
+// A node that proxies and probes keeps, per origin, a window of its
+// proxy's latest real requests (passive.go), which it sends to a gateway
+// that asks for passive votes. When a publication stops serving an origin
+// whose window holds a failure, the window is held rather than dropped:
+// kept without the age limit, so that the origin's passive vote keeps
+// saying down after a failover that real traffic caused. Every
+// -canary-interval the node sends each held origin a canary, a plain GET
+// (canary.go); two in a row that succeed clear the window. Held windows of
+// origins that left the configuration (GET /v1/sites) are forgotten.
 package agent
