@@ -75,14 +75,13 @@ bench-edge:
 	$(GO) test -run '^$$' -bench EdgeCompare -benchtime 20000x ./plugins/node/edge
 	$(GO) test -run '^$$' -bench EdgeLean -benchtime 150000x ./plugins/node/edge
 
-# The data plane against itself and its peers, as ratios measured in one run
-# (issue 19): the proxy's fast path against the old path, vigil-node against
-# HAProxy and nginx under a lean load (EdgeLean) and under wrk (EdgeWrk, when
+# The data plane against its peers, as ratios measured in one run (issue
+# 19): vigil-node against HAProxy and nginx under a lean load (EdgeLean) and
+# under wrk (EdgeWrk, when
 # wrk is installed: apt-get install wrk; a second time with each proxy
 # pinned to a core of its own, away from the load, where taskset exists), the
 # DNS server against NSD and Knot (DNSCompare). Absent peers are skipped.
 bench-ratios:
-	$(GO) test -run '^$$' -bench ProxyCompare -benchtime 30000x ./plugins/node/proxy
 	$(GO) test -run '^$$' -bench 'EdgeLean|EdgeWrk' -benchtime 150000x ./plugins/node/edge
 	@if command -v taskset >/dev/null && [ "$$(nproc)" -ge 2 ]; then \
 		echo "EdgeLean and EdgeWrk again, each proxy on CPU 1 and the load and origin on CPU 0:"; \

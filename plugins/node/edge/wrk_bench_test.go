@@ -18,11 +18,9 @@ import (
 
 // BenchmarkEdgeWrk is BenchmarkEdgeLean with wrk as the load, the tool
 // issue 19 measured with (wrk -t2 -c64 on the same 2 cores): vigil-node's
-// proxy, the same with a goroutine per connection on its FIFO poller and on
-// Go's poller, HAProxy, nginx, and two floors of a Go proxy that does no HTTP
-// at all (floor_bench_test.go): "go-forwarder", a goroutine copying each
-// way, and "go-event-loop", a thread per core relaying from its own epoll
-// instance. Each runs in a process of its own, in alternation, 3 rounds
+// proxy, HAProxy, nginx, and the floor of a Go proxy that does no HTTP at
+// all (floor_bench_test.go): "go-forwarder", a goroutine copying each way.
+// Each runs in a process of its own, in alternation, 3 rounds
 // (VIGIL_BENCH_WRK_ROUNDS) of VIGIL_BENCH_WRK_DURATION (3s) each;
 // VIGIL_BENCH_ONLY=haproxy,nginx keeps vigil and those alone (in
 // EdgeLean too). It skips without wrk (apt-get install wrk). wrk is
@@ -43,8 +41,7 @@ func BenchmarkEdgeWrk(b *testing.B) {
 	origin := leanload.Origin(b)
 	targets := vigilTargets(b, origin)
 	fwdAddr, fwdPid := startFloor(b, "TestGoForwarderProcess", origin)
-	loopAddr, loopPid := startFloor(b, "TestGoEventLoopProcess", origin)
-	targets = append(targets, benchTarget{"go-forwarder", fwdAddr, fwdPid}, benchTarget{"go-event-loop", loopAddr, loopPid})
+	targets = append(targets, benchTarget{"go-forwarder", fwdAddr, fwdPid})
 	targets = onlyTargets(append(targets, peerTargets(b, b.TempDir(), origin)...))
 	for _, t := range targets {
 		waitLean(b, t.addr)

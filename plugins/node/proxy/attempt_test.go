@@ -21,13 +21,13 @@ func TestOnAttempt(t *testing.T) {
 		got = append(got, a)
 		mu.Unlock()
 	}
-	for _, fast := range []bool{true, false} {
+	for _, plainQuery := range []bool{true, false} {
 		got = nil
 		h := newHarness(t, Options{OnAttempt: hook, Retries: NoRetries}, snapshot(publication.Origin{Name: "a1", Address: ok.srv.URL, State: "healthy"}))
 		get := func() {
 			url := h.url + "/page"
-			if !fast {
-				url += "?a;b" // not a clean query: the ReverseProxy path
+			if !plainQuery {
+				url += "?a;b" // a query ReverseProxy passes on as it came
 			}
 			req, _ := http.NewRequest(http.MethodGet, url, nil)
 			req.Host = "www.example.com"
@@ -42,7 +42,7 @@ func TestOnAttempt(t *testing.T) {
 		get()
 		if len(got) != 2 || got[0].Status != 500 || got[1].Status != 503 || got[0].Address != ok.srv.URL ||
 			got[0].Site != "www" || got[0].Origin != "a1" || got[0].Err != "" || got[0].RetryAfter {
-			t.Fatalf("fast=%v: attempts %+v", fast, got)
+			t.Fatalf("plain query %v: attempts %+v", plainQuery, got)
 		}
 		ok.status.Store(500)
 	}
@@ -83,7 +83,7 @@ func TestOnAttempt(t *testing.T) {
 	}
 }
 
-// The hook adds no allocation to a request on the fast path.
+// The hook adds no allocation to a request.
 func TestOnAttemptAllocs(t *testing.T) {
 	b := newBackend(t, "a1", 200)
 	snap := snapshot(publication.Origin{Name: "a1", Address: b.srv.URL, State: "healthy"})

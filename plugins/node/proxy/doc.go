@@ -10,30 +10,15 @@
 //
 // # Serving
 //
-// Server is how vigil-node's -proxy-listen serves a Proxy. Each visitor
-// connection is read by its own goroutine, which parses HTTP/1.1 request
-// heads in place and forwards them to http origins over pooled keep-alive
-// connections (the raw path, raw.go). A request that path does not take
-// (HTTP/1.0, a chunked or a streamed body, Expect, an upgrade, a Host that
-// names no site, a site with https origins, anything malformed) hands its
-// connection, from that request on, to a net/http.Server running
-// ServeHTTP, which is also an http.Handler for any other server. Both send
-// the origin the same request and pass the answer on the same way (tested
-// side by side); the raw path adds no Date header, and notices a visitor
-// that left only when it writes the answer.
-//
-// On Linux the Server runs as HAProxy does (Options.Poller, loop_linux.go):
-// an event loop per core, each on a thread of its own sleeping in
-// epoll_wait, runs each of its visitor connections as a coroutine. The
-// code is the same blocking-style code; a read or write that would block
-// yields to the loop, which resumes it on the same thread once the kernel
-// says its descriptor is ready. With a goroutine per connection instead,
-// every wait went through Go's scheduler, and on cores shared with busy
-// processes the p99 was 2.2-2.5 times HAProxy's. Connections that
-// goroutines use (those handed to net/http, origin connections of the
-// net/http path) wait on the proxy's FIFO poller (fifopoll_linux.go), which
-// wakes them in the order they became ready: Go's own poller serves each
-// batch of ready connections in reverse.
+// Server is how vigil-node's -proxy-listen serves a Proxy: a
+// net/http.Server whose handler is the Proxy, which is also an
+// http.Handler for any other server. Each request goes through
+// httputil.ReverseProxy, whose transport runs the attempts (pick an
+// origin, try it, judge the outcome, retry) over a keep-alive
+// http.Transport per site. The data plane's speed is the edge software's
+// job (HAProxy, nginx and the others vigil-node drives): the proxy is the
+// standard library's, for demos and small sites, and its figures beside
+// HAProxy's are in plugins/node/README.md.
 //
 // # Choosing an origin
 //

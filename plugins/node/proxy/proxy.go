@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,44 +66,10 @@ type Options struct {
 	// goroutine) with the outcome of every attempt on an origin once its
 	// response header came or it failed; not for an attempt the visitor
 	// gave up on. It must be quick and must not keep the Attempt's
-	// references past the call: on the raw path it runs on an event loop,
-	// whose other connections wait while it does. vigil-node feeds its
-	// passive windows with it. Nil costs nothing.
+	// references past the call. vigil-node feeds its passive windows with
+	// it. Nil costs nothing.
 	OnAttempt func(Attempt)
-	// Poller is how the Server's connections wait (Linux; elsewhere
-	// always PollerGo): PollerLoop (the default) runs each visitor
-	// connection as a coroutine on an event loop per core, each sleeping
-	// in epoll_wait as HAProxy's threads do (loop_linux.go); PollerFIFO
-	// runs a goroutine per connection on the proxy's FIFO poller, which
-	// wakes them in the order they became ready (fifopoll_linux.go);
-	// PollerGo runs a goroutine per connection on Go's own network poller.
-	Poller string
-	// Loops is the number of event loops (0: GOMAXPROCS, see SpareProc).
-	// They are the process's: the first Server to start one sets it.
-	Loops int
 }
-
-// SpareProc raises GOMAXPROCS by one and returns the old value, to give
-// Options.Loops: as many loops as there were Ps, and a P to spare. Call it
-// once, at start. A loop sleeping in epoll_wait is a goroutine in a
-// syscall; when every P is in one, Go's sysmon takes them back every 20 us
-// (it wakes that often), and on cores shared with busy processes those
-// wake-ups cost the loops their turn. With a P to spare, sysmon leaves a
-// sleeping loop alone and sleeps itself: under wrk on shared cores it woke
-// 7,700 times in a run instead of 72,000, and the p99 fell by about a
-// fifth. vigil-node calls it unless GOMAXPROCS is set.
-func SpareProc() int {
-	n := runtime.GOMAXPROCS(0)
-	runtime.GOMAXPROCS(n + 1)
-	return n
-}
-
-// The Options.Poller values.
-const (
-	PollerLoop = "loop"
-	PollerFIFO = "fifo"
-	PollerGo   = "go"
-)
 
 // Attempt is the outcome of one attempt of the proxy on an origin, as
 // Options.OnAttempt sees it. It holds no pointer to the request: passed by
@@ -197,15 +162,11 @@ type site struct {
 	// split counts the new requests of a ramp: request n goes to the
 	// current level when n*weight/100 steps up, so that every 100
 	// consecutive requests give the current level exactly weight.
-	split     atomic.Uint64
+	split atomic.Uint64
+	// transport holds the site's keep-alive origin connections; it is
+	// kept across publications.
 	transport *http.Transport
-	// pools are the keep-alive connections of the fast path, by origin
-	// host:port (http origins only); kept across publications like transport.
-	pools map[string]*upstream
-	// fast: every origin is plain http, so requests that qualify take the
-	// fast path (fast.go) rather than httputil.ReverseProxy.
-	fast bool
-	m    *siteMetrics
+	m         *siteMetrics
 }
 
 type origin struct {
@@ -214,20 +175,12 @@ type origin struct {
 	key       originKey
 	level     int // the origin's level: the site's, its ramp's From or its Backup's
 	unhealthy bool
-	h         *health   // the tracker's entry for key
-	up        *upstream // the fast path's pool (http origins)
+	h         *health // the tracker's entry for key
 }
 
 // New returns a proxy with opts.
 func New(opts Options) (*Proxy, error) {
 	opts.defaults()
-	switch opts.Poller {
-	case "":
-		opts.Poller = PollerLoop
-	case PollerLoop, PollerFIFO, PollerGo:
-	default:
-		return nil, fmt.Errorf("proxy: poller %q: give %q, %q or %q", opts.Poller, PollerLoop, PollerFIFO, PollerGo)
-	}
 	p := &Proxy{opts: opts, track: newTracker(opts.Now, opts.FailCount, opts.FailWindow, opts.SkipFor), m: newMetrics()}
 	if opts.Registerer != nil {
 		if err := p.m.register(opts.Registerer); err != nil {
@@ -265,7 +218,7 @@ func (p *Proxy) SetSnapshot(snap *publication.Snapshot) {
 	next := &state{snap: snap, sites: make(map[string]*site, len(snap.Sites))}
 	live := map[originKey]bool{}
 	for _, ps := range snap.Sites {
-		s := &site{pub: ps, fast: true}
+		s := &site{pub: ps}
 		var prev *site
 		if old != nil {
 			prev = old.sites[NormalizeHost(ps.Hostname)]
@@ -286,13 +239,7 @@ func (p *Proxy) SetSnapshot(snap *publication.Snapshot) {
 			}
 			k := originKey{ps.Name, o.Name, o.Address}
 			live[k] = true
-			og := origin{pub: o, url: u, key: k, level: level, unhealthy: o.State == "unhealthy", h: p.track.get(k)}
-			if u.Scheme == "http" {
-				og.up = p.pool(s, prev, u)
-			} else {
-				s.fast = false
-			}
-			s.origins = append(s.origins, og)
+			s.origins = append(s.origins, origin{pub: o, url: u, key: k, level: level, unhealthy: o.State == "unhealthy", h: p.track.get(k)})
 		}
 		for _, o := range ps.Origins {
 			add(o, ps.Level)
@@ -324,9 +271,6 @@ func (p *Proxy) SetSnapshot(snap *publication.Snapshot) {
 		for h, s := range old.sites {
 			if _, ok := next.sites[h]; !ok {
 				s.transport.CloseIdleConnections()
-				for _, u := range s.pools {
-					u.closeIdle()
-				}
 			}
 		}
 	}
@@ -394,10 +338,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := p.opts.Now()
 	from := ss.weight != 0 && ss.toFrom()
 	rw := &recorder{ResponseWriter: w}
-	if !p.serveFast(rw, r, ss, start, from) {
-		req := &request{site: ss, start: start, from: from}
-		p.reverse.ServeHTTP(rw, r.WithContext(context.WithValue(r.Context(), ctxKey{}, req)))
-	}
+	req := &request{site: ss, start: start, from: from}
+	p.reverse.ServeHTTP(rw, r.WithContext(context.WithValue(r.Context(), ctxKey{}, req)))
 	code := rw.code
 	if code == 0 {
 		code = http.StatusOK
@@ -412,10 +354,6 @@ func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if req, ok := r.Context().Value(ctxKey{}).(*request); ok {
 		name = req.site.pub.Name
 	}
-	p.failSite(w, r, name, err)
-}
-
-func (p *Proxy) failSite(w http.ResponseWriter, r *http.Request, name string, err error) {
 	if r.Context().Err() != nil {
 		w.WriteHeader(499) // the visitor went away; nobody reads this
 		return
@@ -484,22 +422,13 @@ func (rt *retrier) RoundTrip(out *http.Request) (*http.Response, error) {
 // report hands the outcome of an attempt on o begun at began to
 // Options.OnAttempt.
 func (p *Proxy) report(s *site, o *origin, resp *http.Response, err error, began time.Time) {
-	status, retryAfter := 0, false
-	if resp != nil {
-		status = resp.StatusCode
-		_, retryAfter = resp.Header["Retry-After"]
-	}
-	p.reportStatus(s, o, status, retryAfter, err, began)
-}
-
-// reportStatus is report for an answer of status (0: none came, err says
-// why).
-func (p *Proxy) reportStatus(s *site, o *origin, status int, retryAfter bool, err error, began time.Time) {
 	a := Attempt{Site: s.pub.Name, Origin: o.pub.Name, Address: o.pub.Address, Latency: p.opts.Now().Sub(began)}
-	if err != nil {
+	switch {
+	case err != nil:
 		a.Err = classifyStatus(0, err)
-	} else {
-		a.Status, a.RetryAfter = status, retryAfter
+	case resp != nil:
+		a.Status = resp.StatusCode
+		_, a.RetryAfter = resp.Header["Retry-After"]
 	}
 	p.opts.OnAttempt(a)
 }
@@ -628,55 +557,6 @@ func (p *Proxy) pickIn(s *site, tried []bool, lo, hi, tlo, thi int) int {
 	return -1
 }
 
-// tries runs the attempts of one request on s's origins, as both fast
-// paths do: pick an origin, try it, report and judge the outcome, and retry
-// on another origin (of the level, then of the backup level, as pick
-// says) within Retries and RetryBudget (only a retryable request). gone(err), asked after each attempt, says the visitor
-// (or the server) is going away: that attempt is neither reported nor
-// counted as the origin's failure, and nothing is retried. It returns the
-// last attempt's answer, connection, origin and error.
-func (p *Proxy) tries(s *site, from, retryable bool, start time.Time,
-	try func(*origin) (answer, *upConn, error), gone func(error) bool) (answer, *upConn, *origin, error) {
-	var triedBuf [8]bool
-	var tried []bool
-	if len(s.origins) <= len(triedBuf) {
-		tried = triedBuf[:len(s.origins)]
-	} else {
-		tried = make([]bool, len(s.origins))
-	}
-	for retries := 0; ; retries++ {
-		i := p.pick(s, tried, from)
-		o := &s.origins[i]
-		tried[i] = true
-		var began time.Time
-		if p.opts.OnAttempt != nil {
-			began = p.opts.Now()
-		}
-		a, uc, err := try(o)
-		if gone(err) {
-			return a, uc, o, err
-		}
-		if p.opts.OnAttempt != nil {
-			p.reportStatus(s, o, a.status, a.retryAfter, err, began)
-		}
-		outcome := classifyStatus(a.status, err)
-		if outcome == "" {
-			p.track.succeeded(o.h)
-			p.answered(s, i)
-			return a, uc, o, err
-		}
-		p.failed(s, o, outcome)
-		if !retryable || retries >= p.opts.Retries || p.opts.Now().Sub(start) >= p.opts.RetryBudget || !untried(tried) {
-			p.answered(s, i)
-			return a, uc, o, err
-		}
-		if err == nil {
-			a.drain(o.up, uc)
-		}
-		p.m.retries.WithLabelValues(s.pub.Name).Inc()
-	}
-}
-
 func untried(tried []bool) bool {
 	for _, t := range tried {
 		if !t {
@@ -759,6 +639,15 @@ func hostOnly(h string) string {
 	}
 	return h
 }
+
+// copyBuffers is the pool of 32 KiB body copy buffers
+// (ReverseProxy.BufferPool).
+type copyBuffers struct{}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (copyBuffers) Get() []byte  { return *(bufPool.Get().(*[]byte)) }
+func (copyBuffers) Put(b []byte) { bufPool.Put(&b) }
 
 // recorder remembers the status written.
 type recorder struct {

@@ -53,12 +53,12 @@ func hits(bs ...*backend) int64 {
 
 // TestRampSplit: over 10,000 new requests, the recovering level gets
 // Weight per cent (the split is a counter: exactly, here; the issue's
-// tolerance is ±2%), on the fast path and on the old one alike; without a
+// tolerance is ±2%), with a plain query and an odd one alike; without a
 // Ramp (or with a weight out of 1..99) it gets them all, as before.
 func TestRampSplit(t *testing.T) {
 	for _, tt := range []struct {
 		weight int
-		path   string // "/page" takes the fast path, "/page?a;b" the old one
+		path   string // "/page", or "/page?a;b", a query passed on as it came
 		want   float64
 	}{
 		{25, "/page", 0.25},

@@ -38,10 +38,6 @@ func main() {
 // newAgent is agent.New (a test stops run there to see the config).
 var newAgent = agent.New
 
-// spareProc: run raises GOMAXPROCS for the proxy's loops (proxy.SpareProc);
-// tests, which call run many times, turn it off.
-var spareProc = true
-
 func run(args []string) error {
 	fs := flag.NewFlagSet("vigil-node", flag.ContinueOnError)
 	var (
@@ -69,7 +65,6 @@ func run(args []string) error {
 		replayMax    = fs.Int64("retry-body-max", proxy.DefaultMaxReplayBody, "proxy: largest request body (bytes) buffered so it can be retried")
 		connTimeout  = fs.Duration("connect-timeout", proxy.DefaultConnectTimeout, "proxy: timeout connecting to an origin")
 		respTimeout  = fs.Duration("response-timeout", proxy.DefaultResponseTimeout, "proxy: timeout waiting for an origin's response headers")
-		poller       = fs.String("proxy-poller", proxy.PollerLoop, "proxy: how its connections wait (Linux; elsewhere always go): loop (a coroutine per connection on an event loop per core), fifo (a goroutine per connection on the proxy's epoll instance, woken in the order they became ready) or go (a goroutine per connection on Go's network poller)")
 		passWindow   = fs.Int("passive-window", agent.DefaultPassiveWindow, "passive votes: the latest `N` requests to an origin its window holds")
 		passAge      = fs.Duration("passive-window-age", agent.DefaultPassiveAge, "passive votes: requests older than this leave the window (whichever of N and age comes first)")
 		passIgnore   = fs.String("passive-ignore", agent.DefaultPassiveIgnore, "passive votes: `statuses` that are backpressure, not failures (429, 503-retry-after: a 503 with Retry-After; none)")
@@ -108,20 +103,12 @@ func run(args []string) error {
 	if hclog.LevelFromString(*logLevel) == hclog.NoLevel {
 		return fmt.Errorf("-log-level %q: give one of trace, debug, info, warn, error", *logLevel)
 	}
-	if *poller != proxy.PollerLoop && *poller != proxy.PollerFIFO && *poller != proxy.PollerGo {
-		return fmt.Errorf("-proxy-poller %q: give loop, fifo or go", *poller)
-	}
 	log := newLogger(*logLevel, *logJSON, os.Stderr)
-	loops := 0
-	if *proxyListen != "" && *poller == proxy.PollerLoop && os.Getenv("GOMAXPROCS") == "" && spareProc {
-		loops = proxy.SpareProc() // a loop per P as it was, and a P to spare
-	}
 	cfg := agent.Config{
 		Gateway: *gateway, ID: *id, Labels: set, ControlPlane: *controlPlane, StateDir: *stateDir,
 		ProxyListen: *proxyListen, MetricsListen: *metrics, Concurrency: *concurrency,
 		Proxy: proxy.Options{FailCount: *failCount, FailWindow: *failWindow, SkipFor: *skipFor, Retries: *retries,
-			RetryBudget: *retryBudget, MaxReplayBody: *replayMax, ConnectTimeout: *connTimeout, ResponseTimeout: *respTimeout,
-			Poller: *poller, Loops: loops},
+			RetryBudget: *retryBudget, MaxReplayBody: *replayMax, ConnectTimeout: *connTimeout, ResponseTimeout: *respTimeout},
 		Log: log,
 	}
 	edges, err := edgeDrivers(edgeFlags{haSocket: *haSocket, haSrvArgs: *haSrvArgs, haTLSArgs: *haTLSArgs, haFallback: *haFallback,
