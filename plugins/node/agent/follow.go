@@ -82,9 +82,10 @@ func (a *Agent) apply(snap *publication.Snapshot, save bool) {
 }
 
 // served returns the origins snap serves, by address, with the hostnames
-// of the sites serving each: every site's current level's origins, and
-// during a failback ramp the level being left's (which still serves part
-// of the requests: their passive windows stay live).
+// of the sites serving each: every site's current level's origins, during
+// a failback ramp the level being left's (which still serves part of the
+// requests), and the backup level's (which the proxy falls back to when
+// the current level fails a request): their passive windows stay live.
 func served(snap *publication.Snapshot) map[string][]string {
 	live := map[string][]string{}
 	add := func(host string, origins []publication.Origin) {
@@ -98,6 +99,9 @@ func served(snap *publication.Snapshot) map[string][]string {
 		add(s.Hostname, s.Origins)
 		if s.Ramp != nil {
 			add(s.Hostname, s.Ramp.FromOrigins)
+		}
+		if s.Backup != nil {
+			add(s.Hostname, s.Backup.Origins)
 		}
 	}
 	return live

@@ -227,6 +227,24 @@ func TestPassiveKeepRamp(t *testing.T) {
 	}
 }
 
+// The backup level's origins may get real requests (the proxy falls back
+// to them): their windows stay live.
+func TestPassiveServedBackup(t *testing.T) {
+	snap := &publication.Snapshot{Version: 3, Sites: []publication.Site{{
+		Name: "www", Hostname: "www.example.com", Level: 1, Origins: []publication.Origin{{Name: "a1", Address: "http://a:1"}},
+		Backup: &publication.Backup{Level: 2, Origins: []publication.Origin{{Name: "b1", Address: addr}}}}}}
+	p, now := newTestPassive(t, PassiveConfig{Age: 30 * time.Second})
+	p.record(code(500))
+	p.serve(served(snap))
+	if isHeld(p, addr) {
+		t.Fatal("a backup origin's window is held")
+	}
+	*now = now.Add(time.Minute)
+	if r := p.result(addr); r != nil {
+		t.Fatalf("a backup origin's window = %v a minute later, want aged out", r)
+	}
+}
+
 // A held window is forgotten when its origin leaves the configuration, and
 // only then; a live window is never touched.
 func TestPassiveForget(t *testing.T) {
