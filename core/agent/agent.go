@@ -70,7 +70,7 @@ type Agent struct {
 
 	mu       sync.Mutex // guards the fields below and serializes reloads
 	cfg      *config.Config
-	token    string
+	tokens   api.Tokens
 	server   *http.Server
 	listener net.Listener
 	tls      apiTLS // https or http, on every listener the API has
@@ -86,14 +86,14 @@ func Start(cfg *config.Config, opts Options) (a *Agent, err error) {
 		opts.Diagnostics = io.Discard
 	}
 	log := opts.Logger
-	token, err := readToken(cfg.Control.API)
+	tokens, err := readTokens(cfg.Control.API)
 	if err != nil {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo(opts.Build))
 	ctx, cancel := context.WithCancel(context.Background())
-	a = &Agent{opts: opts, log: log, reg: reg, ctx: ctx, cancel: cancel, cfg: cfg, token: token}
+	a = &Agent{opts: opts, log: log, reg: reg, ctx: ctx, cancel: cancel, cfg: cfg, tokens: tokens}
 	built := a // the returns below set a to nil
 	defer func() {
 		if err != nil {
@@ -137,7 +137,7 @@ func Start(cfg *config.Config, opts Options) (a *Agent, err error) {
 		return nil, err
 	}
 	a.api = api.New(api.Options{
-		Engine: eng, Token: token, ReadsNeedToken: cfg.Control.API.ReadAccess == "token",
+		Engine: eng, Token: tokens.Operator, ReadToken: tokens.Read, NodeToken: tokens.Node, ReadsNeedToken: cfg.Control.API.ReadAccess == "token",
 		Gatherer: reg, Logger: log.Named("api"), Extra: a.parts.extraRoutes, History: a.history,
 	})
 	if err := a.tls.set(cfg.Control.API.TLS); err != nil {
@@ -153,7 +153,7 @@ func Start(cfg *config.Config, opts Options) (a *Agent, err error) {
 		defer a.done.Done()
 		eng.Run(ctx)
 	}()
-	if token == "" {
+	if tokens.Operator == "" {
 		log.Warn("no API token configured: operator actions are refused; set control { api { token_env = \"VIGIL_TOKEN\" } }")
 	}
 	a.metrics.reloaded(true)
@@ -293,21 +293,53 @@ func (a *Agent) logBackup(rep *store.BackupReport, err error) {
 // readToken reads the API token from the environment or a file; secrets
 // never reach the logs.
 func readToken(c config.API) (string, error) {
+	return readOneToken("token", c.TokenEnv, c.TokenFile)
+}
+
+// readTokens reads the operator's token and the scoped ones. Two scopes
+// sharing one value are refused: the token would have the larger scope
+// everywhere it is used.
+func readTokens(c config.API) (api.Tokens, error) {
+	var t api.Tokens
+	var err error
+	if t.Operator, err = readToken(c); err != nil {
+		return t, err
+	}
+	if t.Read, err = readOneToken("read_token", c.ReadTokenEnv, c.ReadTokenFile); err != nil {
+		return t, err
+	}
+	if t.Node, err = readOneToken("node_token", c.NodeTokenEnv, c.NodeTokenFile); err != nil {
+		return t, err
+	}
+	for _, pair := range []struct {
+		a, b       string
+		aSet, bSet string
+	}{{t.Operator, t.Read, "token", "read_token"}, {t.Operator, t.Node, "token", "node_token"}, {t.Read, t.Node, "read_token", "node_token"}} {
+		if pair.a != "" && pair.a == pair.b {
+			return t, fmt.Errorf("control { api } gives %s_env|file and %s_env|file the same token: give each scope a token of its own", pair.aSet, pair.bSet)
+		}
+	}
+	return t, nil
+}
+
+// readOneToken reads a token from NAME_env, else NAME_file ("" when
+// neither is set).
+func readOneToken(name, env, file string) (string, error) {
 	switch {
-	case c.TokenEnv != "":
-		t := strings.TrimSpace(os.Getenv(c.TokenEnv))
+	case env != "":
+		t := strings.TrimSpace(os.Getenv(env))
 		if t == "" {
-			return "", fmt.Errorf("control { api { token_env = %q } } names an empty or unset environment variable; export it or remove token_env", c.TokenEnv)
+			return "", fmt.Errorf("control { api { %s_env = %q } } names an empty or unset environment variable; export it or remove %s_env", name, env, name)
 		}
 		return t, nil
-	case c.TokenFile != "":
-		b, err := os.ReadFile(c.TokenFile)
+	case file != "":
+		b, err := os.ReadFile(file)
 		if err != nil {
-			return "", fmt.Errorf("reading the API token_file: %w", err)
+			return "", fmt.Errorf("reading the API %s_file: %w", name, err)
 		}
 		t := strings.TrimSpace(string(b))
 		if t == "" {
-			return "", fmt.Errorf("the API token_file %s is empty", filepath.Clean(c.TokenFile))
+			return "", fmt.Errorf("the API %s_file %s is empty", name, filepath.Clean(file))
 		}
 		return t, nil
 	}

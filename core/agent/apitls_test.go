@@ -250,3 +250,30 @@ func TestAPIAsksForClientCertificates(t *testing.T) {
 		}
 	})
 }
+
+// TestScopedTokensFromTheEnvironment: read_token_env and node_token_env
+// are read at start; two scopes with one value are refused.
+func TestScopedTokensFromTheEnvironment(t *testing.T) {
+	f := &fixture{dir: t.TempDir()}
+	t.Setenv("VIGIL_T_READ", "reader")
+	t.Setenv("VIGIL_T_NODE", "edge")
+	_, addr := startWith(t, f, "")
+	cfg := f.config(t, addr, "")
+	cfg.Control.API.ReadTokenEnv, cfg.Control.API.NodeTokenEnv = "VIGIL_T_READ", "VIGIL_T_NODE"
+	cfg.Control.API.ReadAccess = "token"
+	if _, err := f.a.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+	c := api.NewClient("http://"+cfg.Control.API.Listen, "edge")
+	ctx := context.Background()
+	if _, _, err := c.Publication(ctx, 0, 0); err != nil {
+		t.Fatalf("the node token cannot read the publication: %v", err)
+	}
+	if _, err := c.Switch(ctx, "www", 2); err == nil || !strings.Contains(err.Error(), "operator scope") {
+		t.Fatalf("switch with the node token: %v; want refused for lack of the operator scope", err)
+	}
+	t.Setenv("VIGIL_T_NODE", "reader")
+	if _, err := f.a.Reload(cfg); err == nil || !strings.Contains(err.Error(), "same token") {
+		t.Fatalf("reload with one token for two scopes: %v; want refused", err)
+	}
+}

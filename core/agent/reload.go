@@ -41,7 +41,7 @@ func (a *Agent) Reload(cfg *config.Config) (ReloadResult, error) {
 	old := a.cfg
 	var res ReloadResult
 	res.NeedRestart = needRestart(old, cfg)
-	token, err := readToken(cfg.Control.API)
+	tokens, err := readTokens(cfg.Control.API)
 	if err != nil {
 		a.metrics.reloaded(false)
 		return res, fmt.Errorf("%w: %v", ErrReloadRefused, err)
@@ -72,10 +72,10 @@ func (a *Agent) Reload(cfg *config.Config) (ReloadResult, error) {
 	}
 	res.Applied = append(res.Applied, changedControl(old, cfg)...)
 	readsNeedToken := cfg.Control.API.ReadAccess == "token"
-	if tokenOf(a) != token || (old.Control.API.ReadAccess == "token") != readsNeedToken {
-		a.api.SetAccess(token, readsNeedToken)
-		a.token = token
-		res.Applied = append(res.Applied, "control { api { token, read_access } }")
+	if a.tokens != tokens || (old.Control.API.ReadAccess == "token") != readsNeedToken {
+		a.api.SetTokens(tokens, readsNeedToken)
+		a.tokens = tokens
+		res.Applied = append(res.Applied, "control { api { tokens, read_access } }")
 	}
 	if t := cfg.Control.API.TLS; t != nil {
 		res.Applied = append(res.Applied, "control { api { tls } } (certificate read again)")
@@ -127,8 +127,6 @@ func needRestart(old, cfg *config.Config) []string {
 	}
 	return out
 }
-
-func tokenOf(a *Agent) string { return a.token }
 
 // changedControl names the sources, sites and round settings that changed.
 func changedControl(old, cfg *config.Config) []string {

@@ -30,9 +30,14 @@ import (
 // Options configure the API handler.
 type Options struct {
 	Engine *engine.Engine
-	// Token is the bearer token; empty disables mutations.
+	// Token is the operator's bearer token: every read and change; empty
+	// disables changes.
 	Token string
-	// ReadsNeedToken makes reads need the token too.
+	// ReadToken, when set, is a token with the read scope: every read,
+	// no change. NodeToken, when set, has the node scope: only what an
+	// edge node reads (the publication and the sites). See Scope.
+	ReadToken, NodeToken string
+	// ReadsNeedToken makes reads need a token too.
 	ReadsNeedToken bool
 	// Gatherer serves /metrics (prometheus.DefaultGatherer when nil).
 	Gatherer prometheus.Gatherer
@@ -53,8 +58,8 @@ type handler struct {
 
 // access is who may read and change: swapped as a whole by SetAccess.
 type access struct {
-	token          string
-	readsNeedToken bool
+	token, readToken, nodeToken string
+	readsNeedToken              bool
 }
 
 // Handler is the API's http.Handler.
@@ -63,10 +68,20 @@ type Handler struct{ h *handler }
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.h.ServeHTTP(w, r) }
 
-// SetAccess replaces the token and whether reads need it (a reload of
-// control { api { } }), for every request from now on.
+// SetAccess replaces the operator's token and whether reads need it (a
+// reload of control { api { } }), for every request from now on; the
+// read and node tokens are dropped.
 func (h *Handler) SetAccess(token string, readsNeedToken bool) {
-	h.h.access.Store(&access{token: token, readsNeedToken: readsNeedToken})
+	h.SetTokens(Tokens{Operator: token}, readsNeedToken)
+}
+
+// Tokens are the API's bearer tokens by scope; an empty one is not set.
+type Tokens struct{ Operator, Read, Node string }
+
+// SetTokens replaces every token and whether reads need one, for every
+// request from now on.
+func (h *Handler) SetTokens(t Tokens, readsNeedToken bool) {
+	h.h.access.Store(&access{token: t.Operator, readToken: t.Read, nodeToken: t.Node, readsNeedToken: readsNeedToken})
 }
 
 // New returns the API's http.Handler.
@@ -81,15 +96,15 @@ func New(opts Options) *Handler {
 		opts.MaxWait = 2 * time.Minute
 	}
 	h := &handler{Options: opts, mux: http.NewServeMux()}
-	h.mux.HandleFunc("GET /v1/sites", h.read(h.sites))
-	h.mux.HandleFunc("GET /v1/sites/{site}", h.read(h.site))
+	h.mux.HandleFunc("GET /v1/sites", h.nodeRead(h.sites))
+	h.mux.HandleFunc("GET /v1/sites/{site}", h.nodeRead(h.site))
 	h.mux.HandleFunc("GET /v1/sites/{site}/history", h.read(h.history))
 	h.mux.HandleFunc("GET /v1/summary", h.read(h.summary))
 	h.mux.HandleFunc("POST /v1/sites/{site}/switch", h.write(h.switchLevel))
 	h.mux.HandleFunc("POST /v1/sites/{site}/probe", h.privileged("probes", "a probe changes nothing but needs the API token, as it runs a real round of the chain", h.probe))
 	h.mux.HandleFunc("POST /v1/sites/{site}/origins/{origin}/{action}", h.write(h.originAction))
 	h.mux.HandleFunc("GET /v1/events", h.read(h.events))
-	h.mux.HandleFunc("GET /v1/publication", h.read(h.publication))
+	h.mux.HandleFunc("GET /v1/publication", h.nodeRead(h.publication))
 	h.mux.HandleFunc("GET /v1/nodes", h.read(h.nodes))
 	h.mux.HandleFunc("GET /v1/sources", h.read(func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, vapi.SourcesAnswer{Sources: h.Engine.Sources()})
@@ -105,7 +120,7 @@ func New(opts Options) *Handler {
 	if opts.Extra != nil {
 		opts.Extra(h.mux)
 	}
-	h.access.Store(&access{token: opts.Token, readsNeedToken: opts.ReadsNeedToken})
+	h.access.Store(&access{token: opts.Token, readToken: opts.ReadToken, nodeToken: opts.NodeToken, readsNeedToken: opts.ReadsNeedToken})
 	return &Handler{h: h}
 }
 
@@ -124,46 +139,61 @@ func writeError(w http.ResponseWriter, status int, code, msg string, hint ...str
 
 func writeJSON(w http.ResponseWriter, status int, v any) { vapi.WriteJSON(w, status, v) }
 
-// tokenCheck is what a request's bearer token is worth.
-type tokenCheck uint8
-
-const (
-	tokenGood    tokenCheck = iota
-	tokenMissing            // no Authorization: Bearer header
-	tokenRefused            // a token that is not this agent's
-)
-
-// checkToken compares the bearer token in constant time.
-func (h *handler) checkToken(r *http.Request, a *access) tokenCheck {
+// checkToken is the scope of the request's bearer token (compared in
+// constant time with each token set), scopeNone when it carried none,
+// scopeRefused when it matches none.
+func (h *handler) checkToken(r *http.Request, a *access) Scope {
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	got = strings.TrimSpace(got)
-	switch {
-	case !ok || got == "":
-		return tokenMissing
-	case a.token == "" || subtle.ConstantTimeCompare([]byte(got), []byte(a.token)) != 1:
-		return tokenRefused
+	if !ok || got == "" {
+		return scopeNone
 	}
-	return tokenGood
+	found := scopeRefused
+	for _, t := range []struct {
+		token string
+		scope Scope
+	}{{a.token, ScopeOperator}, {a.readToken, ScopeRead}, {a.nodeToken, ScopeNode}} {
+		if t.token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(t.token)) == 1 {
+			found = t.scope
+		}
+	}
+	return found
 }
 
-// refuseToken answers a request without a good token; need says what
-// needed one, such as "changes need the API token".
-func refuseToken(w http.ResponseWriter, c tokenCheck, need string) {
+// refuseToken answers a request whose token does not reach the scope
+// want; need says what needed one, such as "changes need the operator's
+// token".
+func refuseToken(w http.ResponseWriter, r *http.Request, got, want Scope, need string) {
 	w.Header().Set("WWW-Authenticate", `Bearer realm="vigil"`)
-	if c == tokenMissing {
+	switch got {
+	case scopeNone:
 		writeError(w, http.StatusUnauthorized, "token_missing",
 			need+", and the request carried none: send Authorization: Bearer TOKEN (vigil -token or VIGIL_TOKEN)")
-		return
+	case scopeRefused:
+		writeError(w, http.StatusUnauthorized, "token_refused",
+			"the API token sent is not this agent's, so it was refused", "check -token or VIGIL_TOKEN against the agent's control { api { token_env | token_file } } (or read_token_env, node_token_env)")
+	default:
+		writeError(w, http.StatusForbidden, "token_scope",
+			fmt.Sprintf("the token sent has the %s scope, which %s; %s %s needs the %s scope", got, got.allows(), r.Method, r.URL.Path, want),
+			"send a token of "+want.configuredBy())
 	}
-	writeError(w, http.StatusUnauthorized, "token_refused",
-		"the API token sent is not this agent's, so it was refused", "check -token or VIGIL_TOKEN against the agent's control { api { token_env | token_file } }")
 }
 
+// read serves next to any token, or to none while reads are open.
 func (h *handler) read(next http.HandlerFunc) http.HandlerFunc {
+	return h.scoped(ScopeRead, "reads need a token", next)
+}
+
+// nodeRead is read for what edge nodes follow: the node scope is enough.
+func (h *handler) nodeRead(next http.HandlerFunc) http.HandlerFunc {
+	return h.scoped(ScopeNode, "reads need a token", next)
+}
+
+func (h *handler) scoped(want Scope, need string, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if a := h.access.Load(); a.readsNeedToken {
-			if c := h.checkToken(r, a); c != tokenGood {
-				refuseToken(w, c, "reads need the API token")
+			if got := h.checkToken(r, a); !got.reaches(want) {
+				refuseToken(w, r, got, want, need)
 				return
 			}
 		}
@@ -172,22 +202,22 @@ func (h *handler) read(next http.HandlerFunc) http.HandlerFunc {
 }
 
 func (h *handler) write(next http.HandlerFunc) http.HandlerFunc {
-	return h.privileged("changes", "changes need the API token", next)
+	return h.privileged("changes", "changes need the operator's API token", next)
 }
 
-// privileged serves next only with the API token: what names the
-// requests in an agent without a token ("changes"), need says why they
-// need it.
+// privileged serves next only with the operator's token: what names the
+// requests in an agent without one ("changes"), need says why they need
+// it.
 func (h *handler) privileged(what, need string, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		a := h.access.Load()
 		if a.token == "" {
 			writeError(w, http.StatusForbidden, "mutations_disabled",
-				"this agent has no API token, so it refuses "+what+"; set control { api { token_env = \"VIGIL_TOKEN\" } } (or token_file) and restart")
+				"this agent has no operator API token, so it refuses "+what+"; set control { api { token_env = \"VIGIL_TOKEN\" } } (or token_file) and restart")
 			return
 		}
-		if c := h.checkToken(r, a); c != tokenGood {
-			refuseToken(w, c, need)
+		if got := h.checkToken(r, a); !got.reaches(ScopeOperator) {
+			refuseToken(w, r, got, ScopeOperator, need)
 			return
 		}
 		next(w, r)

@@ -202,6 +202,12 @@ type API struct {
 	TokenEnv string
 	// TokenFile is a file holding the bearer token.
 	TokenFile string
+	// ReadTokenEnv and ReadTokenFile give a token of the read scope
+	// (reads, no change); NodeTokenEnv and NodeTokenFile one of the node
+	// scope (the publication and the sites only). The env wins over the
+	// file, as for the operator's token.
+	ReadTokenEnv, ReadTokenFile string
+	NodeTokenEnv, NodeTokenFile string
 	// ReadAccess is "open" (reads need no token) or "token".
 	ReadAccess string
 	// TLS, when set, makes the API serve https (the tls block).

@@ -19,6 +19,7 @@ var controlSchema = &hcl.BodySchema{
 var apiSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "listen"}, {Name: "token_env"}, {Name: "token_file"}, {Name: "read_access"},
+		{Name: "read_token_env"}, {Name: "read_token_file"}, {Name: "node_token_env"}, {Name: "node_token_file"},
 	},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "tls"}},
 }
@@ -64,6 +65,10 @@ func (l *loader) control(b *hcl.Block) {
 		l.nonEmpty(ac.Attributes, "listen", &c.API.Listen)
 		l.str(ac.Attributes, "token_env", &c.API.TokenEnv)
 		l.str(ac.Attributes, "token_file", &c.API.TokenFile)
+		l.str(ac.Attributes, "read_token_env", &c.API.ReadTokenEnv)
+		l.str(ac.Attributes, "read_token_file", &c.API.ReadTokenFile)
+		l.str(ac.Attributes, "node_token_env", &c.API.NodeTokenEnv)
+		l.str(ac.Attributes, "node_token_file", &c.API.NodeTokenFile)
 		for _, tb := range ac.Blocks {
 			l.apiTLS(tb, &c.API)
 		}
