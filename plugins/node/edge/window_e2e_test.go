@@ -620,3 +620,51 @@ func TestHAProxyTemplateCoversWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestHAProxyBackupRoles: with three levels, the runtime driver gives each
+// origin's two servers (plain and backup) their roles at every switch:
+// the current level's plain servers ready, the next level's (or, for the
+// last level, the one before's) backup servers ready, every other server in
+// maintenance; a server declared in haproxy.cfg (a1) gets its backup
+// server from vigil-node like the others.
+func TestHAProxyBackupRoles(t *testing.T) {
+	bin := peer(t, "haproxy")
+	dir := t.TempDir()
+	sock, listen := filepath.Join(dir, "admin.sock"), testnet.Addr(t)
+	a1, b1, c1 := origin(t, "a1"), origin(t, "b1"), origin(t, "c1")
+	cfg := windowHAProxyConfig(sock, listen) + "    server a1 " + strings.TrimPrefix(a1.URL, "http://") + " check\n"
+	startHAProxy(t, bin, dir, cfg, sock)
+	h, err := edge.NewHAProxy(edge.HAProxyOptions{Socket: sock, ServerArgs: edge.DefaultHAProxyServerArgs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byLevel := map[int]publication.Origin{1: {Name: "a1", Address: a1.URL, State: "healthy"},
+		2: {Name: "b1", Address: b1.URL, State: "healthy"}, 3: {Name: "c1", Address: c1.URL, State: "healthy"}}
+	topo := edge.Topology{}
+	for level, o := range byLevel {
+		topo["www"] = append(topo["www"], edge.LevelOrigin{Name: o.Name, Address: o.Address, State: o.State, Level: level})
+	}
+	const r, m = "ready", "maint"
+	for i, tc := range []struct {
+		level int
+		want  map[string]string
+	}{
+		{1, map[string]string{"a1": r, "b1": m, "c1": m, "a1:backup": m, "b1:backup": r, "c1:backup": m}},
+		{2, map[string]string{"a1": m, "b1": r, "c1": m, "a1:backup": m, "b1:backup": m, "c1:backup": r}},
+		{3, map[string]string{"a1": m, "b1": m, "c1": r, "a1:backup": m, "b1:backup": r, "c1:backup": m}},
+		{1, map[string]string{"a1": r, "b1": m, "c1": m, "a1:backup": m, "b1:backup": r, "c1:backup": m}},
+	} {
+		t.Run(fmt.Sprintf("%d level %d", i+1, tc.level), func(t *testing.T) {
+			site := publication.Site{Name: "www", Hostname: hostname, Level: tc.level, Origins: []publication.Origin{byLevel[tc.level]}}
+			v, _ := edge.Build(snapshotOf(uint64(i+1), []publication.Site{site}), topo, "", nil)
+			if _, err := h.Apply(context.Background(), v); err != nil {
+				t.Fatal(err)
+			}
+			wantStates(t, h, fmt.Sprintf("level %d", tc.level), tc.want)
+			if got := serverStates(t, h); len(got) != len(tc.want) {
+				t.Errorf("servers %v, want %d", got, len(tc.want))
+			}
+			waitServing(t, "http://"+listen+"/", []string{byLevel[tc.level].Name})
+		})
+	}
+}
