@@ -668,3 +668,78 @@ func TestHAProxyBackupRoles(t *testing.T) {
 		})
 	}
 }
+
+// TestNginxReloadKeepsState: nginx reloaded by someone else (SIGHUP, as
+// systemctl reload nginx) under load keeps the state the template wrote:
+// the level vigil switched to serves throughout, no GET fails, and
+// vigil-node has nothing to re-apply.
+func TestNginxReloadKeepsState(t *testing.T) {
+	bin := peer(t, "nginx")
+	text, err := templates.Get("nginx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	listen := testnet.Addr(t)
+	if err := os.MkdirAll(filepath.Join(dir, "conf.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	confPath := filepath.Join(dir, "nginx.conf")
+	writeFile(t, confPath, nginxConfig(dir, "1", 1024, "    include "+dir+"/conf.d/*.conf;"))
+	cmd := daemon(t, dir, bin, "-p", dir, "-c", confPath, "-e", dir+"/error.log")
+	ngx := fmt.Sprintf("%s -p %s -c %s -e %s/error.log", bin, dir, confPath, dir)
+	tm, err := edge.NewTemplate(edge.TemplateOptions{Name: "nginx", Files: []edge.File{{Text: text, Dest: filepath.Join(dir, "conf.d", "vigil.conf")}},
+		Check: ngx + " -t -q", Reload: fmt.Sprintf("kill -HUP %d", cmd.Process.Pid), MinInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() error {
+		if !fileExists(filepath.Join(dir, "nginx.pid")) {
+			return errors.New("nginx has not started")
+		}
+		return nil
+	})
+	l := newFlakyLevels(t)
+	cp := fakecp.New()
+	t.Cleanup(cp.Close)
+	if err := cp.SetSites(l.topology()); err != nil {
+		t.Fatal(err)
+	}
+	cp.Publish(l.site(2))
+	a := startAgentResync(t, cp, 10*time.Minute, map[string]string{"listen": listen}, tm)
+	url := "http://" + listen + "/"
+	waitServing(t, url, []string{"b1"})
+	waitFor(t, func() error {
+		if st := a.EdgeStatus()[0]; st.Applied != 1 || st.Err != nil {
+			return fmt.Errorf("status %+v", st)
+		}
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ld := startLoad(ctx, url, windowRate, 2)
+	t.Cleanup(func() { cancel(); ld.wg.Wait() })
+	ld.waitAnswers(t, time.Now(), windowRate/2)
+	reloaded := time.Now()
+	for range 3 {
+		if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		ld.waitAnswers(t, time.Now(), windowRate/2)
+	}
+	ld.waitAnswers(t, reloaded, windowRequests/2)
+	cancel()
+	total, failed := ld.stop()
+	ld.mu.Lock()
+	others := 0
+	for _, s := range ld.samples {
+		if s.err == nil && s.body != "b1" {
+			others++
+		}
+	}
+	ld.mu.Unlock()
+	t.Logf("EDGE nginx-template reload: 3 SIGHUPs under load: %d of %d GETs failed, %d not from level 2", len(failed), total, others)
+	if len(failed) > 0 || others > 0 {
+		t.Errorf("%d of %d GETs failed (%v), %d not served by the current level 2", len(failed), total, failed, others)
+	}
+}
