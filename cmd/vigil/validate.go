@@ -72,6 +72,9 @@ func validateOne(path string, offline bool, stdout, stderr io.Writer) bool {
 		how = "offline: plugins not launched"
 	}
 	fmt.Fprintf(stdout, "%s: configuration is valid: %d source(s), %d site(s) (%s)\n", path, len(cfg.Sources), len(cfg.Sites), how)
+	for _, note := range corepreflight.Notes(cfg) {
+		fmt.Fprintf(stdout, "%s: %s\n", path, note)
+	}
 	return true
 }
 

@@ -36,9 +36,15 @@
 //     naming the sites and the deadline that would not shorten it. A set
 //     timeout that does not fit, and deadlines that exceed round_interval,
 //     are config.Load's diagnostics already.
+//   - The etcd store: unless offline, etcd is asked how many operations a
+//     transaction may have, as the agent asks when it joins (the store's
+//     ProbeLimit: transactions of comparisons only, which write nothing);
+//     a max_txn_ops above that is a warning (the agent splits by what
+//     etcd takes), and so is an etcd that does not answer. Notes says how
+//     the largest round of the configuration will be saved.
 //
-// Not checked: the etcd store (it needs the cluster), the state file, and
-// anything a plugin checks only when it votes.
+// Not checked: the state in etcd or in the state file, and anything a
+// plugin checks only when it votes.
 //
 // # Side effects, and the agent running beside the check
 //
