@@ -27,6 +27,11 @@
 //  5. [VoteSource.Vote] is called once per round, with a deadline (the
 //     source's `timeout`, 10s by default).
 //
+// Two interfaces are optional: [StatusReporter] shows operators what the
+// source is made of (its nodes, its checkpoints), and [SuspectReporter]
+// asks vigil, between rounds, to confirm a site early when the plugin saw
+// one of its origins fail.
+//
 // If the plugin crashes, hangs past the deadline or answers garbage, vigil
 // drops that source's votes for the round, logs and counts the failure, and
 // restarts the plugin with capped backoff before its next use.
