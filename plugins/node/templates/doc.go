@@ -3,7 +3,9 @@
 // http-level include: an upstream per site, the next level as backup
 // servers, and a server block per hostname) and haproxy.cfg.tmpl (a whole
 // haproxy.cfg: one backend per site, a stats socket at level admin for the
-// runtime driver, the other levels' origins as disabled servers). During a
+// runtime driver, the next level's origins as backup servers and the other
+// levels' as disabled servers, every server checked and observed, and GET
+// and HEAD retried on another server). During a
 // failback ramp both write the two levels' servers with their weights
 // (Site.Ramp and Origin.Weight of the View). They are
 // Go text/templates executed with an *edge.View; the package documentation
