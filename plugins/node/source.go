@@ -258,6 +258,7 @@ func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error
 	online := s.reg.online()
 	if st.trigger {
 		s.trig.learn(ballot.Targets)
+		s.trig.flush(st.suspectInterval)
 	}
 
 	plan, unserved := assign(round, ballot.Targets, online, st.nodesPerRound, st.siteLabels)

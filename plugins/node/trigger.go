@@ -144,6 +144,16 @@ func (tr *triggers) report(node string, rep *pb.PassiveReport, rule passiveRule,
 	tr.logLocked(now, interval)
 }
 
+// flush logs what the trigger did since its last line, if that line is
+// older than interval: the gateway calls it every round, so that the
+// last reports of a burst are not left unlogged until the next one.
+func (tr *triggers) flush(interval time.Duration) {
+	now := tr.now()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.logLocked(now, interval)
+}
+
 // emitLocked hands a suspect to each of vigil's streams, without waiting:
 // a stream whose queue is full loses it (counted).
 func (tr *triggers) emitLocked(s sdk.Suspect) {

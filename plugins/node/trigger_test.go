@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	pb "github.com/vigilcdn/vigil/plugins/node/internal/proto/nodegateway/v1"
 	"github.com/vigilcdn/vigil/sdk"
+	"github.com/vigilcdn/vigil/sdk/sdktest"
 )
 
 func window(requests, failures uint32) *pb.PassiveResult {
@@ -183,5 +185,41 @@ func TestTriggerConfig(t *testing.T) {
 				t.Fatalf("trigger %v interval %v err %v, want %v %v", st.trigger, st.suspectInterval, err, tc.trigger, tc.interval)
 			}
 		})
+	}
+}
+
+// TestTriggerLogsOncePerInterval: many reports make one log line per
+// suspect_interval, not one each; a round writes what is left.
+func TestTriggerLogsOncePerInterval(t *testing.T) {
+	now := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
+	logs := &sdktest.LogBuffer{}
+	tr := newTriggers(hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: logs}), func() time.Time { return now })
+	const interval = 10 * time.Second
+	var targets []sdk.Target
+	for i := range 30 {
+		targets = append(targets, sdk.Target{Site: fmt.Sprintf("s%02d", i), Origin: "o", Address: fmt.Sprintf("http://192.0.2.%d", i)})
+	}
+	tr.learn(targets)
+	rule := passiveRule{minRequests: 10, failureRatio: 0.3}
+	all := func(string) bool { return true }
+	lines := func() int { return strings.Count(logs.String(), "passive trigger:") }
+	for i := range 20 {
+		now = now.Add(100 * time.Millisecond)
+		tr.report("edge-1", passiveReport(map[string]*pb.PassiveResult{targets[i].Address: window(20, 20)}), rule, interval, all)
+	}
+	if n := lines(); n != 1 {
+		t.Fatalf("%d log lines for 20 reports within one interval, want 1:\n%s", n, logs)
+	}
+	tr.flush(interval)
+	if n := lines(); n != 1 {
+		t.Fatalf("a flush within the interval logged: %d lines", n)
+	}
+	now = now.Add(interval)
+	tr.flush(interval)
+	if n := lines(); n != 2 {
+		t.Fatalf("%d log lines after the interval's flush, want 2:\n%s", n, logs)
+	}
+	if !strings.Contains(logs.String(), "s19") {
+		t.Fatalf("the second line does not name the sites reported since the first:\n%s", logs)
 	}
 }
