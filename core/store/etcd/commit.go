@@ -133,8 +133,6 @@ func (s *Store) cutoff(last uint64) uint64 {
 // removed. A commit that fails before its marker wrote nothing any
 // reader sees, so the engine keeps the round pending and retries it.
 func (s *Store) Commit(ctx context.Context, b store.Batch) error {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
 	if err := s.check(); err != nil {
 		return err
 	}
@@ -149,10 +147,7 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) error {
 		// A split commit of an earlier term (or ours, cut short) is
 		// finished first: a deletion must not land under a staged record
 		// that readers would still prefer to the missing key.
-		// It gets half the commit's time: the commit does not need it.
-		rctx, rcancel := context.WithTimeout(ctx, s.timeout/2)
-		err := s.rollForward(rctx)
-		rcancel()
+		err := s.rollForward(ctx)
 		var h hookError
 		if errors.As(err, &h) {
 			return h.error
@@ -182,6 +177,8 @@ func (s *Store) commit(ctx context.Context, b store.Batch, p *prepared) error {
 // commitOne writes the batch in one transaction, under a compare-and-swap
 // of the counters (which allocates the events' sequence numbers).
 func (s *Store) commitOne(ctx context.Context, b store.Batch, p *prepared) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
 	guard := append([]clientv3.Cmp{}, p.writer...)
 	for _, w := range p.writes {
 		guard = append(guard, w.cmps...)
@@ -220,7 +217,7 @@ func (s *Store) commitOne(ctx context.Context, b store.Batch, p *prepared) error
 			ops = append(ops, clientv3.OpDelete(s.eventKey(0), clientv3.WithRange(s.eventKey(min(cutoff, stored.LastEvent)+1))))
 		}
 		cmps := append(append([]clientv3.Cmp{}, guard...), clientv3.Compare(clientv3.ModRevision(s.MetaKey()), "=", rev))
-		resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		resp, err := s.txn(ctx).If(cmps...).Then(ops...).Commit()
 		if err != nil {
 			return fmt.Errorf("store: saving round %d to etcd: %w", b.Meta.Round, err)
 		}
@@ -245,7 +242,7 @@ func (s *Store) fenced(ctx context.Context, round uint64, guard []clientv3.Cmp) 
 	if len(guard) == 0 {
 		return nil
 	}
-	g, err := s.cli.Txn(ctx).If(guard...).Commit()
+	g, err := s.txn(ctx).If(guard...).Commit()
 	if err != nil {
 		return fmt.Errorf("store: saving round %d to etcd: %w", round, err)
 	}
@@ -256,7 +253,10 @@ func (s *Store) fenced(ctx context.Context, round uint64, guard []clientv3.Cmp) 
 }
 
 // commitSplit writes a batch too large for one transaction: staged
-// chunks, the marker, then the copy to the keys (doc.go).
+// chunks, the marker, then the copy to the keys (doc.go). Each call to
+// etcd has the store's timeout, not the whole commit: a large commit
+// takes as many calls as it needs, and an unreachable etcd ends it after
+// one timeout.
 func (s *Store) commitSplit(ctx context.Context, b store.Batch, p *prepared) error {
 	s.sweep(ctx)
 	id := newSetID()
@@ -310,7 +310,7 @@ func (s *Store) commitSplit(ctx context.Context, b store.Batch, p *prepared) err
 		if n == 0 {
 			return fmt.Errorf("store: round %d not saved: one write needs more comparisons than max_txn_ops %d allows", b.Meta.Round, limit)
 		}
-		resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		resp, err := s.txn(ctx).If(cmps...).Then(ops...).Commit()
 		if err != nil {
 			s.abandon(id)
 			return fmt.Errorf("store: saving round %d to etcd (staging %d writes): %w", b.Meta.Round, len(staged), err)
@@ -345,7 +345,7 @@ func (s *Store) commitSplit(ctx context.Context, b store.Batch, p *prepared) err
 			ops = append(ops, clientv3.OpDelete(s.eventKey(0), clientv3.WithRange(s.eventKey(min(cutoff, stored.LastEvent)+1))))
 		}
 		cmps := append(append([]clientv3.Cmp{}, guard...), clientv3.Compare(clientv3.ModRevision(s.MetaKey()), "=", rev))
-		resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		resp, err := s.txn(ctx).If(cmps...).Then(ops...).Commit()
 		if err != nil {
 			if markerRev, ok := s.landed(id); ok {
 				// The answer was lost, not the marker.
@@ -409,7 +409,7 @@ func (s *Store) finish(ctx context.Context, id string, markerRev int64, base uin
 func (s *Store) abandon(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_, _ = s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(s.ApplyingPrefix()+id), "=", 0)).
+	_, _ = s.txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(s.ApplyingPrefix()+id), "=", 0)).
 		Then(clientv3.OpDelete(s.stagingKey(id)), clientv3.OpDelete(s.StagedPrefix()+id+"/", clientv3.WithPrefix())).Commit()
 }
 
@@ -418,11 +418,43 @@ func (s *Store) abandon(id string) {
 func (s *Store) landed(id string) (int64, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	resp, err := s.cli.Get(ctx, s.ApplyingPrefix()+id)
+	resp, err := s.get(ctx, s.ApplyingPrefix()+id)
 	if err != nil || len(resp.Kvs) == 0 {
 		return 0, false
 	}
 	return resp.Kvs[0].CreateRevision, true
+}
+
+// txn is a transaction whose Commit has the store's timeout.
+func (s *Store) txn(ctx context.Context) clientv3.Txn {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	return timedTxn{s.cli.Txn(ctx), cancel}
+}
+
+type timedTxn struct {
+	clientv3.Txn
+	cancel context.CancelFunc
+}
+
+func (t timedTxn) If(cs ...clientv3.Cmp) clientv3.Txn { t.Txn = t.Txn.If(cs...); return t }
+func (t timedTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+	t.Txn = t.Txn.Then(ops...)
+	return t
+}
+func (t timedTxn) Else(ops ...clientv3.Op) clientv3.Txn {
+	t.Txn = t.Txn.Else(ops...)
+	return t
+}
+func (t timedTxn) Commit() (*clientv3.TxnResponse, error) {
+	defer t.cancel()
+	return t.Txn.Commit()
+}
+
+// get is a Get with the store's timeout.
+func (s *Store) get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return s.cli.Get(ctx, key, opts...)
 }
 
 // hook runs the test hook after a transaction of a split commit.

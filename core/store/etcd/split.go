@@ -61,7 +61,7 @@ func (s *Store) overlay(ctx context.Context, rev int64, ms []marker) (sites, pro
 	sites, probes = map[string]stagedSite{}, map[string]stagedSite{}
 	for _, m := range ms {
 		dir := s.StagedPrefix() + m.id + "/"
-		resp, err := s.cli.Txn(ctx).Then(
+		resp, err := s.txn(ctx).Then(
 			clientv3.OpGet(dir+"sites/", clientv3.WithPrefix(), clientv3.WithRev(rev)),
 			clientv3.OpGet(dir+"probed/", clientv3.WithPrefix(), clientv3.WithRev(rev)),
 		).Commit()
@@ -93,7 +93,7 @@ func (s *Store) stagedEvents(ctx context.Context, rev int64, ms []marker, after 
 			continue
 		}
 		dir := s.StagedPrefix() + m.id + "/events/"
-		resp, err := s.cli.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithRev(rev))
+		resp, err := s.get(ctx, dir, clientv3.WithPrefix(), clientv3.WithRev(rev))
 		if err != nil {
 			return nil, fmt.Errorf("store: reading the events of the split commit %s from etcd: %w", m.id, err)
 		}
@@ -127,7 +127,7 @@ func (s *Store) rollForwardDue() bool {
 // removes it (any instance may: the copy is guarded key by key, and
 // idempotent).
 func (s *Store) rollForward(ctx context.Context) error {
-	resp, err := s.cli.Txn(ctx).Then(
+	resp, err := s.txn(ctx).Then(
 		clientv3.OpGet(s.ApplyingPrefix(), clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
@@ -143,7 +143,7 @@ func (s *Store) rollForward(ctx context.Context) error {
 	sort.Slice(ms, func(i, j int) bool { return ms[i].rev > ms[j].rev })
 	for _, m := range ms {
 		dir := s.StagedPrefix() + m.id + "/"
-		sr, err := s.cli.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithRev(rev))
+		sr, err := s.get(ctx, dir, clientv3.WithPrefix(), clientv3.WithRev(rev))
 		if err != nil {
 			return fmt.Errorf("store: reading the split commit %s from etcd: %w", m.id, err)
 		}
@@ -215,7 +215,7 @@ func (s *Store) applySet(ctx context.Context, id string, markerRev int64, ws []w
 	if hi > 0 {
 		ops = append(ops, clientv3.OpGet(s.eventKey(lo), clientv3.WithRange(s.eventKey(hi+1)), clientv3.WithKeysOnly()))
 	}
-	now, err := s.cli.Txn(ctx).Then(ops...).Commit()
+	now, err := s.txn(ctx).Then(ops...).Commit()
 	if err != nil {
 		return fmt.Errorf("store: copying the split commit %s to its keys: %w", id, err)
 	}
@@ -263,12 +263,12 @@ func (s *Store) applySet(ctx context.Context, id string, markerRev int64, ws []w
 			ops = append(ops, all[j].ops...)
 			j++
 		}
-		resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		resp, err := s.txn(ctx).If(cmps...).Then(ops...).Commit()
 		if err != nil {
 			return fmt.Errorf("store: copying the split commit %s to its keys: %w", id, err)
 		}
 		if !resp.Succeeded {
-			g, err := s.cli.Txn(ctx).If(newest).Commit()
+			g, err := s.txn(ctx).If(newest).Commit()
 			if err != nil {
 				return fmt.Errorf("store: copying the split commit %s to its keys: %w", id, err)
 			}
@@ -278,12 +278,12 @@ func (s *Store) applySet(ctx context.Context, id string, markerRev int64, ws []w
 			// Some key was written after the marker (a later commit): the
 			// others of the chunk are copied one by one.
 			for _, o := range all[i:j] {
-				r, err := s.cli.Txn(ctx).If(append([]clientv3.Cmp{newest}, o.cmps...)...).Then(o.ops...).Commit()
+				r, err := s.txn(ctx).If(append([]clientv3.Cmp{newest}, o.cmps...)...).Then(o.ops...).Commit()
 				if err != nil {
 					return fmt.Errorf("store: copying the split commit %s to its keys: %w", id, err)
 				}
 				if !r.Succeeded {
-					if g, err := s.cli.Txn(ctx).If(newest).Commit(); err != nil || !g.Succeeded {
+					if g, err := s.txn(ctx).If(newest).Commit(); err != nil || !g.Succeeded {
 						return fmt.Errorf("store: copying the split commit %s to its keys: %w", id, errNewerSet)
 					}
 				}
@@ -295,7 +295,7 @@ func (s *Store) applySet(ctx context.Context, id string, markerRev int64, ws []w
 			return err
 		}
 	}
-	_, err = s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(s.ApplyingPrefix()+id), "=", markerRev)).
+	_, err = s.txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(s.ApplyingPrefix()+id), "=", markerRev)).
 		Then(clientv3.OpDelete(s.ApplyingPrefix()+id), clientv3.OpDelete(s.stagingKey(id)),
 			clientv3.OpDelete(s.StagedPrefix()+id+"/", clientv3.WithPrefix())).Commit()
 	if err != nil {
@@ -319,7 +319,7 @@ func (s *Store) sweep(ctx context.Context) {
 	}
 	s.lastSweep = time.Now()
 	s.mu.Unlock()
-	resp, err := s.cli.Get(ctx, s.prefix+"/staging/", clientv3.WithPrefix())
+	resp, err := s.get(ctx, s.prefix+"/staging/", clientv3.WithPrefix())
 	if err != nil {
 		return
 	}
@@ -329,7 +329,7 @@ func (s *Store) sweep(ctx context.Context) {
 			continue
 		}
 		id := strings.TrimPrefix(string(kv.Key), s.prefix+"/staging/")
-		_, _ = s.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(s.ApplyingPrefix()+id), "=", 0),
+		_, _ = s.txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(s.ApplyingPrefix()+id), "=", 0),
 			clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision)).
 			Then(clientv3.OpDelete(string(kv.Key)), clientv3.OpDelete(s.StagedPrefix()+id+"/", clientv3.WithPrefix())).Commit()
 	}

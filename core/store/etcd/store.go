@@ -48,7 +48,9 @@ type Options struct {
 	// Fence guards every write; nil writes unguarded (one instance alone).
 	Fence Fence
 	// Timeout bounds each call to etcd (5s when <= 0), so that a round
-	// never waits on an unreachable etcd for longer.
+	// never waits on an unreachable etcd for longer: Load, Events,
+	// SetCursor and a commit that fits in one transaction as a whole,
+	// each transaction of a split commit on its own.
 	Timeout time.Duration
 	// AfterTxn, for tests, runs after each transaction of a split commit
 	// (step "staged N", "marker", "copied N": the Nth chunk). When it returns an error,
@@ -264,7 +266,7 @@ func (s *Store) Cursors(ctx context.Context) (store.Meta, map[string]uint64, err
 // readMeta returns the stored counters and their mod revision.
 func (s *Store) readMeta(ctx context.Context) (store.Meta, int64, error) {
 	var m store.Meta
-	resp, err := s.cli.Get(ctx, s.MetaKey())
+	resp, err := s.get(ctx, s.MetaKey())
 	if err != nil {
 		return m, 0, fmt.Errorf("store: reading %s: %w", s.MetaKey(), err)
 	}
