@@ -90,6 +90,7 @@ func replayHistory(from string, cfg *config.Config, stdout, stderr io.Writer) in
 				return 2
 			}
 			x.Header.RoundInterval, x.Header.Sources, x.Header.Names = "", nil, "the replayed configuration"
+			x.Header.ConfirmInterval = "" // the replayed configuration's, not the recording's
 		}
 	} else {
 		f, err := os.Open(from)

@@ -274,3 +274,96 @@ func gatherCounterLabel(t *testing.T, reg *prometheus.Registry, name, value stri
 	t.Fatalf("metric %s{%s} not registered", name, value)
 	return nil
 }
+
+// TestConfirmBudgetDefers: with a budget of one site a confirmation
+// round, three sites in doubt are confirmed one at a time, the rest
+// deferred and counted, and the round after them still probes all three.
+func TestConfirmBudgetDefers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := enginetest.Config(t, `
+control {
+  round_interval  = "30s"
+  sites_per_round = 10
+  confirm_budget  = 10
+}
+source "direct" { plugin = "vigil-source-direct" }
+site "s0" {
+  hostname = "s0.example.com"
+  health_check { confirm_interval = "3s" }
+  origin "a1" { address = "http://127.0.0.1:1" }
+  origin "b1" {
+    address = "http://127.0.0.1:2"
+    level   = 2
+  }
+}
+site "s1" {
+  hostname = "s1.example.com"
+  health_check { confirm_interval = "3s" }
+  origin "a1" { address = "http://127.0.0.1:3" }
+  origin "b1" {
+    address = "http://127.0.0.1:4"
+    level   = 2
+  }
+}
+site "s2" {
+  hostname = "s2.example.com"
+  health_check { confirm_interval = "3s" }
+  origin "a1" { address = "http://127.0.0.1:5" }
+  origin "b1" {
+    address = "http://127.0.0.1:6"
+    level   = 2
+  }
+}
+`)
+		src := enginetest.NewSource("direct")
+		st, err := store.Open(t.TempDir(), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := prometheus.NewRegistry()
+		log := &roundLog{t0: time.Now()}
+		e, diags := engine.New(context.Background(), cfg, engine.Options{Store: st, Registerer: reg,
+			NewSource:  func(*config.Source, string, hclog.Logger) engine.VoteSource { return src },
+			AfterRound: log.add})
+		if diags.HasErrors() {
+			t.Fatal(diags.Error())
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); e.Run(ctx) }()
+		defer func() { cancel(); <-done; e.Close(); st.Close() }()
+
+		sleepTo(log, 45*time.Second)
+		for _, s := range []string{"s0", "s1", "s2"} {
+			src.SetDown(s, "a1", true)
+		}
+		sleepTo(log, 91*time.Second)
+		t.Logf("rounds: %+v", log.get())
+		confirms := 0
+		var rounds []ranRound
+		for _, r := range log.get() {
+			if r.confirm {
+				confirms++
+				if r.probed != 1 {
+					t.Fatalf("a confirmation probed %d sites; the budget is 1: %+v", r.probed, log.get())
+				}
+			} else {
+				rounds = append(rounds, r)
+			}
+		}
+		if confirms < 3 {
+			t.Fatalf("%d confirmations, want at least 3 (one per site): %+v", confirms, log.get())
+		}
+		if len(rounds) != 4 || rounds[3].at != 90*time.Second || rounds[3].probed != 3 {
+			t.Fatalf("the rounds should keep their time and size: %+v", rounds)
+		}
+		if n := testutil.ToFloat64(gatherCounter(t, reg, "vigil_confirm_deferred_total")); n < 2 {
+			t.Fatalf("vigil_confirm_deferred_total = %v, want at least 2", n)
+		}
+		for _, s := range []string{"s0", "s1", "s2"} {
+			if lvl := e.Views().Site(s).Level; lvl != 2 {
+				t.Errorf("%s on level %d after the round of 90 s, want 2", s, lvl)
+			}
+		}
+	})
+}

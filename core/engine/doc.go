@@ -3,6 +3,9 @@
 // round's state and events atomically to the store, publishes the new
 // publication, wakes the notifiers, applies operator actions between rounds,
 // reloads the configuration and keeps read-only views for the API.
+// Between rounds it runs the confirmation rounds of sites in doubt
+// (health_check { confirm_interval }, confirm.go), and Suspect takes the
+// plugins' passive reports that ask for one.
 //
 // The decisions themselves are the fleet's (and so the same as
 // `vigil simulate`); the engine only does the I/O around them.

@@ -454,6 +454,9 @@ func hasConfirm(cfg *config.Config) bool {
 func ShortestConfirm(cfg *config.Config) string {
 	var d time.Duration
 	for _, s := range cfg.Sites {
+		if s.HealthCheck == nil {
+			continue
+		}
 		if ci := s.HealthCheck.ConfirmInterval; ci > 0 && (d == 0 || ci < d) {
 			d = ci
 		}
