@@ -189,7 +189,7 @@ type EtcdStore struct {
 	// --client-cert-auth. Absolute paths; empty when unset.
 	CAFile, CertFile, KeyFile string
 	// MaxTxnOps is etcd's --max-txn-ops: a commit larger than this is
-	// split (sites without events first, see core/store/etcd).
+	// split and made visible by one commit marker (see core/store/etcd).
 	MaxTxnOps int
 	DeclRange hcl.Range
 }

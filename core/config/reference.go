@@ -236,7 +236,7 @@ func Reference() []RefBlock {
 					Meaning: "The http(s) URL of this instance's API that the other instances give (a standby refusing a change names the leader's).",
 					Example: `"http://10.0.0.5:8470"`},
 				{Name: "max_txn_ops", Type: "whole number", Default: strconv.Itoa(DefaultEtcdMaxTxnOps),
-					Meaning: "The etcd cluster's --max-txn-ops: a commit with more operations is split. At least 16.",
+					Meaning: "The most operations vigil puts in one etcd transaction: the cluster's --max-txn-ops (etcd's default is 128). A round with more changes is split into several transactions and made visible at once by a final commit marker, so it is saved whole whatever its size. Each instance asks etcd its limit when it joins and splits by the smaller; vigil validate warns when this is above it. At least 16.",
 					Example: `128`},
 				{Name: "ca_file", Type: "string", DefaultNote: "none: the system's roots",
 					Meaning: "PEM file of the CA that signed the etcd members' certificates, trusted besides the system's roots; relative to the configuration file's folder. Setting it (or cert_file) turns TLS on: endpoints are then https:// or host:port.",
