@@ -394,8 +394,11 @@ func (g *gatewayServer) Attach(stream grpc.BidiStreamingServer[pb.NodeMessage, p
 	if st.trigger {
 		features = append(features, featurePassiveTrigger)
 	}
-	welcome := &pb.GatewayMessage{Msg: &pb.GatewayMessage_Welcome{Welcome: &pb.Welcome{
-		HeartbeatIntervalMs: (st.onlineTimeout / 3).Milliseconds(), Features: features}}}
+	w := &pb.Welcome{HeartbeatIntervalMs: (st.onlineTimeout / 3).Milliseconds(), Features: features}
+	if st.trigger { // nodes report only the windows that trip the rule
+		w.PassiveMinRequests, w.PassiveFailureRatio = uint32(st.passiveMinRequests), st.passiveFailureRatio
+	}
+	welcome := &pb.GatewayMessage{Msg: &pb.GatewayMessage_Welcome{Welcome: w}}
 	if err := stream.Send(welcome); err != nil {
 		reason = "send failed"
 		return err

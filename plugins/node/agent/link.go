@@ -165,6 +165,7 @@ func (l *link) session(ctx context.Context) (attached bool, err error) {
 	var trig *trigger
 	if l.a.passive != nil && slices.Contains(welcome.GetFeatures(), featurePassiveTrigger) {
 		trig = newTrigger(l.a.passive.result, time.Now)
+		trig.minRequests, trig.failureRatio = welcome.GetPassiveMinRequests(), welcome.GetPassiveFailureRatio()
 	}
 	every := time.Duration(welcome.GetHeartbeatIntervalMs()) * time.Millisecond
 	if every <= 0 {
@@ -583,13 +584,19 @@ const (
 
 // trigger watches the passive windows of the origins the gateway asked
 // about (the addresses of the batches' jobs) and tells which ones gained
-// failures since it last looked: the node reports those to the gateway at
-// once instead of waiting for the next batch. An origin is reported at
-// most once per triggerEvery, with its window as it is then, and a report
-// held back by that bound goes with the next look that allows it.
+// failures since it last looked and trip the gateway's passive vote rule:
+// the node reports those to the gateway at once instead of waiting for the
+// next batch. An origin is reported at most once per triggerEvery, with
+// its window as it is then, and a report held back by that bound goes
+// with the next look that allows it (if its window still trips).
 type trigger struct {
 	look func(address string) *pb.PassiveResult
 	now  func() time.Time
+	// minRequests and failureRatio are the gateway's passive vote rule
+	// (from its welcome): a window is reported only once it trips it.
+	// failureRatio 0: any window that gained failures is.
+	minRequests  uint32
+	failureRatio float64
 
 	mu      sync.Mutex
 	origins map[string]*watched
@@ -632,6 +639,20 @@ func (t *trigger) track(b *pb.Batch) {
 	}
 }
 
+// trips reports whether window r would vote down by the gateway's rule
+// (any window with a failure when the gateway sent none).
+func (t *trigger) trips(r *pb.PassiveResult) bool {
+	if r == nil {
+		return false
+	}
+	failed := r.GetFailures() + r.GetSlow()
+	if t.failureRatio <= 0 {
+		return failed > 0
+	}
+	judged := int64(r.GetRequests()) - int64(r.GetIgnored())
+	return judged >= int64(max(t.minRequests, 1)) && float64(failed) > t.failureRatio*float64(judged)
+}
+
 // poll looks at every watched window and returns the report to send now:
 // nil, or at most triggerBatch origins (those left over stay pending for
 // the next look; the map's order varies, so no origin waits for ever).
@@ -651,7 +672,10 @@ func (t *trigger) poll() *pb.PassiveReport {
 			w.pending = true
 		}
 		w.failures = failures
-		if !w.pending || r == nil || now.Sub(w.reported) < triggerEvery {
+		if w.pending && !t.trips(r) {
+			w.pending = false // not enough to say down: no news for the gateway
+		}
+		if !w.pending || now.Sub(w.reported) < triggerEvery {
 			continue
 		}
 		if rep == nil {

@@ -129,3 +129,48 @@ func TestTriggerBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestTriggerTrips: with the gateway's rule from its welcome, a window is
+// reported only once it would vote down.
+func TestTriggerTrips(t *testing.T) {
+	rule := &trigger{minRequests: 10, failureRatio: 0.3}
+	none := &trigger{}
+	for _, tc := range []struct {
+		name       string
+		w          *pb.PassiveResult
+		rule, none bool
+	}{
+		{"no window", nil, false, false},
+		{"healthy", &pb.PassiveResult{Requests: 20}, false, false},
+		{"a failure", &pb.PassiveResult{Requests: 20, Failures: 1}, false, true},
+		{"at the ratio", &pb.PassiveResult{Requests: 20, Failures: 6}, false, true},
+		{"past the ratio", &pb.PassiveResult{Requests: 20, Failures: 7}, true, true},
+		{"slow answers count", &pb.PassiveResult{Requests: 20, Failures: 3, Slow: 4}, true, true},
+		{"too few requests", &pb.PassiveResult{Requests: 9, Failures: 9}, false, true},
+		{"ignored ones are not judged", &pb.PassiveResult{Requests: 20, Ignored: 12, Failures: 8}, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := rule.trips(tc.w); got != tc.rule {
+				t.Errorf("with the rule: trips = %v, want %v", got, tc.rule)
+			}
+			if got := none.trips(tc.w); got != tc.none {
+				t.Errorf("without a rule: trips = %v, want %v", got, tc.none)
+			}
+		})
+	}
+	// Failures that come one by one are reported when the window trips,
+	// not before.
+	now := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
+	windows := map[string]*pb.PassiveResult{"a": {Requests: 20}}
+	trig := newTrigger(func(a string) *pb.PassiveResult { return windows[a] }, func() time.Time { return now })
+	trig.minRequests, trig.failureRatio = 10, 0.3
+	trig.track(&pb.Batch{Jobs: []*pb.ProbeJob{{Address: "a"}}})
+	for f := uint32(1); f <= 10; f++ {
+		now = now.Add(triggerPoll)
+		windows["a"] = &pb.PassiveResult{Requests: 20, Failures: f}
+		rep := trig.poll()
+		if want := f == 7; (rep != nil) != want {
+			t.Fatalf("%d failures of 20: reported %v, want %v", f, rep != nil, want)
+		}
+	}
+}

@@ -177,7 +177,9 @@ func (*NodeMessage_Result) isNodeMessage_Msg() {}
 func (*NodeMessage_PassiveReport) isNodeMessage_Msg() {}
 
 // PassiveReport is a node's unsolicited report, between batches, of the
-// origins whose passive window gained failures since the node last looked:
+// origins whose passive window gained failures since the node last looked
+// and trips the rule of the welcome (Welcome.passive_min_requests and
+// passive_failure_ratio):
 // the gateway judges each window by its passive vote rule at once and, for
 // a window that would vote down, asks vigil to confirm the origin's site
 // early. A node sends at most one report of an origin per second and at
@@ -727,9 +729,17 @@ type Welcome struct {
 	HeartbeatIntervalMs int64                  `protobuf:"varint,1,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
 	// features the gateway supports beyond the first release ("not_run",
 	// "passive").
-	Features      []string `protobuf:"bytes,2,rep,name=features,proto3" json:"features,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Features []string `protobuf:"bytes,2,rep,name=features,proto3" json:"features,omitempty"`
+	// passive_min_requests and passive_failure_ratio are the gateway's
+	// passive vote rule, sent with "passive_trigger": a node reports a window
+	// (PassiveReport) only once it trips that rule, at least
+	// passive_min_requests requests not ignored of which more than
+	// passive_failure_ratio failed (slow answers included). Zero: the node
+	// reports any window that gained failures.
+	PassiveMinRequests  uint32  `protobuf:"varint,3,opt,name=passive_min_requests,json=passiveMinRequests,proto3" json:"passive_min_requests,omitempty"`
+	PassiveFailureRatio float64 `protobuf:"fixed64,4,opt,name=passive_failure_ratio,json=passiveFailureRatio,proto3" json:"passive_failure_ratio,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *Welcome) Reset() {
@@ -774,6 +784,20 @@ func (x *Welcome) GetFeatures() []string {
 		return x.Features
 	}
 	return nil
+}
+
+func (x *Welcome) GetPassiveMinRequests() uint32 {
+	if x != nil {
+		return x.PassiveMinRequests
+	}
+	return 0
+}
+
+func (x *Welcome) GetPassiveFailureRatio() float64 {
+	if x != nil {
+		return x.PassiveFailureRatio
+	}
+	return 0
 }
 
 type Batch struct {
@@ -1069,10 +1093,12 @@ const file_nodegateway_v1_nodegateway_proto_rawDesc = "" +
 	"\x0eGatewayMessage\x129\n" +
 	"\awelcome\x18\x01 \x01(\v2\x1d.vigil.nodegateway.v1.WelcomeH\x00R\awelcome\x123\n" +
 	"\x05batch\x18\x02 \x01(\v2\x1b.vigil.nodegateway.v1.BatchH\x00R\x05batchB\x05\n" +
-	"\x03msg\"Y\n" +
+	"\x03msg\"\xbf\x01\n" +
 	"\aWelcome\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x01 \x01(\x03R\x13heartbeatIntervalMs\x12\x1a\n" +
-	"\bfeatures\x18\x02 \x03(\tR\bfeatures\"\xf9\x01\n" +
+	"\bfeatures\x18\x02 \x03(\tR\bfeatures\x120\n" +
+	"\x14passive_min_requests\x18\x03 \x01(\rR\x12passiveMinRequests\x122\n" +
+	"\x15passive_failure_ratio\x18\x04 \x01(\x01R\x13passiveFailureRatio\"\xf9\x01\n" +
 	"\x05Batch\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\x04R\abatchId\x12\x14\n" +
 	"\x05round\x18\x02 \x01(\x04R\x05round\x12\x1b\n" +
