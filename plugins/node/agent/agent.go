@@ -171,8 +171,11 @@ type Agent struct {
 	published chan struct{}
 	// canaryProbe sends one canary (default probe.Do); tests replace it.
 	canaryProbe func(context.Context, probe.Request) (probe.Result, error)
-	metrics     *agentMetrics
-	current     atomic.Pointer[publication.Snapshot]
+	// heldSaved is the generation of the held windows last saved (or
+	// restored) in the state directory; watchHeld's alone after Run starts.
+	heldSaved uint64
+	metrics   *agentMetrics
+	current   atomic.Pointer[publication.Snapshot]
 	// backOff gives each reconnect loop its wait policy (newBackOff within
 	// MinBackoff and MaxBackoff); tests replace it.
 	backOff func() backoff.BackOff
@@ -351,6 +354,15 @@ func (a *Agent) MetricsAddr() net.Addr {
 func (a *Agent) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if a.passive != nil && a.cfg.StateDir != "" {
+		held, err := loadHeld(a.cfg.StateDir)
+		if err != nil {
+			a.log.Error("held passive windows unusable; starting without them", "error", err)
+		} else if n := a.passive.restore(held); n > 0 {
+			a.log.Info("held passive windows restored: their origins stay down until canaries succeed", "windows", n)
+		}
+		_, a.heldSaved = a.passive.heldState()
+	}
 	if a.cfg.StateDir != "" {
 		snap, err := LoadSnapshot(a.cfg.StateDir)
 		if err != nil {

@@ -75,7 +75,27 @@ func (a *Agent) watchHeld(ctx context.Context) {
 			a.pruneHeld(ctx, client)
 		}
 		a.metrics.held.Set(float64(a.passive.held()))
+		a.saveHeld()
 	}
+}
+
+// saveHeld writes the held windows to the state directory when they
+// changed since the last save, so that a restarted node keeps holding
+// its failed origins down. A failure is logged and tried again at the
+// loop's next wake-up.
+func (a *Agent) saveHeld() {
+	if a.cfg.StateDir == "" {
+		return
+	}
+	held, gen := a.passive.heldState()
+	if gen == a.heldSaved {
+		return
+	}
+	if err := saveHeld(a.cfg.StateDir, held); err != nil {
+		a.log.Error("held passive windows not saved; a restart would forget them", "error", err)
+		return
+	}
+	a.heldSaved = gen
 }
 
 // canaryRound sends one canary to the origin of every held window, at most

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -231,5 +232,120 @@ func TestPruneHeld(t *testing.T) {
 		if got := isHeld(a.passive, addr); got != step.held {
 			t.Fatalf("%s: held = %v, want %v", step.name, got, step.held)
 		}
+	}
+}
+
+// Held windows saved and read back are held again, with their attempts
+// (at most the window's size) and hosts; attempts of an unknown kind are
+// left out, and a window of an origin that has one already is not
+// replaced.
+func TestHeldSaveRestore(t *testing.T) {
+	p, _ := newTestPassive(t, PassiveConfig{Window: 20})
+	p.serve(servedBy(addr, "http://live:1"))
+	for range 30 {
+		p.record(code(500))
+	}
+	p.record(proxy.Attempt{Address: addr, Err: "timeout"})
+	p.serve(servedBy("http://live:1"))
+	held, gen := p.heldState()
+	if len(held) != 1 || gen == 0 {
+		t.Fatalf("heldState = %+v, generation %d", held, gen)
+	}
+	dir := t.TempDir()
+	if err := saveHeld(dir, held); err != nil {
+		t.Fatal(err)
+	}
+	back, err := loadHeld(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back = append(back, heldWindow{Address: "http://odd:1", Attempts: []heldAttempt{{At: 1, Kind: "exploded"}}})
+
+	q, _ := newTestPassive(t, PassiveConfig{Window: 10})
+	if n := q.restore(back); n != 1 {
+		t.Fatalf("restored %d windows, want 1 (the one with no known attempt left out)", n)
+	}
+	eq(t, q.result(addr), &pb.PassiveResult{Requests: 10, Failures: 10, Timeouts: 1})
+	if got := q.canaryTargets(); len(got) != 1 || got[0].host != "www.example.com" {
+		t.Fatalf("restored canary targets %+v, want %s with its host", got, addr)
+	}
+	if n := q.restore(back); n != 0 {
+		t.Fatalf("restored %d windows over existing ones", n)
+	}
+	if none, err := loadHeld(t.TempDir()); none != nil || err != nil {
+		t.Fatalf("loadHeld of an empty directory = %v, %v", none, err)
+	}
+}
+
+// The held windows reach the state directory when they change: held after
+// a publication, gone once canaries cleared them.
+func TestHeldSaved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		origin := &fakeOrigin{status: 500}
+		a := heldAgent(t, Config{CanaryInterval: 5 * time.Second, StateDir: dir}, origin.probe)
+		runHeld(t, a)
+		a.heldChanged()
+		synctest.Wait()
+		held, err := loadHeld(dir)
+		if err != nil || len(held) != 1 || held[0].Address != addr || len(held[0].Attempts) != 10 {
+			t.Fatalf("saved %+v, %v; want %s's window", held, err, addr)
+		}
+		origin.set(200)
+		time.Sleep(2*5*time.Second + time.Second)
+		synctest.Wait()
+		held, err = loadHeld(dir)
+		if err != nil || held == nil || len(held) != 0 {
+			t.Fatalf("saved %+v, %v; want no window once cleared", held, err)
+		}
+	})
+}
+
+// A restarted node holds what it held: the origin it failed over from
+// still has its window, from the state directory.
+func TestHeldSurvivesRestart(t *testing.T) {
+	var sick atomic.Bool
+	gray := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sick.Load() {
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	}))
+	t.Cleanup(gray.Close)
+	cp := fakecp.New()
+	t.Cleanup(cp.Close)
+	v1 := cp.Publish(site(1, gray.URL))
+	dir := t.TempDir()
+	// The gateway is never reached; the node keeps windows as one that
+	// probes does.
+	cfg := Config{Gateway: "127.0.0.1:9", ID: "edge-1", Token: "t", ControlPlane: cp.URL(), StateDir: dir, CanaryInterval: NoCanaries}
+	first := startAgent(t, cfg)
+	first.await(t, EventPublication, v1)
+	sick.Store(true)
+	for range 10 {
+		if code, _ := get(t, first); code != 500 {
+			t.Fatalf("visitor got %d, want the origin's 500", code)
+		}
+	}
+	v2 := cp.Publish(site(2, named(t, "level-2")))
+	first.await(t, EventPublication, v2)
+	deadline := time.Now().Add(time.Minute) // catches a hang only
+	for {
+		if held, _ := loadHeld(dir); len(held) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the held window never reached the state directory")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	first.stop()
+
+	second := startAgent(t, cfg) // serving the saved publication v2 once it listens
+	if got := second.a.Snapshot(); got == nil || got.Version != v2 {
+		t.Fatalf("restarted node serves %+v, want version %d", got, v2)
+	}
+	eq(t, second.a.passive.result(gray.URL), &pb.PassiveResult{Requests: 10, Failures: 10})
+	if !isHeld(second.a.passive, gray.URL) {
+		t.Fatal("the restarted node does not hold the window")
 	}
 }

@@ -148,6 +148,9 @@ type passive struct {
 	// served is, by address, the hostnames of the sites whose publication
 	// serves the origin now (the last serve).
 	served map[string][]string
+	// gen counts the changes of the held windows (held, cleared,
+	// forgotten), so that they are saved when it moves.
+	gen uint64
 }
 
 func newPassive(cfg PassiveConfig, now func() time.Time) (*passive, error) {
@@ -281,9 +284,11 @@ func (p *passive) serve(served map[string][]string) {
 		switch {
 		case on && w.held:
 			w.held, w.okRun, w.hosts = false, 0, nil
+			p.gen++
 		case on || w.held:
 		case w.failing(limit):
 			w.held, w.okRun, w.hosts = true, 0, p.served[a]
+			p.gen++
 		default:
 			delete(p.m, a)
 		}
@@ -345,6 +350,7 @@ func (p *passive) canaried(a proxy.Attempt) (cleared bool) {
 	}
 	if w.okRun >= CanarySuccesses {
 		delete(p.m, a.Address)
+		p.gen++
 		return true
 	}
 	return false
@@ -377,9 +383,63 @@ func (p *passive) forget(configured map[string]bool) []string {
 		if w.held && !configured[a] {
 			delete(p.m, a)
 			gone = append(gone, a)
+			p.gen++
 		}
 		w.mu.Unlock()
 	}
 	slices.Sort(gone)
 	return gone
+}
+
+// heldState returns the held windows, by address, to save, and the
+// generation they are of.
+func (p *passive) heldState() ([]heldWindow, uint64) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	var out []heldWindow
+	for a, w := range p.m {
+		w.mu.Lock()
+		if w.held {
+			h := heldWindow{Address: a, Hosts: w.hosts, Attempts: make([]heldAttempt, 0, w.n)}
+			for i := w.n - 1; i >= 0; i-- {
+				o := w.ring[(w.next-1-i+2*len(w.ring))%len(w.ring)]
+				h.Attempts = append(h.Attempts, heldAttempt{At: o.at, Kind: kindNames[o.kind]})
+			}
+			out = append(out, h)
+		}
+		w.mu.Unlock()
+	}
+	slices.SortFunc(out, func(x, y heldWindow) int { return strings.Compare(x.Address, y.Address) })
+	return out, p.gen
+}
+
+// restore takes back held windows saved by a previous run (heldState):
+// each is held again with its latest attempts (at most the window's
+// size), unless a window of its origin exists already. Attempts of an
+// unknown kind are left out, and so is a window left with none. It
+// returns how many it restored.
+func (p *passive) restore(held []heldWindow) int {
+	kinds := make(map[string]uint8, len(kindNames))
+	for k, name := range kindNames {
+		kinds[name] = k
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, h := range held {
+		if h.Address == "" || p.m[h.Address] != nil {
+			continue
+		}
+		w := &window{ring: make([]outcome, p.size), held: true, hosts: h.Hosts}
+		for _, at := range h.Attempts[max(0, len(h.Attempts)-p.size):] {
+			if k, ok := kinds[at.Kind]; ok {
+				w.add(outcome{at: at.At, kind: k})
+			}
+		}
+		if w.n > 0 {
+			p.m[h.Address] = w
+			n++
+		}
+	}
+	return n
 }

@@ -28,24 +28,33 @@ func SaveSnapshot(dir string, snap *publication.Snapshot) error {
 	if err != nil {
 		return fmt.Errorf("saving the publication: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, SnapshotFile+".tmp-*")
+	if err := writeAtomic(dir, SnapshotFile, b); err != nil {
+		return fmt.Errorf("saving the publication: %w", err)
+	}
+	return nil
+}
+
+// writeAtomic writes b to dir/name atomically: a temporary file in dir,
+// synced, then renamed over the old one.
+func writeAtomic(dir, name string, b []byte) error {
+	tmp, err := os.CreateTemp(dir, name+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("saving the publication in %s: %w (check -state-dir exists and is writable)", dir, err)
+		return fmt.Errorf("in %s: %w (check -state-dir exists and is writable)", dir, err)
 	}
 	defer os.Remove(tmp.Name()) // after a successful rename this is a no-op error
 	if _, err := tmp.Write(b); err != nil {
 		_ = tmp.Close()
-		return fmt.Errorf("saving the publication: %w", err)
+		return err
 	}
 	if err := tmp.Sync(); err != nil {
 		_ = tmp.Close()
-		return fmt.Errorf("saving the publication: %w", err)
+		return err
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("saving the publication: %w", err)
+		return err
 	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, SnapshotFile)); err != nil {
-		return fmt.Errorf("saving the publication: %w", err)
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
+		return err
 	}
 	if d, err := os.Open(dir); err == nil { // make the rename durable
 		_ = d.Sync()
@@ -98,4 +107,64 @@ func DecodeSnapshot(r io.Reader) (*publication.Snapshot, error) {
 		seen[s.Hostname] = true
 	}
 	return &snap, nil
+}
+
+// HeldFile is the name of the held passive windows in the state directory
+// (see passive.serve): a restarted node keeps the evidence that holds a
+// failed origin down.
+const HeldFile = "passive-held.json"
+
+// maxHeldFile bounds the held windows read at start.
+const maxHeldFile = 64 << 20
+
+// heldWindow is one held window as HeldFile keeps it.
+type heldWindow struct {
+	Address string   `json:"address"`
+	Hosts   []string `json:"hosts,omitempty"`
+	// Attempts are the window's attempts, oldest first.
+	Attempts []heldAttempt `json:"attempts"`
+}
+
+// heldAttempt is one attempt of a held window: when (unix nanoseconds),
+// and its kind (kindNames).
+type heldAttempt struct {
+	At   int64  `json:"at"`
+	Kind string `json:"kind"`
+}
+
+// kindNames name the kinds of attempt in HeldFile.
+var kindNames = map[uint8]string{kindOK: "ok", kind5xx: "5xx", kindTimeout: "timeout", kindIgnored: "ignored", kindSlow: "slow"}
+
+// saveHeld writes the held windows to dir/passive-held.json atomically.
+func saveHeld(dir string, held []heldWindow) error {
+	if held == nil {
+		held = []heldWindow{}
+	}
+	b, err := json.Marshal(map[string]any{"held": held})
+	if err != nil {
+		return fmt.Errorf("saving the held passive windows: %w", err)
+	}
+	if err := writeAtomic(dir, HeldFile, b); err != nil {
+		return fmt.Errorf("saving the held passive windows: %w", err)
+	}
+	return nil
+}
+
+// loadHeld reads dir/passive-held.json; none is no window.
+func loadHeld(dir string) ([]heldWindow, error) {
+	f, err := os.Open(filepath.Join(dir, HeldFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the held passive windows: %w", err)
+	}
+	defer f.Close()
+	var page struct {
+		Held []heldWindow `json:"held"`
+	}
+	if err := json.NewDecoder(io.LimitReader(f, maxHeldFile)).Decode(&page); err != nil {
+		return nil, fmt.Errorf("reading the held passive windows %s: %w (delete it to start without them)", f.Name(), err)
+	}
+	return page.Held, nil
 }
