@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -174,6 +175,9 @@ func TestHAProxyFallback(t *testing.T) {
 	l := newLevels(t)
 	cp := fakecp.New()
 	t.Cleanup(cp.Close)
+	if err := cp.SetSites(l.topology()); err != nil {
+		t.Fatal(err)
+	}
 	cp.Publish(l.site(1))
 	a, err := startAgentVars(t, cp, map[string]string{"listen": listen, "stats_socket": sock}, h)
 	if err != nil {
@@ -188,6 +192,43 @@ func TestHAProxyFallback(t *testing.T) {
 		}
 		return nil
 	})
+	// The rendered haproxy.cfg's servers are the runtime driver's: b1 a
+	// plain server, a1:backup one with the backup flag, so level 1 is
+	// only level 2's backup after the switch.
+	direct, err := edge.NewHAProxy(edge.HAProxyOptions{Socket: sock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStates(t, direct, "level 2 through the runtime", map[string]string{"b1": "ready", "a1": "maint", "a2": "maint",
+		"a1:backup": "ready", "a2:backup": "ready", "b1:backup": "maint"})
+	if got, want := backupFlags(t, direct), map[string]bool{"a1": false, "a2": false, "b1": false,
+		"a1:backup": true, "a2:backup": true, "b1:backup": true}; !maps.Equal(got, want) {
+		t.Errorf("backup flags %v, want %v", got, want)
+	}
+}
+
+// backupFlags is, for each server of backend www, whether it has HAProxy's
+// backup flag (show stat's bck column).
+func backupFlags(t *testing.T, h *edge.HAProxy) map[string]bool {
+	t.Helper()
+	out, err := h.Command(context.Background(), "show stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out, "\n")
+	col := map[string]int{}
+	for i, c := range strings.Split(strings.TrimPrefix(lines[0], "# "), ",") {
+		col[c] = i
+	}
+	got := map[string]bool{}
+	for _, l := range lines[1:] {
+		f := strings.Split(l, ",")
+		if len(f) <= col["bck"] || f[col["pxname"]] != "www" || f[col["svname"]] == "BACKEND" {
+			continue
+		}
+		got[f[col["svname"]]] = f[col["bck"]] == "1"
+	}
+	return got
 }
 
 // TestHAProxyTemplate: HAProxy driven by the template mode alone (a

@@ -102,7 +102,8 @@ func TestShippedTemplatesRamp(t *testing.T) {
 			"server a1 192.0.2.1:8080 weight 25\n",
 			"server a2 192.0.2.2:443 ssl verify required ca-file @system-ca sni str(www.example.com) weight 25\n",
 			"server b1 [2001:db8::1]:80 weight 150\n",
-			"server c1 192.0.2.3:80 backup\n"},
+			"server c1:backup 192.0.2.3:80 backup\n",
+			"server b1:backup [2001:db8::1]:80 backup disabled\n"},
 			[]string{"b1 [2001:db8::1]:80 disabled"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -179,7 +180,9 @@ func check(t *testing.T, name, dir, conf string) {
 }
 
 // TestShippedTemplatesBackup: the shipped templates write the next level's
-// origins as backup servers and, for HAProxy, the other levels' disabled,
+// origins as backup servers (HAProxy: every origin has a server NAME:backup
+// with the backup flag, as the runtime driver adds them, enabled for the
+// next level's) and, for HAProxy, the other levels' disabled,
 // with the health checks and retries that let the edge route around a
 // failing level on its own (and, with nginx and haproxy installed, the
 // rendered files pass their checks).
@@ -195,26 +198,30 @@ func TestShippedTemplatesBackup(t *testing.T) {
 	}{
 		{"haproxy level 1", "haproxy", snap(1, 1, a1, a2), []string{
 			"server a1 192.0.2.1:8080\n",
-			"server b1 [2001:db8::1]:80 backup\n",
+			"server b1 [2001:db8::1]:80 disabled\n",
+			"server b1:backup [2001:db8::1]:80 backup\n",
 			"server c1 192.0.2.3:80 disabled\n",
+			"server c1:backup 192.0.2.3:80 backup disabled\n",
+			"server a1:backup 192.0.2.1:8080 backup disabled\n",
 			"retry-on conn-failure empty-response response-timeout 502 503 504\n",
 			"option redispatch 1\n",
 			"http-request disable-l7-retry unless METH_GET || METH_HEAD\n",
 			"option allbackups\n",
 			"http-check send meth HEAD uri / ver HTTP/1.1 hdr host www.example.com\n",
 			"default-server check inter 1s fall 2 rise 2 observe layer7 error-limit 1 on-error mark-down\n"},
-			[]string{"c1 192.0.2.3:80 backup", "b1 [2001:db8::1]:80 disabled", "a1 192.0.2.1:8080 disabled"}},
+			[]string{"a1 192.0.2.1:8080 disabled", "server b1 [2001:db8::1]:80\n", "server b1:backup [2001:db8::1]:80 backup disabled"}},
 		{"haproxy level 2", "haproxy", snap(2, 2, b1), []string{
 			"server b1 [2001:db8::1]:80\n",
-			"server c1 192.0.2.3:80 backup\n",
+			"server c1:backup 192.0.2.3:80 backup\n",
 			"server a1 192.0.2.1:8080 disabled\n",
+			"server a1:backup 192.0.2.1:8080 backup disabled\n",
 			"server a2 192.0.2.2:443 ssl verify required ca-file @system-ca sni str(www.example.com) disabled\n"},
-			[]string{"a1 192.0.2.1:8080 backup"}},
+			[]string{"a1:backup 192.0.2.1:8080 backup\n"}},
 		{"haproxy level 3", "haproxy", snap(3, 3, c1), []string{
 			"server c1 192.0.2.3:80\n",
-			"server b1 [2001:db8::1]:80 backup\n", // the last level before
+			"server b1:backup [2001:db8::1]:80 backup\n", // the last level before
 			"server a1 192.0.2.1:8080 disabled\n"},
-			nil},
+			[]string{"a1:backup 192.0.2.1:8080 backup\n"}},
 		{"nginx level 1", "nginx", snap(1, 1, a1, a2), []string{
 			"server 192.0.2.1:8080 max_fails=1 fail_timeout=10s;",
 			"server [2001:db8::1]:80 backup;",

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -319,13 +320,16 @@ func serverStates(t *testing.T, h *edge.HAProxy) map[string]string {
 		if len(f) < 7 || strings.HasPrefix(l, "#") {
 			continue
 		}
-		switch f[6] { // srv_admin_state
-		case "0":
-			got[f[3]] = "ready"
-		case "8":
+		admin, err := strconv.Atoi(f[6]) // srv_admin_state
+		switch {
+		case err != nil:
+			t.Fatalf("show servers state: %q", l)
+		case admin&0x01 != 0: // forced maintenance; 0x04 alone is a disabled server of haproxy.cfg made ready
+			got[f[3]] = "maint"
+		case admin&0x08 != 0:
 			got[f[3]] = "drain"
 		default:
-			got[f[3]] = "maint"
+			got[f[3]] = "ready"
 		}
 	}
 	return got
@@ -609,7 +613,7 @@ func TestHAProxyTemplateCoversWindow(t *testing.T) {
 				return func(t *testing.T) {
 					waitFor(t, func() error {
 						b, _ := os.ReadFile(cfgPath)
-						if !regexp.MustCompile(`(?m)^    server ` + name + ` \S+ backup$`).Match(b) {
+						if !regexp.MustCompile(`(?m)^    server ` + name + edge.BackupSuffix + ` \S+ backup$`).Match(b) {
 							return fmt.Errorf("%s is not a backup server yet:\n%s", name, b)
 						}
 						return nil
