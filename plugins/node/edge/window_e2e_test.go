@@ -458,11 +458,49 @@ func TestNginxCoversWindow(t *testing.T) {
 // resync (10 minutes here).
 func TestHAProxyReload(t *testing.T) {
 	bin := peer(t, "haproxy")
+	for _, fallback := range []bool{false, true} {
+		name := "runtime only"
+		if fallback {
+			name = "with the fallback template"
+		}
+		t.Run(name, func(t *testing.T) { haproxyReload(t, bin, fallback) })
+	}
+}
+
+// haproxyReload is one run of TestHAProxyReload: with fallback, HAProxy
+// runs on the haproxy.cfg vigil-node renders at every publication
+// (-haproxy-fallback), which a reload starts from.
+func haproxyReload(t *testing.T, bin string, fallback bool) {
 	dir := t.TempDir()
 	sock, listen := filepath.Join(dir, "admin.sock"), testnet.Addr(t)
-	cfg := windowHAProxyConfig(sock, listen)
 	path := filepath.Join(dir, "haproxy.cfg")
-	writeFile(t, path, cfg)
+	l := newFlakyLevels(t)
+	opts := edge.HAProxyOptions{Socket: sock, ServerArgs: edge.DefaultHAProxyServerArgs}
+	var vars map[string]string
+	if fallback {
+		text, err := templates.Get("haproxy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Reloaded by vigil-node only when the runtime cannot apply a
+		// publication, which does not happen here.
+		opts.Fallback, err = edge.NewTemplate(edge.TemplateOptions{Name: "haproxy-fallback", Files: []edge.File{{Text: text, Dest: path}},
+			Check: bin + " -c -q -f " + edge.CandidatePlaceholder, Reload: "false"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vars = map[string]string{"listen": listen, "stats_socket": sock}
+		topo := edge.Topology{"www": {{Name: "b1", Address: l.b1.url(), Level: 2, State: "healthy"}}}
+		for _, o := range l.one {
+			topo["www"] = append(topo["www"], edge.LevelOrigin{Name: o.name, Address: o.url(), Level: 1, State: "healthy"})
+		}
+		v, _ := edge.Build(snapshotOf(1, l.site(1)), topo, "", vars)
+		if _, err := opts.Fallback.Write(context.Background(), v); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		writeFile(t, path, windowHAProxyConfig(sock, listen))
+	}
 	master := daemon(t, dir, bin, "-W", "-db", "-f", path, "-S", filepath.Join(dir, "master.sock"))
 	direct, err := edge.NewHAProxy(edge.HAProxyOptions{Socket: sock})
 	if err != nil {
@@ -486,18 +524,17 @@ func TestHAProxyReload(t *testing.T) {
 		}
 		return nil
 	})
-	l := newFlakyLevels(t)
 	cp := fakecp.New()
 	t.Cleanup(cp.Close)
 	if err := cp.SetSites(l.topology()); err != nil {
 		t.Fatal(err)
 	}
 	cp.Publish(l.site(1))
-	h, err := edge.NewHAProxy(edge.HAProxyOptions{Socket: sock, ServerArgs: edge.DefaultHAProxyServerArgs})
+	h, err := edge.NewHAProxy(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	startAgentResync(t, cp, 10*time.Minute, nil, h)
+	startAgentResync(t, cp, 10*time.Minute, vars, h)
 	url := "http://" + listen + "/"
 	waitServing(t, url, []string{"a1", "a2"})
 	want := map[string]string{"a1": "ready", "a2": "ready", "b1": "maint", "b1:backup": "ready"}
@@ -557,8 +594,11 @@ func TestHAProxyReload(t *testing.T) {
 		}
 	}
 	ld.mu.Unlock()
-	t.Logf("EDGE haproxy-runtime reload: servers back %s after SIGUSR2; %d of %d GETs failed after the reload; first failure: %v",
-		back.Sub(reloaded).Round(time.Millisecond), failed, total, first)
+	t.Logf("EDGE haproxy-runtime reload (%s): servers back %s after SIGUSR2; %d of %d GETs failed after the reload; first failure: %v",
+		t.Name(), back.Sub(reloaded).Round(time.Millisecond), failed, total, first)
+	if fallback && failed > 0 {
+		t.Errorf("%d of %d GETs failed after the reload: the rendered haproxy.cfg has every server", failed, total)
+	}
 	if failed*20 > total {
 		t.Errorf("%d of %d GETs failed after the reload: more than 5%%", failed, total)
 	}
