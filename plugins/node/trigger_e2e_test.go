@@ -1,6 +1,8 @@
 package node
 
 import (
+	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -8,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/vigilcdn/vigil/plugins/node/agent"
 	"github.com/vigilcdn/vigil/plugins/node/internal/fakecp"
@@ -124,4 +128,110 @@ func TestPassiveTriggerSuspectsTheSite(t *testing.T) {
 	if n := gw.round.Load(); n != rounds {
 		t.Fatalf("%d rounds asked; the suspect must come without one", n-rounds)
 	}
+}
+
+// BenchmarkPassiveTriggerLatency: how long after the visitor request that
+// trips a node's passive window (the 7th failure of 17, over
+// passive_failure_ratio 0.3) the gateway's suspect is on vigil's stream,
+// with no round in between; in-process gateway and vigil-node over real
+// gRPC, a real proxy and origins on loopback. Each iteration uses an
+// origin and site of its own (suspects are once per suspect_interval).
+// Run it with -benchtime=Nx.
+func BenchmarkPassiveTriggerLatency(b *testing.B) {
+	log := hclog.NewNullLogger()
+	gw := New(log)
+	gw.getenv = func(string) string { return testToken }
+	if err := gw.Configure(context.Background(), sdk.Config{Values: map[string]any{"listen": "127.0.0.1:0", "token_env": "T", "passive_votes": true}}); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(gw.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	suspects := gw.Suspects(ctx)
+	cp := fakecp.New()
+	b.Cleanup(cp.Close)
+	events := make(chan agent.Event, 256)
+	a, err := agent.New(agent.Config{Gateway: gw.Addr().String(), ID: "edge-1", Token: testToken, ControlPlane: cp.URL(), StateDir: b.TempDir(),
+		ProxyListen: "127.0.0.1:0", PollWait: 5 * time.Second, Log: log, OnEvent: func(e agent.Event) {
+			select {
+			case events <- e:
+			default:
+			}
+		}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.Run(ctx) }()
+	b.Cleanup(func() { cancel(); <-done })
+	await := func(ok func(agent.Event) bool) {
+		hang := time.After(time.Minute)
+		for {
+			select {
+			case e := <-events:
+				if ok(e) {
+					return
+				}
+			case <-hang:
+				b.Fatal("agent: no such event within a minute")
+			}
+		}
+	}
+	await(func(e agent.Event) bool { return e.Kind == agent.EventAttached })
+	client := &http.Client{Timeout: 10 * time.Second}
+	b.Cleanup(client.CloseIdleConnections)
+	var sites []publication.Site
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		var sick atomic.Bool
+		o := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			if sick.Load() {
+				w.WriteHeader(http.StatusInternalServerError)
+			}
+		}))
+		host := fmt.Sprintf("s%d.example.com", i)
+		sites = append(sites, publication.Site{Name: fmt.Sprintf("s%d", i), Hostname: host, Level: 1,
+			Origins: []publication.Origin{{Name: "o", Address: o.URL, State: "healthy"}}})
+		v := cp.Publish(sites)
+		await(func(e agent.Event) bool { return e.Kind == agent.EventPublication && e.Version == v })
+		vctx, vcancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := gw.Vote(vctx, sdk.Ballot{Round: uint64(i + 1), Targets: []sdk.Target{{Site: sites[i].Name, Origin: "o", Address: o.URL, Host: host, Path: "/", Timeout: 5 * time.Second}}})
+		vcancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+		get := func() {
+			req, _ := http.NewRequest(http.MethodGet, "http://"+a.ProxyAddr().String()+"/", nil)
+			req.Host = host
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+		}
+		for range 10 {
+			get()
+		}
+		sick.Store(true)
+		for range 6 {
+			get()
+		}
+		b.StartTimer()
+		start := time.Now()
+		get() // the 7th failure of 17: the window trips
+		select {
+		case s := <-suspects:
+			total += time.Since(start)
+			if s.Site != sites[i].Name {
+				b.Fatalf("suspect %+v, want site %s", s, sites[i].Name)
+			}
+		case <-time.After(time.Minute):
+			b.Fatal("no suspect")
+		}
+		b.StopTimer()
+		o.Close()
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/suspect")
 }
