@@ -50,6 +50,16 @@ type Bolt struct {
 	stop     chan struct{}
 	loop     sync.WaitGroup
 	stopOnce sync.Once
+
+	// The space reserve (reserve.go), when OpenOptions.Reserve is set.
+	// reserveMu serializes the writes with the reserve's own.
+	reserve      bool
+	onReserve    func(ReserveEvent)
+	reserveMu    sync.Mutex
+	reserveHeld  bool      // the reserve file is written
+	reserveUsed  bool      // it was deleted for a commit and not written again yet
+	reserveSize  int64     // its size
+	reserveTried time.Time // the last try to write it (or its release)
 }
 
 // OpenOptions configure OpenWith.
@@ -79,6 +89,15 @@ type OpenOptions struct {
 	// open, which runs after the structural check that always runs. It
 	// saves about 25 ms at 100,000 sites.
 	NoBoltCheck bool
+	// Reserve keeps a space reserve in dir (ReserveFileName): when a
+	// write fails because the filesystem is full, the store deletes it and
+	// writes again into the room it leaves, so that rounds and actions go
+	// on being saved (and published) for a long while on a full disk. It
+	// writes the reserve again, at most once a minute, once there is room.
+	Reserve bool
+	// OnReserve, when set, is told when the reserve is used, written
+	// again, or cannot be written; the store logs nothing.
+	OnReserve func(ReserveEvent)
 }
 
 // Move is a file moved aside.
@@ -216,7 +235,12 @@ func OpenWith(dir string, opts OpenOptions) (*Bolt, error) {
 	removeTemps(dir)
 	rep.Took = time.Since(began)
 	s := &Bolt{db: db, journalSize: uint64(opts.JournalSize), dir: dir, path: path, report: rep,
-		onBackup: opts.OnBackup, stop: make(chan struct{})}
+		onBackup: opts.OnBackup, stop: make(chan struct{}), reserve: opts.Reserve, onReserve: opts.OnReserve}
+	if s.reserve {
+		s.reserveMu.Lock()
+		s.ensureReserve(time.Now())
+		s.reserveMu.Unlock()
+	}
 	if opts.BackupInterval >= 0 {
 		interval := opts.BackupInterval
 		if interval == 0 {
@@ -429,7 +453,7 @@ func (s *Bolt) Load(_ context.Context) (st *State, err error) {
 func (s *Bolt) Commit(_ context.Context, b Batch) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer s.guard(&err)
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.update(func(tx *bolt.Tx) error {
 		meta, err := json.Marshal(b.Meta)
 		if err != nil {
 			return err
@@ -496,6 +520,27 @@ func (s *Bolt) Commit(_ context.Context, b Batch) (err error) {
 	return nil
 }
 
+// update runs fn in a write transaction. When it fails because the
+// filesystem is full and the store holds its space reserve, the reserve
+// is deleted and fn runs again; after a write that succeeds, a reserve
+// that was used is written again when it is time to try.
+func (s *Bolt) update(fn func(*bolt.Tx) error) error {
+	if !s.reserve {
+		return s.db.Update(fn)
+	}
+	s.reserveMu.Lock()
+	defer s.reserveMu.Unlock()
+	err := s.db.Update(fn)
+	now := time.Now()
+	if err != nil && isNoSpace(err) && s.releaseReserve(now) {
+		err = s.db.Update(fn)
+	}
+	if err == nil {
+		s.ensureReserve(now)
+	}
+	return err
+}
+
 // Events reads the journal.
 func (s *Bolt) Events(_ context.Context, after uint64, site string, limit int) (out []Event, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
@@ -531,7 +576,7 @@ func (s *Bolt) Events(_ context.Context, after uint64, site string, limit int) (
 func (s *Bolt) SetCursor(_ context.Context, notifier string, seq uint64) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer s.guard(&err)
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketCursors).Put([]byte(notifier), seqKey(seq))
 	})
 	if err != nil {
