@@ -164,6 +164,8 @@ func (s *Source) watch(proc *process) {
 			switch {
 			case ctx.Err() != nil:
 				return
+			case proc.client.Exited():
+				return // the next call restarts the plugin, and a new stream with it
 			case errors.Is(err, sdk.ErrNoSuspects):
 				s.log.Debug("the plugin reports no suspects")
 				return
