@@ -32,6 +32,7 @@ func heldAgent(t *testing.T, cfg Config, canary func(context.Context, probe.Requ
 		p.record(code(500))
 	}
 	p.serve(servedBy("http://b:1"))
+	p.result(addr) // the gateway asks for it
 	if cfg.Log == nil {
 		cfg.Log = hclog.NewNullLogger()
 	}
@@ -247,6 +248,7 @@ func TestHeldSaveRestore(t *testing.T) {
 	}
 	p.record(proxy.Attempt{Address: addr, Err: "timeout"})
 	p.serve(servedBy("http://live:1"))
+	p.result(addr) // asked for: canaried, also after a restart
 	held, gen := p.heldState()
 	if len(held) != 1 || gen == 0 {
 		t.Fatalf("heldState = %+v, generation %d", held, gen)
@@ -265,10 +267,10 @@ func TestHeldSaveRestore(t *testing.T) {
 	if n := q.restore(back); n != 1 {
 		t.Fatalf("restored %d windows, want 1 (the one with no known attempt left out)", n)
 	}
-	eq(t, q.result(addr), &pb.PassiveResult{Requests: 10, Failures: 10, Timeouts: 1})
 	if got := q.canaryTargets(); len(got) != 1 || got[0].host != "www.example.com" {
 		t.Fatalf("restored canary targets %+v, want %s with its host", got, addr)
 	}
+	eq(t, q.result(addr), &pb.PassiveResult{Requests: 10, Failures: 10, Timeouts: 1})
 	if n := q.restore(back); n != 0 {
 		t.Fatalf("restored %d windows over existing ones", n)
 	}

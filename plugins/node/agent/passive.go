@@ -112,6 +112,9 @@ type window struct {
 	hosts []string
 	// okRun counts the canaries in a row that succeeded.
 	okRun int
+	// asked says a gateway asked for the window (result): only then do
+	// its passive votes exist, and only then is it canaried.
+	asked bool
 }
 
 func (w *window) add(o outcome) {
@@ -237,6 +240,7 @@ func (p *passive) result(address string) *pb.PassiveResult {
 	limit := p.now().Add(-p.age).UnixNano()
 	r := &pb.PassiveResult{}
 	w.mu.Lock()
+	w.asked = true
 	if w.held {
 		limit = math.MinInt64
 	}
@@ -303,14 +307,15 @@ type canaryTarget struct {
 	address, host string
 }
 
-// canaryTargets lists the held windows, by address.
+// canaryTargets lists the held windows that a gateway asked for, by
+// address: a node whose gateway casts no passive vote sends no canary.
 func (p *passive) canaryTargets() []canaryTarget {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	var out []canaryTarget
 	for a, w := range p.m {
 		w.mu.Lock()
-		if w.held {
+		if w.held && w.asked {
 			c := canaryTarget{address: a}
 			if len(w.hosts) > 0 {
 				c.host = w.hosts[0]
@@ -400,7 +405,7 @@ func (p *passive) heldState() ([]heldWindow, uint64) {
 	for a, w := range p.m {
 		w.mu.Lock()
 		if w.held {
-			h := heldWindow{Address: a, Hosts: w.hosts, Attempts: make([]heldAttempt, 0, w.n)}
+			h := heldWindow{Address: a, Hosts: w.hosts, Asked: w.asked, Attempts: make([]heldAttempt, 0, w.n)}
 			for i := w.n - 1; i >= 0; i-- {
 				o := w.ring[(w.next-1-i+2*len(w.ring))%len(w.ring)]
 				h.Attempts = append(h.Attempts, heldAttempt{At: o.at, Kind: kindNames[o.kind]})
@@ -430,7 +435,7 @@ func (p *passive) restore(held []heldWindow) int {
 		if h.Address == "" || p.m[h.Address] != nil {
 			continue
 		}
-		w := &window{ring: make([]outcome, p.size), held: true, hosts: h.Hosts}
+		w := &window{ring: make([]outcome, p.size), held: true, hosts: h.Hosts, asked: h.Asked}
 		for _, at := range h.Attempts[max(0, len(h.Attempts)-p.size):] {
 			if k, ok := kinds[at.Kind]; ok {
 				w.add(outcome{at: at.At, kind: k})

@@ -131,12 +131,15 @@ func servedBy(addresses ...string) map[string][]string {
 
 // held says whether address's window is held.
 func isHeld(p *passive, address string) bool {
-	for _, c := range p.canaryTargets() {
-		if c.address == address {
-			return true
-		}
+	p.mu.RLock()
+	w := p.m[address]
+	p.mu.RUnlock()
+	if w == nil {
+		return false
 	}
-	return false
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.held
 }
 
 // The window of an origin that leaves the publication without a failure is
@@ -341,7 +344,8 @@ func TestPassiveCanaryNotHeld(t *testing.T) {
 }
 
 // A held window is canaried with the Host of the site that served its
-// origin.
+// origin, once a gateway asked for it (a gateway that casts no passive
+// vote never does, and its nodes send no canary).
 func TestPassiveCanaryTargets(t *testing.T) {
 	p, _ := newTestPassive(t, PassiveConfig{})
 	snap := &publication.Snapshot{Version: 1, Sites: []publication.Site{
@@ -352,6 +356,10 @@ func TestPassiveCanaryTargets(t *testing.T) {
 	p.record(code(500))
 	p.record(proxy.Attempt{Address: "http://i:1", Status: 200})
 	p.serve(nil)
+	if got := p.canaryTargets(); len(got) != 0 {
+		t.Fatalf("canary targets %+v before a gateway asked for the window, want none", got)
+	}
+	p.result(addr) // a gateway asks: it casts passive votes
 	got := p.canaryTargets()
 	if len(got) != 1 || got[0].address != addr || got[0].host != "www.example.com" {
 		t.Fatalf("canary targets = %+v, want %s with host www.example.com", got, addr)

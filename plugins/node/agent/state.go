@@ -121,6 +121,8 @@ const maxHeldFile = 64 << 20
 type heldWindow struct {
 	Address string   `json:"address"`
 	Hosts   []string `json:"hosts,omitempty"`
+	// Asked says a gateway asked for the window (it is canaried).
+	Asked bool `json:"asked,omitempty"`
 	// Attempts are the window's attempts, oldest first.
 	Attempts []heldAttempt `json:"attempts"`
 }
