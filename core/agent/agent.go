@@ -238,6 +238,7 @@ func (a *Agent) openStore(cfg *config.Config) error {
 	if cfg.Control.Store == nil {
 		st, err := store.OpenWith(cfg.Control.DataDir, store.OpenOptions{
 			JournalSize: store.DefaultJournalSize, Fresh: a.opts.FreshState, OnBackup: a.logBackup,
+			Reserve: true, OnReserve: a.logReserve,
 		})
 		if err != nil {
 			return err
@@ -288,6 +289,19 @@ func (a *Agent) logBackup(rep *store.BackupReport, err error) {
 		return
 	}
 	a.log.Debug("last-good copy of the state written", "path", rep.Path, "size", rep.Size, "took", rep.Took)
+}
+
+// logReserve says what the state file's space reserve did (store.Reserve).
+func (a *Agent) logReserve(e store.ReserveEvent) {
+	switch {
+	case e.Released:
+		a.log.Error("data_dir is full: the state file now writes into its space reserve, so rounds and actions are still saved and published; free space in data_dir before the reserve is used up",
+			"reserve_bytes", e.Size)
+	case e.Restored:
+		a.log.Info("data_dir has room again: the state file's space reserve is written again", "reserve_bytes", e.Size)
+	case e.Err != nil:
+		a.log.Warn("cannot write the state file's space reserve: when data_dir fills, saving stops at once; free space in data_dir", "error", e.Err)
+	}
 }
 
 // readToken reads the API token from the environment or a file; secrets
