@@ -62,6 +62,9 @@ type HAProxyOptions struct {
 	Socket string
 	// ServerArgs are appended to every added server ("check inter 2s"...).
 	// With "check", the added server's health check is enabled too.
+	// Empty: none, and HAProxy then never finds a server down, so the
+	// next level's backup servers never serve; vigil-node's
+	// -haproxy-server-args defaults to DefaultHAProxyServerArgs.
 	ServerArgs string
 	// TLSArgs are appended for https origins (default DefaultHAProxyTLSArgs).
 	TLSArgs string
