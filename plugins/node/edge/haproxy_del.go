@@ -26,6 +26,10 @@ import (
 // servers; HAProxy's next reload drops them (dynamic servers do not survive
 // a reload).
 //
+// An origin's backup server (NAME:backup, see BackupSuffix) is one more
+// server vigil-node added: kept while its origin is in any level of the
+// site, and removed with it.
+//
 // When: a server vigil-node added whose origin is in none of its site's
 // levels (not in Origins, Ramp.Origins or Others), or whose site left the
 // publication, is put in maintenance at once (new requests go elsewhere,

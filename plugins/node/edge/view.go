@@ -36,7 +36,8 @@ type Site struct {
 	// Backup are the enabled origins of the next level that has any (after
 	// the current one, else the first before it), when the topology is
 	// known: what an edge falls back to on its own when every origin of
-	// the current level fails (nginx's backup servers).
+	// the current level fails (nginx's backup servers; HAProxy's NAME:backup
+	// servers, see BackupSuffix).
 	Backup []Origin
 	// Others are the enabled origins of every other known level (Backup
 	// included), by level then name: servers kept out of service.
