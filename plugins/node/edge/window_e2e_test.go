@@ -787,3 +787,38 @@ func TestNginxReloadKeepsState(t *testing.T) {
 		t.Errorf("%d of %d GETs failed (%v), %d not served by the current level 2", len(failed), total, failed, others)
 	}
 }
+
+// BenchmarkHAProxyWatchPoll is the cost of one poll of the reload watch
+// (show info over a new connection to the stats socket, wall time), and,
+// as busy_pct_at_10_per_s, the share of each second that ten polls a
+// second (the default -haproxy-watch) spend waiting on it.
+func BenchmarkHAProxyWatchPoll(b *testing.B) {
+	bin := peer(b, "haproxy")
+	dir := b.TempDir()
+	sock := filepath.Join(dir, "admin.sock")
+	path := filepath.Join(dir, "haproxy.cfg")
+	writeFile(b, path, windowHAProxyConfig(sock, testnet.Addr(b)))
+	daemon(b, dir, bin, "-W", "-db", "-f", path)
+	h, err := edge.NewHAProxy(edge.HAProxyOptions{Socket: sock})
+	if err != nil {
+		b.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := h.Command(context.Background(), "show info"); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			b.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.ResetTimer()
+	start := time.Now()
+	for b.Loop() {
+		if _, err := h.Command(context.Background(), "show info"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	per := time.Since(start).Seconds() / float64(b.N)
+	b.ReportMetric(per*10*100, "busy_pct_at_10_per_s")
+}
