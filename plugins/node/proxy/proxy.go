@@ -195,7 +195,7 @@ func New(opts Options) (*Proxy, error) {
 		},
 		Transport:    (*retrier)(p),
 		ErrorHandler: p.fail,
-		ErrorLog:     nil,
+		ErrorLog:     opts.Log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 		BufferPool:   copyBuffers{},
 	}
 	return p, nil
