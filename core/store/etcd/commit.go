@@ -317,7 +317,12 @@ func (s *Store) commitSplit(ctx context.Context, b store.Batch, p *prepared) err
 		}
 		if !resp.Succeeded {
 			s.abandon(id)
-			return fmt.Errorf("store: round %d not saved: %w", b.Meta.Round, ErrFenced)
+			// Every comparison but the head's (at len(p.writer)): the fence.
+			fence := append(append([]clientv3.Cmp{}, cmps[:len(p.writer)]...), cmps[len(p.writer)+1:]...)
+			if err := s.fenced(ctx, b.Meta.Round, fence); err != nil {
+				return err
+			}
+			return fmt.Errorf("store: round %d not saved: its staged writes under %s were removed meanwhile (an instance took them for abandoned); it is saved again with the next commit", b.Meta.Round, s.StagedPrefix()+id)
 		}
 		if headRev == 0 {
 			headRev = resp.Header.Revision
@@ -391,7 +396,7 @@ func (s *Store) finish(ctx context.Context, id string, markerRev int64, base uin
 		}
 		ws = append(ws, w)
 	}
-	err := s.applySet(ctx, id, markerRev, ws)
+	err := s.applySet(ctx, id, markerRev, ws, false)
 	if err != nil {
 		s.mu.Lock()
 		s.pendingSets = true

@@ -170,7 +170,7 @@ func (s *Store) rollForward(ctx context.Context) error {
 				ws = append(ws, write{key: s.eventKey(e.Seq), val: string(v), event: int(i)})
 			}
 		}
-		if err := s.applySet(ctx, m.id, m.rev, ws); err != nil {
+		if err := s.applySet(ctx, m.id, m.rev, ws, true); err != nil {
 			return err
 		}
 	}
@@ -190,7 +190,12 @@ var errNewerSet = errors.New("a newer split commit is not copied yet")
 // committed (rollForward copies the newest first): so an older set never
 // lands over a newer one, and a reader's rule (doc.go) keeps holding.
 // Events the journal no longer keeps are not copied.
-func (s *Store) applySet(ctx context.Context, id string, markerRev int64, ws []write) error {
+//
+// reread says to read first which keys were written since the marker
+// (rollForward, after a crash or a cut-short copy), so that a copy done
+// in part is not redone key by key; a writer copying its own set right
+// after its marker skips that read.
+func (s *Store) applySet(ctx context.Context, id string, markerRev int64, ws []write, reread bool) error {
 	stored, _, err := s.readMeta(ctx)
 	if err != nil {
 		return err
@@ -198,31 +203,10 @@ func (s *Store) applySet(ctx context.Context, id string, markerRev int64, ws []w
 	cutoff := s.cutoff(stored.LastEvent)
 	// What the keys hold now: one written since the marker (by a later
 	// commit, or by an earlier copy of this set) is not copied again.
-	var lo, hi uint64
-	for _, w := range ws {
-		if w.event >= 0 {
-			seq, _ := strconv.ParseUint(strings.TrimPrefix(w.key, s.EventsPrefix()), 10, 64)
-			if lo == 0 || seq < lo {
-				lo = seq
-			}
-			hi = max(hi, seq)
-		}
-	}
-	ops := []clientv3.Op{
-		clientv3.OpGet(s.SitesPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-		clientv3.OpGet(s.ProbedPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-	}
-	if hi > 0 {
-		ops = append(ops, clientv3.OpGet(s.eventKey(lo), clientv3.WithRange(s.eventKey(hi+1)), clientv3.WithKeysOnly()))
-	}
-	now, err := s.txn(ctx).Then(ops...).Commit()
-	if err != nil {
-		return fmt.Errorf("store: copying the split commit %s to its keys: %w", id, err)
-	}
 	modRev := map[string]int64{}
-	for _, r := range now.Responses {
-		for _, kv := range r.GetResponseRange().Kvs {
-			modRev[string(kv.Key)] = kv.ModRevision
+	if reread {
+		if err := s.modRevs(ctx, id, ws, modRev); err != nil {
+			return err
 		}
 	}
 	type one struct {
@@ -333,4 +317,35 @@ func (s *Store) sweep(ctx context.Context) {
 			clientv3.Compare(clientv3.CreateRevision(string(kv.Key)), "=", kv.CreateRevision)).
 			Then(clientv3.OpDelete(string(kv.Key)), clientv3.OpDelete(s.StagedPrefix()+id+"/", clientv3.WithPrefix())).Commit()
 	}
+}
+
+// modRevs records in modRev the mod revisions of the keys ws would copy to.
+func (s *Store) modRevs(ctx context.Context, id string, ws []write, modRev map[string]int64) error {
+	var lo, hi uint64
+	for _, w := range ws {
+		if w.event >= 0 {
+			seq, _ := strconv.ParseUint(strings.TrimPrefix(w.key, s.EventsPrefix()), 10, 64)
+			if lo == 0 || seq < lo {
+				lo = seq
+			}
+			hi = max(hi, seq)
+		}
+	}
+	ops := []clientv3.Op{
+		clientv3.OpGet(s.SitesPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(s.ProbedPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+	}
+	if hi > 0 {
+		ops = append(ops, clientv3.OpGet(s.eventKey(lo), clientv3.WithRange(s.eventKey(hi+1)), clientv3.WithKeysOnly()))
+	}
+	now, err := s.txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return fmt.Errorf("store: copying the split commit %s to its keys: %w", id, err)
+	}
+	for _, r := range now.Responses {
+		for _, kv := range r.GetResponseRange().Kvs {
+			modRev[string(kv.Key)] = kv.ModRevision
+		}
+	}
+	return nil
 }
