@@ -32,11 +32,16 @@ import (
 // level fails until the control plane's switch, each edge routes around the
 // failing level on its own (its next level's origins as backup servers).
 
-// windowRate is the load of the window tests (GETs a second) and
-// windowRequests how many GETs the window lasts.
+// windowRate is the load of the window tests (GETs a second);
+// windowRequests is how many GETs the window lasts: 6 s at that rate,
+// shorter than any real detection window (unhealthy_threshold rounds), so
+// the failures a window costs once (HAProxy: one per failing origin) weigh
+// more here than they would. reloadRequests is how many GETs the reload
+// tests count from the reload on.
 const (
 	windowRate     = 50
-	windowRequests = 200
+	windowRequests = 300
+	reloadRequests = 200
 )
 
 // failMode is how the current level's origins fail.
@@ -569,7 +574,7 @@ func haproxyReload(t *testing.T, bin string, fallback bool) {
 	// Back before any resync: the driver saw the new process.
 	waitFor(t, applied)
 	back := time.Now()
-	ld.waitAnswers(t, reloaded, windowRequests)
+	ld.waitAnswers(t, reloaded, reloadRequests)
 	cancel()
 	ld.wg.Wait()
 	if n := h.Restarts(); n != 1 {
@@ -771,7 +776,7 @@ func TestNginxReloadKeepsState(t *testing.T) {
 		}
 		ld.waitAnswers(t, time.Now(), windowRate/2)
 	}
-	ld.waitAnswers(t, reloaded, windowRequests/2)
+	ld.waitAnswers(t, reloaded, reloadRequests/2)
 	cancel()
 	total, failed := ld.stop()
 	ld.mu.Lock()
