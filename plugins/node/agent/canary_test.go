@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -349,5 +350,16 @@ func TestHeldSurvivesRestart(t *testing.T) {
 	eq(t, second.a.passive.result(gray.URL), &pb.PassiveResult{Requests: 10, Failures: 10})
 	if !isHeld(second.a.passive, gray.URL) {
 		t.Fatal("the restarted node does not hold the window")
+	}
+}
+
+// A negative CanaryInterval other than NoCanaries is refused.
+func TestCanaryIntervalInvalid(t *testing.T) {
+	_, err := New(Config{ControlPlane: "http://127.0.0.1:1", CanaryInterval: -5 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), "-canary-interval") {
+		t.Fatalf("New with CanaryInterval -5s: %v, want an error naming -canary-interval", err)
+	}
+	if _, err := New(Config{ControlPlane: "http://127.0.0.1:1", CanaryInterval: NoCanaries}); err != nil {
+		t.Fatalf("New with NoCanaries: %v", err)
 	}
 }
