@@ -494,11 +494,11 @@ func TestShardedNoQuorum(t *testing.T) {
 }
 
 // TestStandbyFollowsCommitsOnly: a standby reloads when a commit lands
-// (its counters, P/meta), not on site records written ahead of it. A
-// commit too large for one transaction writes some records first; a
-// standby reloading on them would show a round that is not committed,
-// and never will be if its writer is fenced or dies before its last
-// transaction.
+// (its counters, P/meta), not on other writes under the prefix: a split
+// commit's staged writes and copies (core/store/etcd) come before and
+// after its marker, and a reload on the staged ones would read nothing
+// new, while one on a record written outside any commit (below) would
+// show a round that is not committed.
 func TestStandbyFollowsCommitsOnly(t *testing.T) {
 	srv := etcdtest.Start(t)
 	admin := srv.Client(t)
@@ -518,8 +518,7 @@ func TestStandbyFollowsCommitsOnly(t *testing.T) {
 	waitFor(t, "the standby to show round 2", 3*testTTL, func() bool { r, s := round(); return r == 2 && s == 2 })
 	reloads := standby.node.reloads.Load()
 
-	// A record of round 3 lands ahead of its commit, as the first
-	// transaction of a split commit does.
+	// A record of round 3 lands ahead of its commit, outside any commit.
 	resp, err := admin.Get(ctx, testPrefix+"/sites/www")
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("the stored record of www: %v %v", resp, err)
