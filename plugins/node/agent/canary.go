@@ -32,15 +32,15 @@ const (
 	// canariesInFlight bounds the canaries of one tick in flight at once.
 	canariesInFlight = 64
 	// heldRecheck is how often, while windows are held, the configuration
-	// is read again to forget those whose origin left it (also after
-	// every publication).
+	// is read to forget those whose origin left it: GET /v1/sites lists
+	// every site, too much to read at every publication of a large fleet.
 	heldRecheck = time.Minute
 	// topologyTimeout bounds one read of the configuration.
 	topologyTimeout = 10 * time.Second
 )
 
-// heldChanged says a publication was applied: the held windows are checked
-// against the configuration soon (non-blocking).
+// heldChanged says a publication was applied: the held windows are saved
+// soon if it changed them (non-blocking).
 func (a *Agent) heldChanged() {
 	select {
 	case a.published <- struct{}{}:
@@ -49,9 +49,9 @@ func (a *Agent) heldChanged() {
 }
 
 // watchHeld runs until ctx ends: every Config.CanaryInterval it sends one
-// canary to each held window's origin, and after each publication (and
-// every heldRecheck) it forgets the held windows whose origin left the
-// configuration.
+// canary to each held window's origin, every heldRecheck it forgets the
+// held windows whose origin left the configuration, and whenever the held
+// windows changed it saves them in the state directory.
 func (a *Agent) watchHeld(ctx context.Context) {
 	var tick <-chan time.Time
 	if a.cfg.CanaryInterval > 0 {
@@ -70,7 +70,6 @@ func (a *Agent) watchHeld(ctx context.Context) {
 		case <-tick:
 			a.canaryRound(ctx)
 		case <-a.published:
-			a.pruneHeld(ctx, client)
 		case <-recheck.C:
 			a.pruneHeld(ctx, client)
 		}
