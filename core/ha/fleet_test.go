@@ -52,10 +52,15 @@ type fleetMember struct {
 
 func startFleetMember(t *testing.T, srv *etcdtest.Server, id, cfgText string, sources enginetest.Sources) *fleetMember {
 	t.Helper()
+	return startFleetMemberIn(t, srv, id, config.ModeActiveStandby, cfgText, sources)
+}
+
+func startFleetMemberIn(t *testing.T, srv *etcdtest.Server, id, mode, cfgText string, sources enginetest.Sources) *fleetMember {
+	t.Helper()
 	cli := srv.Client(t)
 	logs := &sdktest.LogBuffer{}
 	log := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Info})
-	ec := &config.EtcdStore{Endpoints: []string{srv.Endpoint}, Prefix: testPrefix, LeaseTTL: testTTL, Mode: config.ModeActiveStandby, ID: id, Advertise: "http://" + id,
+	ec := &config.EtcdStore{Endpoints: []string{srv.Endpoint}, Prefix: testPrefix, LeaseTTL: testTTL, Mode: mode, ID: id, Advertise: "http://" + id,
 		MaxTxnOps: config.DefaultEtcdMaxTxnOps}
 	st := etcdstore.New(cli, etcdstore.Options{Prefix: testPrefix, Timeout: 4 * testTTL, MaxTxnOps: ec.MaxTxnOps})
 	node := New(Options{Client: cli, Store: st, Config: ec, ID: id, URL: ec.Advertise, Logger: log})
@@ -225,5 +230,70 @@ func TestMaxTxnOpsAboveEtcds(t *testing.T) {
 	}
 	if len(st.Sites) != 60 || st.Meta.Round != 2 {
 		t.Fatalf("%d sites saved at round %d, want 60 at round 2", len(st.Sites), st.Meta.Round)
+	}
+}
+
+// TestShardedFleetFailsOver: two shards on etcd at its defaults share 300
+// sites; every level-1 origin fails and each shard fails its share over
+// in one round, a split commit guarded by its sites' owner keys. Both
+// shards end up showing every site on level 2, and the shared journal
+// holds each switch once, without gaps.
+func TestShardedFleetFailsOver(t *testing.T) {
+	const sites = 300
+	srv := etcdtest.Start(t)
+	sources := enginetest.Sources{"direct": enginetest.NewSource("direct")}
+	cfg := fleetSites(sites)
+	ms := []*fleetMember{
+		startFleetMemberIn(t, srv, "cp-a", config.ModeSharded, cfg, sources),
+		startFleetMemberIn(t, srv, "cp-b", config.ModeSharded, cfg, sources),
+	}
+	waitFor(t, "two shards owning every site", 20*time.Second, func() bool {
+		a, b := ms[0].node.Info(), ms[1].node.Info()
+		return a.OwnedSites > 0 && b.OwnedSites > 0 && a.OwnedSites+b.OwnedSites == sites
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rounds := func(n int) {
+		t.Helper()
+		for range n {
+			for _, m := range ms {
+				if res := m.eng.RunRound(ctx); !res.Saved && !res.Discarded {
+					t.Fatalf("%s: round %d not saved: %s", m.id, res.Round, m.logs.String())
+				}
+			}
+		}
+	}
+	rounds(2)
+	for i := range sites {
+		for _, o := range []string{"a1", "a2"} {
+			sources["direct"].SetDown(fmt.Sprintf("f%03d", i), o, true)
+		}
+	}
+	rounds(3)
+	for _, m := range ms {
+		waitFor(t, m.id+" to show every site on level 2", 10*testTTL, func() bool {
+			return levels(m.eng.Views())[2] == sites
+		})
+	}
+	evs, err := ms[0].st.Events(ctx, 0, "", 100000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switched := map[string]int{}
+	for i, e := range evs {
+		if e.Seq != uint64(i+1) {
+			t.Fatalf("event %d has seq %d: the journal has a gap or a duplicate", i, e.Seq)
+		}
+		if e.Event.Kind == decide.KindLevelSwitched {
+			switched[e.Site]++
+		}
+	}
+	if len(switched) != sites {
+		t.Fatalf("%d sites switched in the journal, want %d", len(switched), sites)
+	}
+	for site, n := range switched {
+		if n != 1 {
+			t.Fatalf("site %s switched %d times in the journal, want once", site, n)
+		}
 	}
 }
