@@ -87,6 +87,9 @@ type Attempt struct {
 	// Latency is from the attempt's start to its response header (or
 	// failure).
 	Latency time.Duration
+	// Method and Path are the request's method and URL path, without its
+	// query (vigil-node's canaries ask again for a path that failed).
+	Method, Path string
 }
 
 // NoRetries in Options.Retries turns retries off.
@@ -397,7 +400,7 @@ func (rt *retrier) RoundTrip(out *http.Request) (*http.Response, error) {
 			return resp, err
 		}
 		if p.opts.OnAttempt != nil {
-			p.report(s, o, resp, err, began)
+			p.report(s, o, out, resp, err, began)
 		}
 		outcome := classify(resp, err)
 		if outcome == "" {
@@ -419,10 +422,11 @@ func (rt *retrier) RoundTrip(out *http.Request) (*http.Response, error) {
 	}
 }
 
-// report hands the outcome of an attempt on o begun at began to
+// report hands the outcome of an attempt of out on o begun at began to
 // Options.OnAttempt.
-func (p *Proxy) report(s *site, o *origin, resp *http.Response, err error, began time.Time) {
-	a := Attempt{Site: s.pub.Name, Origin: o.pub.Name, Address: o.pub.Address, Latency: p.opts.Now().Sub(began)}
+func (p *Proxy) report(s *site, o *origin, out *http.Request, resp *http.Response, err error, began time.Time) {
+	a := Attempt{Site: s.pub.Name, Origin: o.pub.Name, Address: o.pub.Address, Latency: p.opts.Now().Sub(began),
+		Method: out.Method, Path: out.URL.Path}
 	switch {
 	case err != nil:
 		a.Err = classifyStatus(0, err)
