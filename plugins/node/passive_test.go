@@ -208,7 +208,14 @@ func withProxying(cp string, canary time.Duration) agentOpt {
 // window and the passive vote abstains: the probes decide again.
 func TestHeldWindowVotes(t *testing.T) {
 	var sick atomic.Bool
+	canaries := make(chan string, 1000) // the paths of the canaries a1 saw
 	a1 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.UserAgent() == agent.CanaryUserAgent {
+			select {
+			case canaries <- r.URL.Path:
+			default:
+			}
+		}
 		if r.URL.Path != "/cdn-health" && sick.Load() {
 			w.WriteHeader(http.StatusInternalServerError)
 			return
@@ -277,6 +284,15 @@ func TestHeldWindowVotes(t *testing.T) {
 		if vt := passiveOnA1(); vt.Value != sdk.Down || !strings.HasSuffix(vt.Detail, "requests failed (100%)") {
 			t.Fatalf("a1 no longer served, canaries failing: passive vote %+v, want down", vt)
 		}
+	}
+
+	select {
+	case path := <-canaries:
+		if path != "/page" {
+			t.Fatalf("canary of %q, want /page, the path the visitors failed on", path)
+		}
+	case <-time.After(time.Minute): // catches a hang only
+		t.Fatal("no canary reached a1 in a minute")
 	}
 
 	// a1 recovers: the canaries clear the held window.

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -23,7 +24,8 @@ const (
 	// failed then keeps voting down until its origin is served again (a
 	// manual switch) or leaves the configuration.
 	NoCanaries = time.Duration(-1)
-	// CanaryPath is the path a canary asks for.
+	// CanaryPath is the path a canary asks for when no GET or HEAD request
+	// failed on the origin's path (see window.notePath).
 	CanaryPath = "/"
 	// CanaryUserAgent is a canary's User-Agent.
 	CanaryUserAgent = "vigil-node-canary/" + Version
@@ -111,11 +113,16 @@ func (a *Agent) canaryRound(ctx context.Context) {
 	_ = g.Wait() // every func returns nil
 }
 
-// canary sends one canary to c's origin: a GET of CanaryPath with the
-// site's Host, no cookie and no credentials, and records the outcome in
-// the held window as a request of real traffic would be.
+// canary sends one canary to c's origin: a GET of c.path (a path that
+// failed there, or CanaryPath) with the site's Host, no query, cookie or
+// credentials, and records the outcome in the held window as a request of
+// real traffic would be.
 func (a *Agent) canary(ctx context.Context, c canaryTarget) {
-	res, err := a.canaryProbe(ctx, probe.Request{Address: c.address, Host: c.host, Path: CanaryPath, Timeout: canaryTimeout,
+	path := CanaryPath
+	if c.path != "" {
+		path = (&url.URL{Path: c.path}).EscapedPath()
+	}
+	res, err := a.canaryProbe(ctx, probe.Request{Address: c.address, Host: c.host, Path: path, Timeout: canaryTimeout,
 		UserAgent: CanaryUserAgent, RootCAs: a.cfg.ProbeRootCAs})
 	if ctx.Err() != nil {
 		return

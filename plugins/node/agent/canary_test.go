@@ -166,7 +166,7 @@ func TestCanaryRequest(t *testing.T) {
 	}
 	a.passive.serve(servedBy("http://b:1"))
 	ctx := context.Background()
-	a.canary(ctx, canaryTarget{address: srv.URL, host: "www.example.com"})
+	a.canary(ctx, canaryTarget{address: srv.URL, host: "www.example.com", path: "/news/a b?"})
 	a.canary(ctx, canaryTarget{address: refused.URL, host: "www.example.com"})
 	eq(t, a.passive.result(srv.URL), &pb.PassiveResult{Requests: 7, Failures: 7})
 	eq(t, a.passive.result(refused.URL), &pb.PassiveResult{Requests: 7, Failures: 7, Timeouts: 1})
@@ -187,8 +187,11 @@ func TestCanaryRequest(t *testing.T) {
 	if len(seen) != 3 {
 		t.Fatalf("the origin saw %d canaries, want 3", len(seen))
 	}
+	if p := seen[0].URL.Path; p != "/news/a b?" {
+		t.Fatalf("the canary of a failed path asked for %q, want it as the visitor did", p)
+	}
 	for _, r := range seen {
-		if r.Method != http.MethodGet || r.Host != "www.example.com" || r.URL.Path != "/" || r.URL.RawQuery != "" ||
+		if r.Method != http.MethodGet || r.Host != "www.example.com" || r.URL.RawQuery != "" ||
 			r.UserAgent() != CanaryUserAgent || r.Header.Get("Cookie") != "" || r.Header.Get("Authorization") != "" {
 			t.Fatalf("canary %s %s Host %q UA %q headers %v", r.Method, r.URL, r.Host, r.UserAgent(), r.Header)
 		}
@@ -247,7 +250,7 @@ func TestHeldSaveRestore(t *testing.T) {
 	for range 30 {
 		p.record(code(500))
 	}
-	p.record(proxy.Attempt{Address: addr, Err: "timeout"})
+	p.record(proxy.Attempt{Address: addr, Err: "timeout", Method: "GET", Path: "/slow"})
 	p.serve(servedBy("http://live:1"))
 	p.result(addr) // asked for: canaried, also after a restart
 	held, gen := p.heldState()
@@ -268,8 +271,8 @@ func TestHeldSaveRestore(t *testing.T) {
 	if n := q.restore(back); n != 1 {
 		t.Fatalf("restored %d windows, want 1 (the one with no known attempt left out)", n)
 	}
-	if got := q.canaryTargets(); len(got) != 1 || got[0].host != "www.example.com" {
-		t.Fatalf("restored canary targets %+v, want %s with its host", got, addr)
+	if got := q.canaryTargets(); len(got) != 1 || got[0].host != "www.example.com" || got[0].path != "/slow" {
+		t.Fatalf("restored canary targets %+v, want %s with its host and failed path", got, addr)
 	}
 	eq(t, q.result(addr), &pb.PassiveResult{Requests: 10, Failures: 10, Timeouts: 1})
 	if n := q.restore(back); n != 0 {

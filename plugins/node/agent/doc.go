@@ -57,6 +57,7 @@
 // kept without the age limit, so that the origin's passive vote keeps
 // saying down after a failover that real traffic caused. Every
 // -canary-interval the node sends each held origin a canary, a plain GET
-// (canary.go); two in a row that succeed clear the window. Held windows of
+// of a path that visitors' GET requests failed on (canary.go); two in a
+// row that succeed clear the window. Held windows of
 // origins that left the configuration (GET /v1/sites) are forgotten.
 package agent

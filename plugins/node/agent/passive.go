@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"math"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -95,6 +96,10 @@ type outcome struct {
 // clear a held window (see passive.serve).
 const CanarySuccesses = 2
 
+// canaryPaths is how many of the latest distinct paths of failed GET and
+// HEAD requests a window keeps for its canaries.
+const canaryPaths = 4
+
 // window is one origin's ring of its latest attempts.
 type window struct {
 	mu   sync.Mutex
@@ -115,6 +120,35 @@ type window struct {
 	// asked says a gateway asked for the window (result): only then do
 	// its passive votes exist, and only then is it canaried.
 	asked bool
+	// paths are the latest distinct paths (no query) of the GET and HEAD
+	// requests that failed there, pathN of them, the next at pathNext;
+	// the canaries ask for them in turn (canaryNext), or for CanaryPath
+	// when there is none.
+	paths                       [canaryPaths]string
+	pathN, pathNext, canaryNext int
+}
+
+// notePath keeps path, that of a failed GET or HEAD, for the canaries.
+// w.mu is held.
+func (w *window) notePath(path string) {
+	for _, p := range w.paths[:w.pathN] {
+		if p == path {
+			return
+		}
+	}
+	w.paths[w.pathNext] = path
+	w.pathNext = (w.pathNext + 1) % len(w.paths)
+	w.pathN = min(w.pathN+1, len(w.paths))
+}
+
+// canaryPath is the path of the window's next canary. w.mu is held.
+func (w *window) canaryPath() string {
+	if w.pathN == 0 {
+		return CanaryPath
+	}
+	p := w.paths[w.canaryNext%w.pathN]
+	w.canaryNext++
+	return p
 }
 
 func (w *window) add(o outcome) {
@@ -223,6 +257,9 @@ func (p *passive) record(a proxy.Attempt) {
 	at := p.now().UnixNano()
 	w.mu.Lock()
 	w.add(outcome{at: at, kind: k})
+	if failed(k) && a.Path != "" && (a.Method == http.MethodGet || a.Method == http.MethodHead) {
+		w.notePath(a.Path)
+	}
 	w.mu.Unlock()
 }
 
@@ -301,10 +338,11 @@ func (p *passive) serve(served map[string][]string) {
 	p.served = served
 }
 
-// canaryTarget is a held window to canary: its origin's address and the
-// Host header to send (empty: the address's host).
+// canaryTarget is a held window to canary: its origin's address, the Host
+// header to send (empty: the address's host) and the path to ask for (not
+// escaped, no query).
 type canaryTarget struct {
-	address, host string
+	address, host, path string
 }
 
 // canaryTargets lists the held windows that a gateway asked for, by
@@ -316,7 +354,7 @@ func (p *passive) canaryTargets() []canaryTarget {
 	for a, w := range p.m {
 		w.mu.Lock()
 		if w.held && w.asked {
-			c := canaryTarget{address: a}
+			c := canaryTarget{address: a, path: w.canaryPath()}
 			if len(w.hosts) > 0 {
 				c.host = w.hosts[0]
 			}
@@ -405,7 +443,8 @@ func (p *passive) heldState() ([]heldWindow, uint64) {
 	for a, w := range p.m {
 		w.mu.Lock()
 		if w.held {
-			h := heldWindow{Address: a, Hosts: w.hosts, Asked: w.asked, Attempts: make([]heldAttempt, 0, w.n)}
+			h := heldWindow{Address: a, Hosts: w.hosts, Asked: w.asked, Paths: slices.Clone(w.paths[:w.pathN]),
+				Attempts: make([]heldAttempt, 0, w.n)}
 			for i := w.n - 1; i >= 0; i-- {
 				o := w.ring[(w.next-1-i+2*len(w.ring))%len(w.ring)]
 				h.Attempts = append(h.Attempts, heldAttempt{At: o.at, Kind: kindNames[o.kind]})
@@ -439,6 +478,11 @@ func (p *passive) restore(held []heldWindow) int {
 		for _, at := range h.Attempts[max(0, len(h.Attempts)-p.size):] {
 			if k, ok := kinds[at.Kind]; ok {
 				w.add(outcome{at: at.At, kind: k})
+			}
+		}
+		for _, path := range h.Paths {
+			if strings.HasPrefix(path, "/") {
+				w.notePath(path)
 			}
 		}
 		if w.n > 0 {

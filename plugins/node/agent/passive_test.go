@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -378,8 +379,48 @@ func TestPassiveConfigInvalid(t *testing.T) {
 func TestPassiveRecordAllocs(t *testing.T) {
 	p, _ := newTestPassive(t, PassiveConfig{})
 	p.record(code(200))
-	a := code(500)
+	a := proxy.Attempt{Address: addr, Status: 500, Method: "GET", Path: "/page"}
 	if n := testing.AllocsPerRun(1000, func() { p.record(a) }); n != 0 {
 		t.Fatalf("record allocates %v times", n)
+	}
+}
+
+// The canaries ask for the latest distinct paths of failed GET and HEAD
+// requests, in turn; other methods, and requests that did not fail, leave
+// none; without any, they ask for CanaryPath.
+func TestPassiveCanaryPaths(t *testing.T) {
+	p, _ := newTestPassive(t, PassiveConfig{})
+	p.serve(servedBy(addr))
+	req := func(method, path string, status int) {
+		p.record(proxy.Attempt{Address: addr, Method: method, Path: path, Status: status})
+	}
+	req("GET", "/ok", 200)
+	req("POST", "/form", 500)
+	for _, path := range []string{"/a", "/b", "/a", "/c", "/d", "/e"} {
+		req("GET", path, 503)
+	}
+	req("HEAD", "/f", 502)
+	p.serve(nil)
+	p.result(addr)
+	var got []string
+	for range 5 {
+		c := p.canaryTargets()
+		if len(c) != 1 {
+			t.Fatalf("canary targets %+v", c)
+		}
+		got = append(got, c[0].path)
+	}
+	first := slices.Sorted(slices.Values(got[:4]))
+	if !slices.Equal(first, []string{"/c", "/d", "/e", "/f"}) || got[4] != got[0] {
+		t.Fatalf("canary paths %q, want /c, /d, /e and /f in turn", got)
+	}
+
+	q, _ := newTestPassive(t, PassiveConfig{})
+	q.serve(servedBy(addr))
+	q.record(proxy.Attempt{Address: addr, Method: "POST", Path: "/form", Status: 500})
+	q.serve(nil)
+	q.result(addr)
+	if c := q.canaryTargets(); len(c) != 1 || c[0].path != CanaryPath {
+		t.Fatalf("canary targets %+v, want %s", c, CanaryPath)
 	}
 }

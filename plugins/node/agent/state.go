@@ -123,6 +123,9 @@ type heldWindow struct {
 	Hosts   []string `json:"hosts,omitempty"`
 	// Asked says a gateway asked for the window (it is canaried).
 	Asked bool `json:"asked,omitempty"`
+	// Paths are the paths (no query) of failed GET and HEAD requests the
+	// canaries ask for.
+	Paths []string `json:"paths,omitempty"`
 	// Attempts are the window's attempts, oldest first.
 	Attempts []heldAttempt `json:"attempts"`
 }
