@@ -88,6 +88,24 @@ func (s *Store) prepare(b store.Batch, fence Fence) (*prepared, error) {
 // counters, every write and event, and the journal's pruning; the fence's
 // comparisons and the counters' compare-and-swap.
 func (p *prepared) ops() int { return 2 + len(p.writes) + len(p.events) }
+
+// maxTxnBytes bounds what one transaction carries (keys and values), well
+// under etcd's default --max-request-bytes of 1.5 MiB.
+const maxTxnBytes = 1 << 20
+
+// bytes is about what the batch carries as one transaction (events
+// counted at their JSON size, with room for the rest).
+func (p *prepared) bytes() int {
+	n := 512
+	for _, w := range p.writes {
+		n += len(w.key) + len(w.val)
+	}
+	for _, e := range p.events {
+		n += 128 + len(e.Site) + len(e.Actor) + len(e.Event.Origin) + len(e.Event.Group)
+	}
+	return n
+}
+
 func (p *prepared) cmps() int {
 	n := len(p.writer) + 1
 	for _, w := range p.writes {
@@ -168,7 +186,7 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) error {
 }
 
 func (s *Store) commit(ctx context.Context, b store.Batch, p *prepared) error {
-	if limit := s.limit(); p.ops() <= limit && p.cmps() <= limit {
+	if limit := s.limit(); p.ops() <= limit && p.cmps() <= limit && p.bytes() <= maxTxnBytes {
 		return s.commitOne(ctx, b, p)
 	}
 	return s.commitSplit(ctx, b, p)
@@ -296,8 +314,9 @@ func (s *Store) commitSplit(ctx context.Context, b store.Batch, p *prepared) err
 		} else {
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(head), "=", headRev))
 		}
-		n := 0
-		for n < len(rest) && len(ops)+1 <= limit && len(cmps)+len(rest[n].cmps) <= limit {
+		n, size := 0, 0
+		for n < len(rest) && len(ops)+1 <= limit && len(cmps)+len(rest[n].cmps) <= limit &&
+			(n == 0 || size+len(rest[n].staged)+len(rest[n].val) <= maxTxnBytes) {
 			w := rest[n]
 			val := w.val
 			if w.del {
@@ -305,6 +324,7 @@ func (s *Store) commitSplit(ctx context.Context, b store.Batch, p *prepared) err
 			}
 			ops = append(ops, clientv3.OpPut(w.staged, val))
 			cmps = append(cmps, w.cmps...)
+			size += len(w.staged) + len(val)
 			n++
 		}
 		if n == 0 {

@@ -28,8 +28,10 @@
 // # Split commits
 //
 // etcd refuses a transaction of more than --max-txn-ops operations (128
-// by default; comparisons count apart, with the same bound). A commit
-// that fits is one transaction. A larger one (the first save of a large
+// by default; comparisons count apart, with the same bound), and a
+// request of more than --max-request-bytes (1.5 MiB by default; the store
+// keeps each transaction under 1 MiB). A commit that fits is one
+// transaction. A larger one (the first save of a large
 // fleet, or an incident round in which hundreds of sites fail over) is
 // split, and stays atomic as readers see it:
 //

@@ -212,6 +212,7 @@ func (s *Store) applySet(ctx context.Context, id string, markerRev int64, ws []w
 	type one struct {
 		cmps []clientv3.Cmp
 		ops  []clientv3.Op
+		size int
 	}
 	older := func(key string) clientv3.Cmp { return clientv3.Compare(clientv3.ModRevision(key), "<", markerRev) }
 	newest := clientv3.Compare(clientv3.CreateRevision(s.ApplyingPrefix()), "<", markerRev+1).WithPrefix()
@@ -226,14 +227,14 @@ func (s *Store) applySet(ctx context.Context, id string, markerRev int64, ws []w
 			if seq <= cutoff {
 				continue
 			}
-			all = append(all, one{[]clientv3.Cmp{older(w.key)}, []clientv3.Op{clientv3.OpPut(w.key, w.val)}})
+			all = append(all, one{[]clientv3.Cmp{older(w.key)}, []clientv3.Op{clientv3.OpPut(w.key, w.val)}, len(w.key) + len(w.val)})
 		case w.del && !w.probe:
 			pk := s.ProbedPrefix() + w.name
-			all = append(all, one{[]clientv3.Cmp{older(w.key), older(pk)}, []clientv3.Op{clientv3.OpDelete(w.key), clientv3.OpDelete(pk)}})
+			all = append(all, one{[]clientv3.Cmp{older(w.key), older(pk)}, []clientv3.Op{clientv3.OpDelete(w.key), clientv3.OpDelete(pk)}, len(w.key) + len(pk)})
 		case w.del:
 			// with the site's deletion
 		default:
-			all = append(all, one{[]clientv3.Cmp{older(w.key)}, []clientv3.Op{clientv3.OpPut(w.key, w.val)}})
+			all = append(all, one{[]clientv3.Cmp{older(w.key)}, []clientv3.Op{clientv3.OpPut(w.key, w.val)}, len(w.key) + len(w.val)})
 		}
 	}
 	limit := s.limit()
@@ -241,10 +242,12 @@ func (s *Store) applySet(ctx context.Context, id string, markerRev int64, ws []w
 	for i := 0; i < len(all); {
 		cmps := []clientv3.Cmp{newest}
 		var ops []clientv3.Op
-		j := i
-		for j < len(all) && len(ops)+len(all[j].ops) <= limit && len(cmps)+len(all[j].cmps) <= limit {
+		j, size := i, 0
+		for j < len(all) && len(ops)+len(all[j].ops) <= limit && len(cmps)+len(all[j].cmps) <= limit &&
+			(j == i || size+all[j].size <= maxTxnBytes) {
 			cmps = append(cmps, all[j].cmps...)
 			ops = append(ops, all[j].ops...)
+			size += all[j].size
 			j++
 		}
 		resp, err := s.txn(ctx).If(cmps...).Then(ops...).Commit()

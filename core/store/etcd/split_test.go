@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -359,5 +360,31 @@ func TestSplitDeletion(t *testing.T) {
 	}
 	if n := leftovers(t, cli, "/d"); n != 0 {
 		t.Fatalf("%d keys of split commits left", n)
+	}
+}
+
+// TestLargeRecords: records large enough that 128 of them pass etcd's
+// default --max-request-bytes (1.5 MiB) are split by size as well.
+func TestLargeRecords(t *testing.T) {
+	srv := etcdtest.Start(t)
+	ctx := context.Background()
+	s := etcdstore.New(srv.Client(t), etcdstore.Options{Prefix: "/big"})
+	long := strings.Repeat("x", 16<<10)
+	for _, n := range []int{60, 300} { // one transaction by count, not by size; and split
+		b := store.Batch{Meta: store.Meta{Round: uint64(n)}}
+		for i := range n {
+			b.Sites = append(b.Sites, store.Site{Name: fmt.Sprintf("s%03d", i), Level: 1,
+				Origins: map[string]store.Origin{"a": {State: "unhealthy", Reason: long}}})
+		}
+		if err := s.Commit(ctx, b); err != nil {
+			t.Fatalf("%d records of 16 KiB: %v", n, err)
+		}
+	}
+	st, err := s.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Sites) != 300 || st.Sites["s299"].Origins["a"].Reason != long {
+		t.Fatalf("%d sites loaded", len(st.Sites))
 	}
 }
