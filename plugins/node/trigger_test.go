@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -221,5 +222,82 @@ func TestTriggerLogsOncePerInterval(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "s19") {
 		t.Fatalf("the second line does not name the sites reported since the first:\n%s", logs)
+	}
+}
+
+// TestTriggerMixedVersions: what the gateway announces, and whose reports
+// it reads. A raw node over gRPC speaks for a node of this release; the
+// reports a gateway must ignore are handed to it directly, so that their
+// absence of effect is checked without waiting.
+func TestTriggerMixedVersions(t *testing.T) {
+	t.Run("welcome", func(t *testing.T) {
+		for _, tc := range []struct {
+			name    string
+			extra   map[string]any
+			trigger bool
+		}{
+			{"passive votes: the trigger is on", map[string]any{"passive_votes": true, "passive_min_requests": 12.0, "passive_failure_ratio": 0.4}, true},
+			{"passive_trigger = false", map[string]any{"passive_votes": true, "passive_trigger": false}, false},
+			{"no passive votes", nil, false},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				gw := startGateway(t, tc.extra)
+				n := attachRaw(t, gw.Addr().String(), "edge-1", nil, "probe_settings", "not_run", "passive", "passive_trigger")
+				w := n.welcome
+				if got := slices.Contains(w.GetFeatures(), featurePassiveTrigger); got != tc.trigger {
+					t.Fatalf("welcome features %v: passive_trigger %v, want %v", w.GetFeatures(), got, tc.trigger)
+				}
+				if tc.trigger && (w.GetPassiveMinRequests() != 12 || w.GetPassiveFailureRatio() != 0.4) {
+					t.Fatalf("welcome rule %d %v, want 12 0.4", w.GetPassiveMinRequests(), w.GetPassiveFailureRatio())
+				}
+				if !tc.trigger && (w.GetPassiveMinRequests() != 0 || w.GetPassiveFailureRatio() != 0) {
+					t.Fatalf("a welcome without the trigger sends its rule: %v", w)
+				}
+			})
+		}
+	})
+	failing := func(addr string) *pb.PassiveReport {
+		return &pb.PassiveReport{Origins: []*pb.PassiveOrigin{{Address: addr, Passive: window(20, 20)}}}
+	}
+	targets := []sdk.Target{{Site: "www", Origin: "a1", Address: "http://192.0.2.1"}, {Site: "api", Origin: "b1", Address: "http://192.0.2.2"}}
+	t.Run("a report over the wire", func(t *testing.T) {
+		gw := startGateway(t, map[string]any{"passive_votes": true})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		suspects := gw.Suspects(ctx)
+		n := attachRaw(t, gw.Addr().String(), "edge-1", nil, "passive", "passive_trigger")
+		gw.trig.learn(targets)
+		if err := n.stream.Send(&pb.NodeMessage{Msg: &pb.NodeMessage_PassiveReport{PassiveReport: failing("http://192.0.2.2")}}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case s := <-suspects:
+			if s.Site != "api" || s.Origin != "b1" {
+				t.Fatalf("suspect %+v, want api/b1", s)
+			}
+		case <-time.After(time.Minute): // catches a hang only
+			t.Fatal("no suspect from the node's report")
+		}
+	})
+	for _, tc := range []struct {
+		name  string
+		extra map[string]any
+		node  *conn
+	}{
+		{"a node that keeps no windows", map[string]any{"passive_votes": true}, &conn{id: "old"}},
+		{"a gateway with passive_trigger = false", map[string]any{"passive_votes": true, "passive_trigger": false}, &conn{id: "edge-1", passive: true}},
+		{"a gateway without passive votes", nil, &conn{id: "edge-1", passive: true}},
+	} {
+		t.Run("ignored: "+tc.name, func(t *testing.T) {
+			gw := startGateway(t, tc.extra)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			suspects := gw.Suspects(ctx)
+			gw.trig.learn(targets)
+			gw.passiveReport(tc.node, failing("http://192.0.2.1"))
+			if got := drain(suspects); len(got) != 0 {
+				t.Fatalf("suspects %+v from a report the gateway must ignore", got)
+			}
+		})
 	}
 }
