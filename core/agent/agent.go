@@ -256,6 +256,13 @@ func (a *Agent) openStore(cfg *config.Config) error {
 			a.log.Warn("state file", "path", rep.Path, "warning", w)
 		}
 		a.log.Debug("state file checked", "path", rep.Path, "sites", rep.Sites, "events", rep.Events, "size", rep.Size, "took", rep.Took)
+		a.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vigil_store_reserve_in_use",
+			Help: "1 while data_dir is full and the state file writes into its space reserve (docs/state.md)"}, func() float64 {
+			if st.ReserveInUse() {
+				return 1
+			}
+			return 0
+		}))
 		a.store, a.bolt = st, st
 		return nil
 	}

@@ -125,3 +125,12 @@ func (s *Bolt) releaseReserve(now time.Time) bool {
 	}
 	return true
 }
+
+// ReserveInUse reports whether the store used its space reserve (a write
+// found the filesystem full) and has not written it again since: data_dir
+// is full, or was until the next try to write the reserve.
+func (s *Bolt) ReserveInUse() bool {
+	s.reserveMu.Lock()
+	defer s.reserveMu.Unlock()
+	return s.reserveUsed
+}
