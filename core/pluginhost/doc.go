@@ -19,6 +19,12 @@
 // or hung plugin is killed and started again on the next use, with capped
 // exponential backoff when it keeps failing.
 //
+// A plugin that reports suspects (sdk.SuspectReporter: a site whose origin
+// it saw failing between rounds) gets a stream from each of its processes;
+// each suspect goes to [Spec.OnSuspect], bounded: only sites of this
+// source's ballots, names of at most sdk.MaxSuspectName bytes, at most
+// [MaxSuspectsPerSecond]. The rest is dropped and counted.
+//
 // No plugin process outlives the host: on Linux the host asks the kernel to
 // SIGKILL the plugin when the host dies, and plugins built with sdk.Serve
 // also exit when their parent goes away.
