@@ -81,6 +81,18 @@
 // others, and a newer node leaves the jobs it did not run out of its answer
 // to an older gateway.
 //
+// # The passive trigger
+//
+// With passive_votes (and passive_trigger, on by default with it), a node
+// that proxies sends the gateway, between rounds, the passive window of an
+// origin as soon as it gains failures and trips the rule the welcome
+// carries (passive_min_requests, passive_failure_ratio). The gateway maps
+// the origin's address to its sites by the ballots it got, judges the
+// window by the passive vote rule and, when it votes down, reports the
+// sites the node is eligible for as suspects (Source.Suspects, the SDK's
+// SuspectReporter): vigil then confirms them early. An origin found down,
+// and a site reported, are not reported again within suspect_interval.
+//
 // # Who is online
 //
 // Attach and detach are logged ("node online" / "node offline", with the
