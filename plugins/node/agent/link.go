@@ -42,7 +42,7 @@ const (
 	featurePassive = "passive"
 	// featurePassiveTrigger: the node keeps passive windows and, to a
 	// gateway announcing it, sends a PassiveReport as soon as an origin's
-	// window gains failures, between batches.
+	// window gains failures and trips the gateway's rule, between batches.
 	featurePassiveTrigger = "passive_trigger"
 )
 
