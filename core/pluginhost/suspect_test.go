@@ -168,3 +168,30 @@ func BenchmarkRememberBallot(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(ballot.Targets)), "ns/target")
 }
+
+// TestPluginWithoutSuspects: a plugin that predates suspects answers the
+// stream Unimplemented; the host gives up on it quietly and votes go on.
+func TestPluginWithoutSuspects(t *testing.T) {
+	t.Setenv("VIGIL_TEST_NO_SUSPECTS", "1")
+	tweak, got := suspected()
+	src, logs := newSource(t, `voter = "v"`, func(s *Spec) {
+		tweak(s)
+		s.Env = []string{"VIGIL_TEST_NO_SUSPECTS"}
+	})
+	logs.WaitFor(t, hangGuard, "the plugin reports no suspects")
+	votes, err := src.Vote(context.Background(), ballot("suspect-www", 2))
+	if err != nil || len(votes) != 2 {
+		t.Fatalf("Vote = %v, %v", votes, err)
+	}
+	select {
+	case site := <-got:
+		t.Fatalf("OnSuspect(%q) from a plugin without suspects", site)
+	default:
+	}
+	if st := src.Stats(); st.Suspects != 0 || st.DroppedSuspects != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	if strings.Contains(logs.String(), "suspect stream broke") {
+		t.Fatalf("the host warned about a plugin that has no suspects:\n%s", logs)
+	}
+}

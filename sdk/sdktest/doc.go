@@ -6,7 +6,9 @@
 // breakpoints in the plugin. [Build] and [Launch] compile the plugin's main
 // package and start it as a real subprocess with the go-plugin handshake,
 // AutoMTLS and an empty environment, as vigil does. [CheckVotes] checks an
-// answer against the rules of the VoteSource contract.
+// answer against the rules of the VoteSource contract, and [Suspects]
+// reads what a plugin's sdk.SuspectReporter reports, over the same stream
+// vigil reads.
 //
 //	func TestMySource(t *testing.T) {
 //		src := sdktest.Launch(t, sdktest.Build(t, "./cmd/vigil-source-mine"))

@@ -12,6 +12,8 @@
 //	pluginreason  one Down with a plugin reason, one with a malformed one
 //
 // With VIGIL_TEST_SCHEMA=duplicate its schema declares "voter" twice.
+// With VIGIL_TEST_NO_SUSPECTS set it does not report suspects, as a plugin
+// built with an SDK older than sdk.SuspectReporter.
 //
 // It reports suspects (sdk.SuspectReporter): each target of a site whose
 // name starts with "suspect" is one, to the watchers of the moment and to
@@ -205,5 +207,12 @@ func main() {
 			select {}
 		}
 	}
+	if os.Getenv("VIGIL_TEST_NO_SUSPECTS") != "" {
+		sdk.Serve(func(log sdk.Logger) sdk.VoteSource { return noSuspects{&source{log: log}} })
+		return
+	}
 	sdk.Serve(func(log sdk.Logger) sdk.VoteSource { return &source{log: log} })
 }
+
+// noSuspects hides the source's Suspects method.
+type noSuspects struct{ sdk.VoteSource }
