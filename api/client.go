@@ -159,6 +159,17 @@ func (c *Client) Site(ctx context.Context, site string) (*SiteView, error) {
 	return &v, nil
 }
 
+// Reload makes the agent read its configuration file again and apply it,
+// as SIGHUP does (POST /v1/reload, operator token). A refused reload is
+// an *Error with CodeReloadRefused whose message holds the diagnostics.
+func (c *Client) Reload(ctx context.Context) (*ReloadAnswer, error) {
+	var a ReloadAnswer
+	if err := c.Do(ctx, http.MethodPost, "/v1/reload", struct{}{}, &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
 // Switch switches site to level by hand.
 func (c *Client) Switch(ctx context.Context, site string, level int) (*ActionResult, error) {
 	return c.switchTo(ctx, site, level, false)

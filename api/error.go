@@ -31,6 +31,7 @@ const (
 	CodeUnknownLevel      = "unknown_level"
 	CodeLastEnabledOrigin = "last_enabled_origin"
 	CodeNoRamp            = "no_ramp"
+	CodeReloadRefused     = "reload_refused"
 	CodeTokenMissing      = "token_missing"
 	CodeTokenRefused      = "token_refused"
 	CodeMutationsDisabled = "mutations_disabled"

@@ -285,3 +285,18 @@ type SourceInfo struct {
 type SourcesAnswer struct {
 	Sources []SourceInfo `json:"sources"`
 }
+
+// ReloadAnswer is the answer of POST /v1/reload: what the reload of the
+// configuration file applied. A refused reload is an *Error with
+// CodeReloadRefused instead, whose message carries the diagnostics.
+type ReloadAnswer struct {
+	// Reloaded is true when everything that changed was applied.
+	Reloaded bool `json:"reloaded"`
+	// Applied names what changed and is in force now.
+	Applied []string `json:"applied"`
+	// NeedRestart names the settings that changed but take effect only
+	// at the next start.
+	NeedRestart []string `json:"need_restart,omitempty"`
+	// Failed says what could not be applied (the old part stays).
+	Failed []string `json:"failed,omitempty"`
+}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"strings"
 	"syscall"
 
 	"github.com/hashicorp/go-hclog"
@@ -71,11 +69,17 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		log = durationsAsText(log)
 	}
 	cfg, diags := config.LoadCached(*path)
-	if len(diags) > 0 {
+	if len(diags) > 0 && *jsonLog {
+		agent.LogDiagnostics(log, diags)
+	} else if len(diags) > 0 {
 		_ = config.WriteDiagnostics(stderr, cfg.Files, diags)
 	}
 	if diags.HasErrors() {
-		fmt.Fprintf(stderr, "vigil agent: %s is not valid; nothing started\n", *path)
+		if *jsonLog {
+			log.Error("configuration not valid; nothing started", "config", *path)
+		} else {
+			fmt.Fprintf(stderr, "vigil agent: %s is not valid; nothing started\n", *path)
+		}
 		return 1
 	}
 	// Signals are taken before anything starts: a SIGHUP that comes right
@@ -84,11 +88,15 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 	a, err := agent.Start(cfg, agent.Options{
-		ConfigPath: *path, Logger: log, Diagnostics: stderr, FreshState: *fresh, ListenFile: *listenFile, Hooks: faultHooks(log),
+		ConfigPath: *path, Logger: log, Diagnostics: stderr, JSONDiagnostics: *jsonLog, FreshState: *fresh, ListenFile: *listenFile, Hooks: faultHooks(log),
 		Build: agent.Build{Version: version, Commit: buildCommit()},
 	})
 	if err != nil {
-		fmt.Fprintf(stderr, "vigil agent: %v\n", err)
+		if *jsonLog {
+			log.Error("not started", "error", err)
+		} else {
+			fmt.Fprintf(stderr, "vigil agent: %v\n", err)
+		}
 		return 1
 	}
 	// Loading a large configuration leaves much garbage behind: give it
@@ -99,15 +107,15 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "vigil agent: -debug-listen: %v\n", err)
 		}
 	}
-	return wait(a, sigs, *path, log, stderr)
+	return wait(a, sigs, log)
 }
 
 // wait serves signals until SIGINT or SIGTERM: SIGHUP reloads the
 // configuration, keeping the old one when the new one is invalid.
-func wait(a *agent.Agent, sigs <-chan os.Signal, path string, log hclog.Logger, stderr io.Writer) int {
+func wait(a *agent.Agent, sigs <-chan os.Signal, log hclog.Logger) int {
 	for sig := range sigs {
 		if sig == syscall.SIGHUP {
-			reload(a, path, log, stderr)
+			reload(a)
 			continue
 		}
 		log.Info("stopping", "signal", sig.String())
@@ -120,28 +128,10 @@ func wait(a *agent.Agent, sigs <-chan os.Signal, path string, log hclog.Logger, 
 	return 0
 }
 
-func reload(a *agent.Agent, path string, log hclog.Logger, stderr io.Writer) {
-	log.Info("reloading configuration", "config", path)
-	cfg, diags := config.LoadCached(path)
-	if diags.HasErrors() {
-		// The diagnostics first, then the line that sums them up: a reader
-		// of the log (or a script waiting for that line) has them all.
-		var b strings.Builder
-		_ = config.WriteDiagnostics(&b, cfg.Files, diags)
-		fmt.Fprint(stderr, b.String())
-		log.Error("configuration not reloaded: it is invalid; the old one stays in force", "errors", len(diags.Errs()))
-		return
-	}
-	if len(diags) > 0 {
-		_ = config.WriteDiagnostics(stderr, cfg.Files, diags)
-	}
-	if _, err := a.Reload(cfg); err != nil {
-		if errors.Is(err, agent.ErrReloadRefused) {
-			log.Error(err.Error())
-		} else {
-			log.Error("configuration not reloaded", "error", err)
-		}
-	}
+// reload reads the configuration again and applies it (SIGHUP): the
+// agent logs what it applied or why it refused, and sets the reload gauge.
+func reload(a *agent.Agent) {
+	_, _ = a.ReloadFile("SIGHUP")
 }
 
 // serveDebug serves net/http/pprof on addr, for profiling a running agent.

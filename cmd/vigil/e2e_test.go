@@ -88,8 +88,14 @@ func startAgentProc(t *testing.T, config string) *agentProc {
 // environment variables env.
 func startAgentBin(t *testing.T, bin, config string, env ...string) *agentProc {
 	t.Helper()
+	return startAgentArgs(t, bin, config, nil, env...)
+}
+
+// startAgentArgs is startAgentBin with more flags for the agent.
+func startAgentArgs(t *testing.T, bin, config string, flags []string, env ...string) *agentProc {
+	t.Helper()
 	listenFile := filepath.Join(t.TempDir(), "listen")
-	cmd := exec.Command(bin, "agent", "-config", config, "-log-level", "debug", "-listen-file", listenFile)
+	cmd := exec.Command(bin, append([]string{"agent", "-config", config, "-log-level", "debug", "-listen-file", listenFile}, flags...)...)
 	cmd.Env = append(append(os.Environ(), "VIGIL_TOKEN=e2e-token"), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 func init() {
 	register(command{
 		name: "events", synopsis: "print the event journal; -follow waits for new events",
-		usage: "vigil events [-site SITE] [-after SEQ] [-follow] [-json]",
+		usage: "vigil events [-site SITE] [-after SEQ] [-n N] [-follow] [-json]",
 		run:   runEvents,
 	})
 }
@@ -26,6 +26,7 @@ func runEvents(args []string, stdout, stderr io.Writer) int {
 	follow := fs.Bool("follow", false, "keep waiting for new events")
 	site := fs.String("site", "", "only this site's events")
 	after := fs.Uint64("after", 0, "only events after this sequence number")
+	last := fs.Int("n", 0, "only the last `N` events (with -follow: then the new ones); 0 prints all")
 	pos, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -41,7 +42,21 @@ func runEvents(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	if *last < 0 {
+		fmt.Fprintf(stderr, "vigil events: -n %d: give a count of 1 or more (or 0 for all)\n", *last)
+		return 2
+	}
 	cursor := *after
+	if *last > 0 {
+		// The journal is read from the start: find where its last N
+		// events begin, then print from there.
+		start, err := lastEventsStart(ctx, c, *site, cursor, *last)
+		if err != nil {
+			fmt.Fprintf(stderr, "vigil events: %v\n", err)
+			return 1
+		}
+		cursor = start
+	}
 	for {
 		q := api.EventsQuery{After: cursor, Site: *site, Limit: 1000}
 		if *follow {
@@ -84,4 +99,33 @@ func runEvents(args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 	}
+}
+
+// lastEventsStart is the cursor after which the last n events (of site,
+// after after) begin. The journal pages forward only, so it reads it
+// through, keeping the cursor before each of the last n events it saw.
+func lastEventsStart(ctx context.Context, c *api.Client, site string, after uint64, n int) (uint64, error) {
+	const page = 10000 // the API's largest
+	before := make([]uint64, 0, n+1)
+	cursor := after
+	for {
+		events, err := c.Events(ctx, api.EventsQuery{After: cursor, Site: site, Limit: page})
+		if err != nil {
+			return 0, err
+		}
+		for _, e := range events {
+			before = append(before, cursor)
+			if len(before) > n {
+				before = before[1:]
+			}
+			cursor = e.Seq
+		}
+		if len(events) < page {
+			break
+		}
+	}
+	if len(before) == 0 {
+		return after, nil
+	}
+	return before[0], nil
 }

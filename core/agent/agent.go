@@ -34,6 +34,9 @@ type Options struct {
 	// Diagnostics receives the HCL diagnostics of plugin configuration
 	// errors, with source snippets (standard error in the command).
 	Diagnostics io.Writer
+	// JSONDiagnostics logs each diagnostic as one record of Logger
+	// instead of writing text to Diagnostics (for a JSON log).
+	JSONDiagnostics bool
 	// FreshState lets the agent start with an empty state where a state
 	// existed before (see store.OpenOptions).
 	FreshState bool
@@ -68,6 +71,7 @@ type Agent struct {
 	metrics *reloadMetrics
 	history *engine.HistoryFeed // the verdict history (data_dir/history.ring; none with etcd)
 
+	reloadMu sync.Mutex // one ReloadFile at a time, from reading to applying
 	mu       sync.Mutex // guards the fields below and serializes reloads
 	cfg      *config.Config
 	tokens   api.Tokens
@@ -110,7 +114,7 @@ func Start(cfg *config.Config, opts Options) (a *Agent, err error) {
 	a.cluster.engineOptions(&engOpts)
 	eng, diags := engine.New(ctx, cfg, engOpts)
 	if diags.HasErrors() {
-		_ = config.WriteDiagnostics(opts.Diagnostics, cfg.Files, diags)
+		a.diagnose(cfg.Files, diags)
 		for _, d := range diags.Errs() {
 			if d, ok := d.(*hcl.Diagnostic); ok && d.Subject == nil {
 				// Not a plugin's configuration error: the store, say.
@@ -139,6 +143,7 @@ func Start(cfg *config.Config, opts Options) (a *Agent, err error) {
 	a.api = api.New(api.Options{
 		Engine: eng, Token: tokens.Operator, ReadToken: tokens.Read, NodeToken: tokens.Node, ReadsNeedToken: cfg.Control.API.ReadAccess == "token",
 		Gatherer: reg, Logger: log.Named("api"), Extra: a.parts.extraRoutes, History: a.history,
+		Reload: a.reloadAPI,
 	})
 	if err := a.tls.set(cfg.Control.API.TLS); err != nil {
 		return nil, err

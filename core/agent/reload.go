@@ -8,7 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/hcl/v2"
 	"github.com/prometheus/client_golang/prometheus"
+
+	vapi "github.com/vigilcdn/vigil/api"
 
 	"github.com/vigilcdn/vigil/core/config"
 )
@@ -26,6 +30,110 @@ type ReloadResult struct {
 
 // ErrReloadRefused wraps the error of a reload that changed nothing.
 var ErrReloadRefused = errors.New("configuration not reloaded; the old one stays in force")
+
+// InvalidConfigError is a reload refused because the configuration file
+// is not valid; it wraps ErrReloadRefused.
+type InvalidConfigError struct {
+	// Path is the configuration that was read.
+	Path string
+	// Errors counts the error diagnostics.
+	Errors int
+	// Diagnostics are the diagnostics as text, with file:line and a
+	// source snippet under each.
+	Diagnostics string
+}
+
+func (e *InvalidConfigError) Error() string {
+	return fmt.Sprintf("%v: %s is not valid (%d errors); fix it and reload again", ErrReloadRefused, e.Path, e.Errors)
+}
+
+// Unwrap makes errors.Is(err, ErrReloadRefused) true.
+func (e *InvalidConfigError) Unwrap() error { return ErrReloadRefused }
+
+// ReloadFile reads the configuration again from Options.ConfigPath and
+// applies it with Reload: what SIGHUP, `vigil reload` and POST /v1/reload
+// do. by says who asked ("SIGHUP", "api"), for the log. An invalid
+// configuration is refused: its diagnostics are written to
+// Options.Diagnostics (or logged, with Options.JSONDiagnostics), the
+// refusal is logged, vigil_config_last_reload_successful drops to 0, and
+// the error is an *InvalidConfigError. Reloads run one at a time.
+func (a *Agent) ReloadFile(by string) (ReloadResult, error) {
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	a.log.Info("reloading configuration", "config", a.opts.ConfigPath, "by", by)
+	cfg, diags := config.LoadCached(a.opts.ConfigPath)
+	if diags.HasErrors() {
+		// The diagnostics first, then the line that sums them up: a reader
+		// of the log (or a script waiting for that line) has them all.
+		var b strings.Builder
+		_ = config.WriteDiagnostics(&b, cfg.Files, diags)
+		a.diagnose(cfg.Files, diags)
+		a.mu.Lock()
+		a.metrics.reloaded(false)
+		a.mu.Unlock()
+		a.log.Error("configuration not reloaded: it is invalid; the old one stays in force", "errors", len(diags.Errs()))
+		return ReloadResult{}, &InvalidConfigError{Path: a.opts.ConfigPath, Errors: len(diags.Errs()), Diagnostics: b.String()}
+	}
+	if len(diags) > 0 {
+		a.diagnose(cfg.Files, diags)
+	}
+	res, err := a.Reload(cfg)
+	if err != nil {
+		if errors.Is(err, ErrReloadRefused) {
+			a.log.Error(err.Error())
+		} else {
+			a.log.Error("configuration not reloaded", "error", err)
+		}
+	}
+	return res, err
+}
+
+// reloadAPI is POST /v1/reload: ReloadFile, answered as the API's types.
+func (a *Agent) reloadAPI() (vapi.ReloadAnswer, error) {
+	res, err := a.ReloadFile("api")
+	ans := vapi.ReloadAnswer{Reloaded: err == nil && len(res.Failed) == 0, Applied: res.Applied, NeedRestart: res.NeedRestart}
+	for _, f := range res.Failed {
+		ans.Failed = append(ans.Failed, f.Error())
+	}
+	if ice := (*InvalidConfigError)(nil); errors.As(err, &ice) {
+		return ans, &vapi.Error{Code: vapi.CodeReloadRefused, Message: ice.Error() + "\n" + strings.TrimRight(ice.Diagnostics, "\n")}
+	}
+	if err != nil {
+		return ans, &vapi.Error{Code: vapi.CodeReloadRefused, Message: err.Error()}
+	}
+	return ans, nil
+}
+
+// diagnose reports diagnostics: as text with source snippets to
+// Options.Diagnostics, or one log record each with JSONDiagnostics.
+func (a *Agent) diagnose(files map[string]*hcl.File, diags hcl.Diagnostics) {
+	if a.opts.JSONDiagnostics {
+		LogDiagnostics(a.log, diags)
+		return
+	}
+	_ = config.WriteDiagnostics(a.opts.Diagnostics, files, diags)
+}
+
+// LogDiagnostics logs each diagnostic as one record of log: an error or
+// a warning with its summary, detail and file:line:col. It is how a
+// JSON log (-log-json) carries diagnostics, one JSON line each, where the
+// text form would write a snippet over several raw lines.
+func LogDiagnostics(log hclog.Logger, diags hcl.Diagnostics) {
+	for _, d := range diags {
+		args := []any{"summary", d.Summary}
+		if d.Subject != nil {
+			args = append(args, "at", fmt.Sprintf("%s:%d:%d", d.Subject.Filename, d.Subject.Start.Line, d.Subject.Start.Column))
+		}
+		if d.Detail != "" {
+			args = append(args, "detail", d.Detail)
+		}
+		if d.Severity == hcl.DiagError {
+			log.Error("configuration error", args...)
+		} else {
+			log.Warn("configuration warning", args...)
+		}
+	}
+}
 
 // Reload applies cfg: the API token and read access, the API listener
 // (moved: the new address is bound before anything changes), the sources
@@ -66,7 +174,7 @@ func (a *Agent) Reload(cfg *config.Config) (ReloadResult, error) {
 			ln.Close()
 		}
 		a.tls.put(prevTLS)
-		_ = config.WriteDiagnostics(a.opts.Diagnostics, cfg.Files, d)
+		a.diagnose(cfg.Files, d)
 		a.metrics.reloaded(false)
 		return res, fmt.Errorf("%w: a vote source could not start (the diagnostics say why)", ErrReloadRefused)
 	}

@@ -48,6 +48,10 @@ type Options struct {
 	Extra func(mux *http.ServeMux)
 	// History serves GET /v1/sites/{site}/history (nil: no history kept).
 	History *engine.HistoryFeed
+	// Reload serves POST /v1/reload (operator token): the configuration
+	// file read again and applied, as SIGHUP does. A refusal is a
+	// *vapi.Error (its Status is set here). Nil: no such endpoint.
+	Reload func() (vapi.ReloadAnswer, error)
 }
 
 type handler struct {
@@ -103,6 +107,9 @@ func New(opts Options) *Handler {
 	h.mux.HandleFunc("POST /v1/sites/{site}/switch", h.write(h.switchLevel))
 	h.mux.HandleFunc("POST /v1/sites/{site}/probe", h.privileged("probes", "a probe changes nothing but needs the API token, as it runs a real round of the chain", h.probe))
 	h.mux.HandleFunc("POST /v1/sites/{site}/origins/{origin}/{action}", h.write(h.originAction))
+	if opts.Reload != nil {
+		h.mux.HandleFunc("POST /v1/reload", h.write(h.reload))
+	}
 	h.mux.HandleFunc("GET /v1/events", h.read(h.events))
 	h.mux.HandleFunc("GET /v1/publication", h.nodeRead(h.publication))
 	h.mux.HandleFunc("GET /v1/nodes", h.read(h.nodes))
@@ -199,6 +206,22 @@ func (h *handler) scoped(want Scope, need string, next http.HandlerFunc) http.Ha
 		}
 		next(w, r)
 	}
+}
+
+// reload is POST /v1/reload: 200 with what was applied, 422 with the
+// reason (the diagnostics of an invalid file) when refused.
+func (h *handler) reload(w http.ResponseWriter, _ *http.Request) {
+	ans, err := h.Reload()
+	if err != nil {
+		e, ok := err.(*vapi.Error)
+		if !ok {
+			e = &vapi.Error{Code: vapi.CodeReloadRefused, Message: err.Error()}
+		}
+		e.Status = http.StatusUnprocessableEntity
+		vapi.WriteError(w, e)
+		return
+	}
+	writeJSON(w, http.StatusOK, ans)
 }
 
 func (h *handler) write(next http.HandlerFunc) http.HandlerFunc {
