@@ -186,10 +186,59 @@ func (s *Store) Commit(ctx context.Context, b store.Batch) error {
 }
 
 func (s *Store) commit(ctx context.Context, b store.Batch, p *prepared) error {
-	if limit := s.limit(); p.ops() <= limit && p.cmps() <= limit && p.bytes() <= maxTxnBytes {
+	limit := s.limit()
+	fits := func(p *prepared) bool { return p.ops() <= limit && p.cmps() <= limit && p.bytes() <= maxTxnBytes }
+	if fits(p) {
 		return s.commitOne(ctx, b, p)
 	}
-	return s.commitSplit(ctx, b, p)
+	// Too large for one transaction. The probe marks go first, straight to
+	// their keys: they are the scheduler's memory only (which round last
+	// probed a site), no reader takes them for a committed change, and a
+	// round that probes part of a large fleet writes one per probed site
+	// (500 by default) even when nothing changed.
+	rest := &prepared{writer: p.writer, events: p.events}
+	var marks []write
+	for _, w := range p.writes {
+		if w.probe && !w.del {
+			marks = append(marks, w)
+		} else {
+			rest.writes = append(rest.writes, w)
+		}
+	}
+	if err := s.writeMarks(ctx, b.Meta.Round, p.writer, marks, limit); err != nil {
+		return err
+	}
+	if fits(rest) {
+		return s.commitOne(ctx, b, rest)
+	}
+	return s.commitSplit(ctx, b, rest)
+}
+
+// writeMarks writes probe marks to their keys in transactions of at most
+// limit operations, each guarded by the fence.
+func (s *Store) writeMarks(ctx context.Context, round uint64, writer []clientv3.Cmp, marks []write, limit int) error {
+	for len(marks) > 0 {
+		cmps := append([]clientv3.Cmp{}, writer...)
+		var ops []clientv3.Op
+		n := 0
+		for n < len(marks) && len(ops)+1 <= limit && len(cmps)+len(marks[n].cmps) <= limit {
+			cmps = append(cmps, marks[n].cmps...)
+			ops = append(ops, clientv3.OpPut(marks[n].key, marks[n].val))
+			n++
+		}
+		if n == 0 {
+			return fmt.Errorf("store: round %d not saved: one probe mark needs more comparisons than max_txn_ops %d allows", round, limit)
+		}
+		resp, err := s.txn(ctx).If(cmps...).Then(ops...).Commit()
+		if err != nil {
+			return fmt.Errorf("store: saving the probe marks of round %d to etcd: %w", round, err)
+		}
+		if !resp.Succeeded {
+			return fmt.Errorf("store: round %d not saved: %w", round, ErrFenced)
+		}
+		marks = marks[n:]
+	}
+	return nil
 }
 
 // commitOne writes the batch in one transaction, under a compare-and-swap

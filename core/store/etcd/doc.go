@@ -31,12 +31,16 @@
 // by default; comparisons count apart, with the same bound), and a
 // request of more than --max-request-bytes (1.5 MiB by default; the store
 // keeps each transaction under 1 MiB). A commit that fits is one
-// transaction. A larger one (the first save of a large
+// transaction. One that does not writes its probe marks first, straight
+// to P/probed/ in guarded chunks: they are the scheduler's memory only
+// (which round last probed a site, as Load's LastProbed), so they may run
+// ahead of a round that is not committed, as they always could; the rest
+// is then one transaction if it fits, or split as follows. A larger one (the first save of a large
 // fleet, or an incident round in which hundreds of sites fail over) is
 // split, and stays atomic as readers see it:
 //
 //  1. Staging: every write (site records, deletions as empty values,
-//     probe marks, and events by their index in the batch) is put under
+//     and events by their index in the batch) is put under
 //     P/staged/ID/ in chunks of at most max_txn_ops, each chunk guarded by
 //     the fence (the writer's comparisons, and each site's in sharded
 //     mode) and by the head key P/staging/ID that the first chunk

@@ -69,7 +69,9 @@ func checkFleet(t *testing.T, s *etcdstore.Store, st *store.State, round int) {
 		t.Fatalf("%d sites, want %d", len(st.Sites), fleetSites)
 	}
 	for name, site := range st.Sites {
-		if site.Level != round || site.LastProbed != uint64(round) {
+		// A probe mark may be ahead of the committed round: marks are
+		// written first, outside the round's atomic part (doc.go).
+		if site.Level != round || site.LastProbed < uint64(round) {
 			t.Fatalf("site %s at level %d probed in round %d: a reader sees part of a round (want all of round %d)", name, site.Level, site.LastProbed, round)
 		}
 	}
