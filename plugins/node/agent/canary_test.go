@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -280,6 +282,13 @@ func TestHeldSaveRestore(t *testing.T) {
 	}
 	if none, err := loadHeld(t.TempDir()); none != nil || err != nil {
 		t.Fatalf("loadHeld of an empty directory = %v, %v", none, err)
+	}
+	bad := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bad, HeldFile), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := loadHeld(bad); got != nil || err == nil || !strings.Contains(err.Error(), "delete it") {
+		t.Fatalf("loadHeld of a damaged file = %v, %v; want an error saying what to do", got, err)
 	}
 }
 
