@@ -1,73 +1,208 @@
 package config
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
-	"encoding/gob"
+	"debug/elf"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
-	"runtime/debug"
-	"time"
+	"reflect"
+	"sync"
+	"weak"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
-
-	"github.com/vigilcdn/vigil/core/decide"
-	"github.com/vigilcdn/vigil/core/vote"
 )
-
-func tallyOf(t uint8) vote.Tally         { return vote.Tally(t) }
-func durationOf(ns int64) time.Duration  { return time.Duration(ns) }
-func failbackOf(f uint8) decide.Failback { return decide.Failback(f) }
 
 // CacheFileName is the decoded configuration LoadCached keeps in data_dir.
 const CacheFileName = "config.cache"
 
-// cacheFormat changes whenever what the loader produces changes: a cache
-// of another format is ignored.
-const cacheFormat = "vigil-config-cache-4"
+// cacheMagic starts every cache file.
+const cacheMagic = "vigil decoded configuration\n"
 
 // LoadCached is Load for the agent, which may start with 100,000 sites:
 // parsing that much HCL takes seconds, so the decoded configuration is
 // kept in data_dir (config.cache) and used again when every file, and
-// every CA bundle they name, is byte for byte what it was. Anything else
-// (a changed file, another vigil build, a damaged cache) loads the files
-// anew and replaces the cache. The result and the diagnostics are exactly
-// Load's.
+// every CA bundle they name, is byte for byte what it was, and the vigil
+// binary is the one that wrote it. Anything else (a changed file, another
+// build, a damaged cache) loads the files anew and replaces the cache. The
+// result and the diagnostics are exactly Load's.
+//
+// The cache holds the Config itself, written field by field by reflection
+// (cacheCodec), so a field added to any configuration type is cached
+// without a word here; a field of a kind the codec cannot write fails the
+// package's tests (parity_test.go).
+//
+// A second call with nothing changed, such as a SIGHUP of an unchanged
+// configuration, returns a Config that shares every site, source and
+// notifier with the one the previous call returned, as long as that one is
+// still in use: no parse, no decode, no second copy in memory.
 func LoadCached(path string) (*Config, hcl.Diagnostics) {
 	files, diags := readFiles(path)
 	if diags.HasErrors() {
 		return &Config{}, diags
 	}
 	key := cacheKey(files)
+	if key == "" { // the build is unknown: a cache could outlive a change of the loader
+		return parse(files)
+	}
+	if cfg, diags, ok := lastLoad.reuse(key, files); ok {
+		return cfg, diags
+	}
 	cacheDir := dataDirOf(files)
-	if cfg, diags, ok := readCache(filepath.Join(cacheDir, CacheFileName), key, files); ok {
+	if cfg, diags, err := readCache(filepath.Join(cacheDir, CacheFileName), key, files); err == nil {
+		lastLoad.remember(key, cfg, diags)
 		return cfg, diags
 	}
 	cfg, diags := parse(files)
 	if !diags.HasErrors() {
+		lastLoad.remember(key, cfg, diags)
 		_ = writeCache(cacheDir, key, cfg, diags) // a cache that cannot be written only costs the next start time
 	}
 	return cfg, diags
 }
 
-// cacheKey names the files' content and this build of vigil.
-func cacheKey(files []fileSource) string {
-	h := sha256.New()
-	h.Write([]byte(cacheFormat))
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		h.Write([]byte(bi.Main.Version))
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" || s.Key == "vcs.modified" {
-				h.Write([]byte(s.Key + s.Value))
-			}
+// lastLoad is what LoadCached returned last, held weakly: it keeps no
+// configuration alive that its caller dropped.
+var lastLoad loadMemo
+
+type loadMemo struct {
+	mu    sync.Mutex
+	key   string
+	cfg   weak.Pointer[Config]
+	diags hcl.Diagnostics
+	cas   []cachedCA
+}
+
+func (m *loadMemo) remember(key string, cfg *Config, diags hcl.Diagnostics) {
+	var cas []cachedCA
+	var err error
+	if cfg != nil {
+		cas, err = caSums(cfg)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cfg == nil || err != nil {
+		m.key, m.cfg, m.diags, m.cas = "", weak.Pointer[Config]{}, nil, nil
+		return
+	}
+	m.key, m.cfg, m.diags, m.cas = key, weak.Make(cfg), diags, cas
+}
+
+// reuse returns a Config sharing everything with the one remembered, when
+// it is still alive and was loaded from exactly these files and CA bundles.
+// The copy gets its own Files (the remembered one may have forgotten its
+// text) and its own site index.
+func (m *loadMemo) reuse(key string, files []fileSource) (*Config, hcl.Diagnostics, bool) {
+	m.mu.Lock()
+	if m.key != key {
+		m.mu.Unlock()
+		return nil, nil, false
+	}
+	prev, diags, cas := m.cfg.Value(), m.diags, m.cas
+	m.mu.Unlock()
+	if prev == nil || !casUnchanged(cas) {
+		return nil, nil, false
+	}
+	cfg := &Config{}
+	copyExported(reflect.ValueOf(cfg).Elem(), reflect.ValueOf(prev).Elem())
+	cfg.Files = make(map[string]*hcl.File, len(files))
+	for _, f := range files {
+		old := prev.Files[f.name]
+		if old == nil {
+			return nil, nil, false
+		}
+		cfg.Files[f.name] = &hcl.File{Bytes: f.src, Nav: old.Nav}
+	}
+	return cfg, diags, true
+}
+
+// copyExported sets every exported field of dst to src's.
+func copyExported(dst, src reflect.Value) {
+	t := src.Type()
+	for i := range t.NumField() {
+		if t.Field(i).IsExported() {
+			dst.Field(i).Set(src.Field(i))
 		}
 	}
+}
+
+var (
+	buildIDOnce sync.Once
+	buildID     string
+)
+
+// BuildID identifies this build of vigil for the configuration cache: the
+// Go build ID of the running executable (the linker derives it from every
+// input of the build, the -X flags included, so any change of the code
+// changes it), or, for an executable without one, the SHA-256 of its
+// content. It is "" when the executable cannot be read; LoadCached then
+// keeps no cache.
+func BuildID() string {
+	buildIDOnce.Do(func() { buildID = readBuildID() })
+	return buildID
+}
+
+func readBuildID() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	if id := elfBuildID(exe); id != "" {
+		return "go:" + id
+	}
+	f, err := os.Open(exe)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return ""
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// elfBuildID reads the Go build ID note of an ELF executable: "" when it
+// is not ELF or has none.
+func elfBuildID(exe string) string {
+	f, err := elf.Open(exe)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	s := f.Section(".note.go.buildid")
+	if s == nil {
+		return ""
+	}
+	note, err := s.Data()
+	if err != nil || len(note) < 16 {
+		return ""
+	}
+	// namesz, descsz, type, then the name "Go\0\0" and the ID.
+	nameSize, descSize := f.ByteOrder.Uint32(note), f.ByteOrder.Uint32(note[4:])
+	if nameSize != 4 || string(note[12:16]) != "Go\x00\x00" || uint64(len(note)) < 16+uint64(descSize) {
+		return ""
+	}
+	return string(note[16 : 16+descSize])
+}
+
+// cacheKey names the files' content and this build of vigil; "" when the
+// build is unknown.
+func cacheKey(files []fileSource) string {
+	id := BuildID()
+	if id == "" {
+		return ""
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%d:%s:", len(id), id)
 	for _, f := range files {
 		fmt.Fprintf(h, "%d:%s:%d:", len(f.name), f.name, len(f.src))
 		h.Write(f.src)
@@ -122,20 +257,16 @@ func blockStarts(src []byte) []span {
 	return out
 }
 
-// The cache's own types: a Config without its HCL bodies, with the
-// shared values (health checks, source lists) stored once.
-type cacheFile struct {
-	Format, Key string
-	CAs         []cachedCA
-	Control     Control
-	Sources     []cachedSource
-	HCs         []HealthCheck
-	Lists       [][]string
-	Sites       []cachedSite
-	Notifiers   []*Notifier
-	DNS         *DNSPublisher
-	Diags       []cachedDiag
-	Nav         map[string][]navBlockC
+// cacheHead is what the cache holds besides the Config: what is checked
+// before the Config is decoded, and what Files and the diagnostics are
+// rebuilt from. The Config follows it.
+type cacheHead struct {
+	// CAs are the CA bundles the health checks read, by content.
+	CAs []cachedCA
+	// Nav are each file's top-level blocks, for diagnostics' "in site
+	// "www"" (Config.Files holds them with the file's text).
+	Nav   map[string][]cachedNav
+	Diags []cachedDiag
 }
 
 type cachedCA struct {
@@ -143,118 +274,113 @@ type cachedCA struct {
 	Sum  [32]byte
 }
 
-type cachedSource struct {
-	Name, Plugin, Checksum string
-	MinVotes               int
-	Tally                  uint8
-	Timeout                int64
-	TimeoutSet             bool
-	TimeoutRange           hcl.Range
-	Env                    []string
-	HasConfig              bool
-	ConfigRange            hcl.Range // the body, braces included
-	ConfigText             string
-	DeclRange              hcl.Range
-}
-
-type cachedSite struct {
-	Name, Hostname string
-	Failback       uint8
-	Sources, HC    int
-	Origins        []Origin
-	DeclRange      hcl.Range
-}
-
-type cachedDiag struct {
-	Severity         int
-	Summary, Detail  string
-	Subject, Context *hcl.Range
-}
-
-type navBlockC struct {
+type cachedNav struct {
 	Start, End int
 	Type       string
 	Labels     []string
 }
 
-func writeCache(dir, key string, cfg *Config, diags hcl.Diagnostics) error {
-	if err := os.MkdirAll(dir, 0o750); err != nil { // as the store does: it is the agent's folder
-		return err
+// cachedDiag is an hcl.Diagnostic without its expression and evaluation
+// context, which the loader's warnings do not carry (writeCache refuses
+// one that does).
+type cachedDiag struct {
+	Severity         hcl.DiagnosticSeverity
+	Summary, Detail  string
+	Subject, Context *hcl.Range
+}
+
+// caSums names every CA bundle the configuration's health checks hold, by
+// the path the loader read it from, with its content's digest.
+func caSums(cfg *Config) ([]cachedCA, error) {
+	seen := map[string]bool{}
+	var out []cachedCA
+	hcs := map[*HealthCheck]bool{}
+	for _, s := range cfg.Sites {
+		hc := s.HealthCheck
+		if hc == nil || hcs[hc] || hc.CAFile == "" {
+			continue
+		}
+		hcs[hc] = true
+		full := hc.CAFile
+		if !filepath.IsAbs(full) {
+			full = filepath.Join(filepath.Dir(s.DeclRange.Filename), full)
+		}
+		if seen[full] {
+			continue
+		}
+		seen[full] = true
+		b, err := os.ReadFile(full)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cachedCA{Path: full, Sum: sha256.Sum256(b)})
 	}
-	c := cacheFile{Format: cacheFormat, Key: key, Control: cfg.Control, Notifiers: cfg.Notifiers, DNS: cfg.DNS,
-		Nav: map[string][]navBlockC{}}
+	return out, nil
+}
+
+func casUnchanged(cas []cachedCA) bool {
+	for _, ca := range cas {
+		b, err := os.ReadFile(ca.Path)
+		if err != nil || sha256.Sum256(b) != ca.Sum {
+			return false
+		}
+	}
+	return true
+}
+
+// encodeCache is the cache file of cfg: the magic, the key, the SHA-256
+// of the rest (a file damaged on disk is parsed anew, not believed), the
+// head and the Config.
+func encodeCache(key string, cfg *Config, diags hcl.Diagnostics) ([]byte, error) {
+	cas, err := caSums(cfg)
+	if err != nil {
+		return nil, err
+	}
+	head := cacheHead{CAs: cas, Nav: map[string][]cachedNav{}}
 	for name, f := range cfg.Files {
 		if n, ok := f.Nav.(*topNav); ok {
 			for _, b := range n.blocks {
-				c.Nav[name] = append(c.Nav[name], navBlockC{b.start, b.end, b.typ, b.labels})
+				head.Nav[name] = append(head.Nav[name], cachedNav{b.start, b.end, b.typ, b.labels})
 			}
 		}
-	}
-	for _, s := range cfg.Sources {
-		cs := cachedSource{Name: s.Name, Plugin: s.Plugin, Checksum: s.Checksum, MinVotes: s.MinVotes, Tally: uint8(s.Tally),
-			Timeout: int64(s.Timeout), TimeoutSet: s.TimeoutSet, TimeoutRange: s.TimeoutRange, Env: s.Env,
-			ConfigText: s.ConfigText, DeclRange: s.DeclRange}
-		if sb, ok := s.Config.(*hclsyntax.Body); ok {
-			cs.HasConfig, cs.ConfigRange = true, sb.SrcRange
-		} else if s.Config != nil {
-			return errors.New("a source config block of another syntax")
-		}
-		c.Sources = append(c.Sources, cs)
-	}
-	hcs := map[*HealthCheck]int{}
-	lists := map[*string]int{}
-	cas := map[string]bool{}
-	for _, s := range cfg.Sites {
-		hi, ok := hcs[s.HealthCheck]
-		if !ok {
-			hi = len(c.HCs)
-			hcs[s.HealthCheck] = hi
-			c.HCs = append(c.HCs, *s.HealthCheck)
-			if s.HealthCheck.CAFile != "" {
-				full := s.HealthCheck.CAFile
-				if !filepath.IsAbs(full) {
-					full = filepath.Join(filepath.Dir(s.DeclRange.Filename), full)
-				}
-				cas[full] = true
-			}
-		}
-		li := -1
-		if len(s.Sources) > 0 {
-			var ok bool
-			if li, ok = lists[&s.Sources[0]]; !ok {
-				li = len(c.Lists)
-				lists[&s.Sources[0]] = li
-				c.Lists = append(c.Lists, s.Sources)
-			}
-		}
-		cs := cachedSite{Name: s.Name, Hostname: s.Hostname, Failback: uint8(s.Failback), Sources: li, HC: hi,
-			Origins: make([]Origin, len(s.Origins)), DeclRange: s.DeclRange}
-		for i, o := range s.Origins {
-			cs.Origins[i] = *o
-		}
-		c.Sites = append(c.Sites, cs)
-	}
-	for p := range cas {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		c.CAs = append(c.CAs, cachedCA{Path: p, Sum: sha256.Sum256(b)})
 	}
 	for _, d := range diags {
-		c.Diags = append(c.Diags, cachedDiag{Severity: int(d.Severity), Summary: d.Summary, Detail: d.Detail, Subject: d.Subject, Context: d.Context})
+		if d.Expression != nil || d.EvalContext != nil || d.Extra != nil {
+			return nil, fmt.Errorf("diagnostic %q carries an expression: it cannot be cached", d.Summary)
+		}
+		head.Diags = append(head.Diags, cachedDiag{d.Severity, d.Summary, d.Detail, d.Subject, d.Context})
+	}
+	e := newCacheEncoder()
+	e.buf = append(e.buf, cacheMagic...)
+	e.buf = binary.AppendUvarint(e.buf, uint64(len(key)))
+	e.buf = append(e.buf, key...)
+	sumAt := len(e.buf)
+	e.buf = append(e.buf, make([]byte, sha256.Size)...)
+	if err := e.value(reflect.ValueOf(&head).Elem()); err != nil {
+		return nil, fmt.Errorf("cache head: %w", err)
+	}
+	if err := e.value(reflect.ValueOf(cfg).Elem()); err != nil {
+		return nil, fmt.Errorf("Config%w", err)
+	}
+	sum := sha256.Sum256(e.buf[sumAt+sha256.Size:])
+	copy(e.buf[sumAt:], sum[:])
+	return e.buf, nil
+}
+
+func writeCache(dir, key string, cfg *Config, diags hcl.Diagnostics) error {
+	b, err := encodeCache(key, cfg, diags)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil { // as the store does: it is the agent's folder
+		return err
 	}
 	tmp, err := os.CreateTemp(dir, CacheFileName+".tmp-*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	w := bufio.NewWriterSize(tmp, 1<<20)
-	if err := gob.NewEncoder(w).Encode(&c); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := w.Flush(); err != nil {
+	if _, err := tmp.Write(b); err != nil {
 		tmp.Close()
 		return err
 	}
@@ -264,92 +390,453 @@ func writeCache(dir, key string, cfg *Config, diags hcl.Diagnostics) error {
 	return os.Rename(tmp.Name(), filepath.Join(dir, CacheFileName))
 }
 
+// errStale is a cache made from other files, by another build, or of
+// CA bundles that changed since.
+var errStale = errors.New("the cache was made from other files or by another build")
+
 // readCache rebuilds the configuration from the cache at path when it was
-// made from exactly these files.
-func readCache(path, key string, files []fileSource) (*Config, hcl.Diagnostics, bool) {
-	f, err := os.Open(path)
+// made from exactly these files by this build.
+func readCache(path, key string, files []fileSource) (*Config, hcl.Diagnostics, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, nil, false
+		return nil, nil, err
 	}
-	defer f.Close()
-	var c cacheFile
-	if err := gob.NewDecoder(bufio.NewReaderSize(f, 1<<20)).Decode(&c); err != nil || c.Format != cacheFormat || c.Key != key {
-		return nil, nil, false
+	return decodeCache(b, key, files)
+}
+
+func decodeCache(b []byte, key string, files []fileSource) (cfg *Config, diags hcl.Diagnostics, err error) {
+	rest, ok := bytes.CutPrefix(b, []byte(cacheMagic))
+	if !ok {
+		return nil, nil, errors.New("not a configuration cache")
 	}
-	for _, ca := range c.CAs {
-		b, err := os.ReadFile(ca.Path)
-		if err != nil || sha256.Sum256(b) != ca.Sum {
-			return nil, nil, false
+	n, w := binary.Uvarint(rest)
+	if w <= 0 || n != uint64(len(key)) || len(rest)-w < len(key) || string(rest[w:w+len(key)]) != key {
+		return nil, nil, errStale
+	}
+	rest = rest[w+len(key):]
+	if len(rest) < sha256.Size || sha256.Sum256(rest[sha256.Size:]) != [sha256.Size]byte(rest[:sha256.Size]) {
+		return nil, nil, errors.New("damaged cache: its checksum does not match")
+	}
+	d := &cacheDecoder{buf: rest[sha256.Size:]}
+	defer func() {
+		// The codec checks every length and index it reads; this is the
+		// last guard of a start against a cache damaged in a way it missed.
+		if r := recover(); r != nil {
+			cfg, diags, err = nil, nil, fmt.Errorf("damaged cache: %v", r)
 		}
+	}()
+	var head cacheHead
+	if err := d.value(reflect.ValueOf(&head).Elem()); err != nil {
+		return nil, nil, err
 	}
-	cfg := &Config{Control: c.Control, Notifiers: c.Notifiers, DNS: c.DNS, Files: make(map[string]*hcl.File, len(files))}
+	if !casUnchanged(head.CAs) {
+		return nil, nil, errStale
+	}
+	d.files = make(map[string]*hcl.File, len(files))
 	for _, fs := range files {
 		nav := &topNav{}
-		for _, b := range c.Nav[fs.name] {
+		for _, b := range head.Nav[fs.name] {
 			nav.blocks = append(nav.blocks, navBlock{b.Start, b.End, b.Type, b.Labels})
 		}
-		cfg.Files[fs.name] = &hcl.File{Bytes: fs.src, Nav: nav}
+		d.files[fs.name] = &hcl.File{Bytes: fs.src, Nav: nav}
 	}
-	for _, cs := range c.Sources {
-		s := &Source{Name: cs.Name, Plugin: cs.Plugin, Checksum: cs.Checksum, MinVotes: cs.MinVotes, Tally: tallyOf(cs.Tally),
-			Timeout: durationOf(cs.Timeout), TimeoutSet: cs.TimeoutSet, TimeoutRange: cs.TimeoutRange, Env: cs.Env,
-			ConfigText: cs.ConfigText, DeclRange: cs.DeclRange}
-		if cs.HasConfig {
-			body, ok := reparseBody(cfg.Files, cs.ConfigRange)
-			if !ok {
-				return nil, nil, false
-			}
-			s.Config = body
-		}
-		cfg.Sources = append(cfg.Sources, s)
+	cfg = &Config{}
+	if err := d.value(reflect.ValueOf(cfg).Elem()); err != nil {
+		return nil, nil, err
 	}
-	hcs := make([]*HealthCheck, len(c.HCs))
-	for i := range c.HCs {
-		hcs[i] = &c.HCs[i]
+	if d.off != len(d.buf) {
+		return nil, nil, errors.New("damaged cache: bytes after the configuration")
 	}
-	origins := 0
-	for _, cs := range c.Sites {
-		origins += len(cs.Origins)
+	cfg.Files = d.files
+	for _, c := range head.Diags {
+		diags = append(diags, &hcl.Diagnostic{Severity: c.Severity, Summary: c.Summary, Detail: c.Detail, Subject: c.Subject, Context: c.Context})
 	}
-	all := make([]Origin, 0, origins) // one allocation for every origin
-	cfg.Sites = make([]*Site, len(c.Sites))
-	siteMem := make([]Site, len(c.Sites))
-	for i, cs := range c.Sites {
-		if cs.HC < 0 || cs.HC >= len(hcs) || cs.Sources >= len(c.Lists) {
-			return nil, nil, false
-		}
-		s := &siteMem[i]
-		*s = Site{Name: cs.Name, Hostname: cs.Hostname, Failback: failbackOf(cs.Failback), HealthCheck: hcs[cs.HC], DeclRange: cs.DeclRange}
-		if cs.Sources >= 0 {
-			s.Sources = c.Lists[cs.Sources]
-		}
-		s.Origins = make([]*Origin, len(cs.Origins))
-		for j := range cs.Origins {
-			all = append(all, cs.Origins[j])
-			s.Origins[j] = &all[len(all)-1]
-		}
-		cfg.Sites[i] = s
-	}
-	var diags hcl.Diagnostics
-	for _, d := range c.Diags {
-		diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagnosticSeverity(d.Severity), Summary: d.Summary, Detail: d.Detail, Subject: d.Subject, Context: d.Context})
-	}
-	return cfg, diags, true
+	return cfg, diags, nil
 }
 
 // reparseBody parses a source's config block again from its range in the
-// file, braces included, so that its attributes keep their file:line.
-func reparseBody(files map[string]*hcl.File, r hcl.Range) (hcl.Body, bool) {
+// file, so that its attributes keep their file:line. The range holds the
+// braces, except for a block written on one line (config { a = 1 }),
+// whose range is its one attribute.
+func reparseBody(files map[string]*hcl.File, r hcl.Range) (hcl.Body, error) {
 	f := files[r.Filename]
-	if f == nil || r.End.Byte > len(f.Bytes) || r.Start.Byte >= r.End.Byte {
-		return nil, false
+	if f == nil || r.End.Byte > len(f.Bytes) || r.Start.Byte < 0 || r.Start.Byte >= r.End.Byte {
+		return nil, fmt.Errorf("a config block at %s outside the files", r)
 	}
-	inner := hcl.Pos{Line: r.Start.Line, Column: r.Start.Column + 1, Byte: r.Start.Byte + 1}
-	file, diags := hclsyntax.ParseConfig(f.Bytes[r.Start.Byte+1:r.End.Byte-1], r.Filename, inner)
+	src, inner := f.Bytes[r.Start.Byte:r.End.Byte], r.Start
+	if len(src) >= 2 && src[0] == '{' && src[len(src)-1] == '}' {
+		src, inner = src[1:len(src)-1], hcl.Pos{Line: r.Start.Line, Column: r.Start.Column + 1, Byte: r.Start.Byte + 1}
+	}
+	file, diags := hclsyntax.ParseConfig(src, r.Filename, inner)
 	if diags.HasErrors() {
-		return nil, false
+		return nil, fmt.Errorf("the config block at %s: %s", r, diags.Error())
 	}
 	body := file.Body.(*hclsyntax.Body)
 	body.SrcRange = r
-	return body, true
+	return body, nil
+}
+
+// The codec writes a value of the configuration's types exactly as it is,
+// by reflection, with no description of the types: the build that reads a
+// cache is the build that wrote it (the key holds the build ID).
+//
+//   - Every exported field of a struct, in order; unexported fields hold
+//     what the configuration derives (Config's site index) and are left
+//     out, as are the fields in notCached.
+//   - A pointer, map or non-empty slice is 0 when nil, 1 and its content
+//     the first time it is met, and 2+i the i-th time after: values the
+//     loader shares (a health check of many sites, a sources list) are
+//     shared again after decoding, and a pointer to a zero value or an
+//     empty slice or map stays what it was (gob loses both).
+//   - A string is its index in a table of the strings met so far, or 0
+//     and the string the first time: a file name in 300,000 ranges is
+//     stored, and decoded, once.
+//   - An interface is 0 when nil; the only other value it may hold is the
+//     *hclsyntax.Body of a source's config block, stored as its range and
+//     parsed again from the file on decoding.
+//
+// Any other kind of value (a func, a channel, an interface holding
+// something else) is an error naming the field: the cache must not lose
+// what Load returns.
+
+// notCached are the fields the codec leaves out: Config.Files is the text
+// the key already names, rebuilt from the files read.
+var notCached = map[reflect.Type]map[string]bool{
+	reflect.TypeFor[Config](): {"Files": true},
+}
+
+var hclBodyType = reflect.TypeFor[hcl.Body]()
+
+type refKey struct {
+	t    reflect.Type
+	p    uintptr
+	n    int
+	kind reflect.Kind
+}
+
+type cacheEncoder struct {
+	buf  []byte
+	strs map[string]uint64
+	refs map[refKey]uint64
+}
+
+func newCacheEncoder() *cacheEncoder {
+	return &cacheEncoder{buf: make([]byte, 0, 1<<20), strs: map[string]uint64{}, refs: map[refKey]uint64{}}
+}
+
+func (e *cacheEncoder) uint(n uint64) { e.buf = binary.AppendUvarint(e.buf, n) }
+
+// ref writes the reference of a pointer, map or slice: false when it was
+// met before (written as a back reference) and its content is not to
+// follow.
+func (e *cacheEncoder) ref(k refKey) bool {
+	if i, ok := e.refs[k]; ok {
+		e.uint(2 + i)
+		return false
+	}
+	e.refs[k] = uint64(len(e.refs))
+	e.uint(1)
+	return true
+}
+
+func (e *cacheEncoder) value(v reflect.Value) error {
+	switch v.Kind() {
+	case reflect.Bool:
+		if v.Bool() {
+			e.buf = append(e.buf, 1)
+		} else {
+			e.buf = append(e.buf, 0)
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		e.buf = binary.AppendVarint(e.buf, v.Int())
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		e.uint(v.Uint())
+	case reflect.Float32, reflect.Float64:
+		e.buf = binary.LittleEndian.AppendUint64(e.buf, math.Float64bits(v.Float()))
+	case reflect.String:
+		s := v.String()
+		if i, ok := e.strs[s]; ok {
+			e.uint(1 + i)
+			return nil
+		}
+		e.strs[s] = uint64(len(e.strs))
+		e.uint(0)
+		e.uint(uint64(len(s)))
+		e.buf = append(e.buf, s...)
+	case reflect.Pointer:
+		if v.IsNil() {
+			e.uint(0)
+			return nil
+		}
+		if e.ref(refKey{t: v.Type(), p: v.Pointer(), kind: reflect.Pointer}) {
+			return e.value(v.Elem())
+		}
+	case reflect.Slice:
+		if v.IsNil() {
+			e.uint(0)
+			return nil
+		}
+		if v.Len() == 0 {
+			e.uint(1)
+			e.uint(0)
+			return nil
+		}
+		if !e.ref(refKey{t: v.Type(), p: v.Pointer(), n: v.Len(), kind: reflect.Slice}) {
+			return nil
+		}
+		e.uint(uint64(v.Len()))
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			e.buf = append(e.buf, v.Bytes()...)
+			return nil
+		}
+		for i := range v.Len() {
+			if err := e.value(v.Index(i)); err != nil {
+				return fmt.Errorf("[%d]%w", i, err)
+			}
+		}
+	case reflect.Array:
+		for i := range v.Len() {
+			if err := e.value(v.Index(i)); err != nil {
+				return fmt.Errorf("[%d]%w", i, err)
+			}
+		}
+	case reflect.Map:
+		if v.IsNil() {
+			e.uint(0)
+			return nil
+		}
+		if !e.ref(refKey{t: v.Type(), p: v.Pointer(), kind: reflect.Map}) {
+			return nil
+		}
+		e.uint(uint64(v.Len()))
+		it := v.MapRange()
+		for it.Next() {
+			if err := e.value(it.Key()); err != nil {
+				return fmt.Errorf("[key]%w", err)
+			}
+			if err := e.value(it.Value()); err != nil {
+				return fmt.Errorf("[%v]%w", it.Key(), err)
+			}
+		}
+	case reflect.Struct:
+		t := v.Type()
+		skip := notCached[t]
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() || skip[f.Name] {
+				continue
+			}
+			if err := e.value(v.Field(i)); err != nil {
+				return fmt.Errorf(".%s%w", f.Name, err)
+			}
+		}
+	case reflect.Interface:
+		if v.IsNil() {
+			e.uint(0)
+			return nil
+		}
+		body, ok := v.Elem().Interface().(*hclsyntax.Body)
+		if !ok || v.Type() != hclBodyType {
+			return fmt.Errorf(": a %T in a %s cannot be cached", v.Elem().Interface(), v.Type())
+		}
+		e.uint(1)
+		return e.value(reflect.ValueOf(&body.SrcRange).Elem())
+	default:
+		return fmt.Errorf(": a %s cannot be cached", v.Type())
+	}
+	return nil
+}
+
+type cacheDecoder struct {
+	buf   []byte
+	off   int
+	strs  []string
+	refs  []reflect.Value
+	files map[string]*hcl.File // for the config blocks' bodies
+}
+
+var errDamaged = errors.New("damaged cache")
+
+func (d *cacheDecoder) uint() (uint64, error) {
+	n, w := binary.Uvarint(d.buf[d.off:])
+	if w <= 0 {
+		return 0, errDamaged
+	}
+	d.off += w
+	return n, nil
+}
+
+// length reads a length, at most the bytes left: every element takes
+// one byte at least.
+func (d *cacheDecoder) length() (int, error) {
+	n, err := d.uint()
+	if err != nil || n > uint64(len(d.buf)-d.off) {
+		return 0, errDamaged
+	}
+	return int(n), nil
+}
+
+// ref reads the reference of a pointer, map or slice: nil (0), a value
+// met before (its value), or a new one to decode (fresh true).
+func (d *cacheDecoder) ref(v reflect.Value) (fresh bool, err error) {
+	tag, err := d.uint()
+	switch {
+	case err != nil:
+		return false, err
+	case tag == 0:
+		return false, nil
+	case tag == 1:
+		return true, nil
+	}
+	i := tag - 2
+	if i >= uint64(len(d.refs)) || d.refs[i].Type() != v.Type() {
+		return false, errDamaged
+	}
+	v.Set(d.refs[i])
+	return false, nil
+}
+
+func (d *cacheDecoder) value(v reflect.Value) error {
+	switch v.Kind() {
+	case reflect.Bool:
+		if d.off >= len(d.buf) || d.buf[d.off] > 1 {
+			return errDamaged
+		}
+		v.SetBool(d.buf[d.off] == 1)
+		d.off++
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n, w := binary.Varint(d.buf[d.off:])
+		if w <= 0 || v.OverflowInt(n) {
+			return errDamaged
+		}
+		d.off += w
+		v.SetInt(n)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		n, err := d.uint()
+		if err != nil || v.OverflowUint(n) {
+			return errDamaged
+		}
+		v.SetUint(n)
+	case reflect.Float32, reflect.Float64:
+		if len(d.buf)-d.off < 8 {
+			return errDamaged
+		}
+		v.SetFloat(math.Float64frombits(binary.LittleEndian.Uint64(d.buf[d.off:])))
+		d.off += 8
+	case reflect.String:
+		i, err := d.uint()
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			if i > uint64(len(d.strs)) {
+				return errDamaged
+			}
+			v.SetString(d.strs[i-1])
+			return nil
+		}
+		n, err := d.length()
+		if err != nil {
+			return err
+		}
+		s := string(d.buf[d.off : d.off+n])
+		d.off += n
+		d.strs = append(d.strs, s)
+		v.SetString(s)
+	case reflect.Pointer:
+		fresh, err := d.ref(v)
+		if !fresh || err != nil {
+			return err
+		}
+		p := reflect.New(v.Type().Elem())
+		d.refs = append(d.refs, p)
+		v.Set(p)
+		return d.value(p.Elem())
+	case reflect.Slice:
+		fresh, err := d.ref(v)
+		if !fresh || err != nil {
+			return err
+		}
+		n, err := d.length()
+		if err != nil {
+			return err
+		}
+		s := reflect.MakeSlice(v.Type(), n, n)
+		if n > 0 {
+			d.refs = append(d.refs, s)
+		}
+		v.Set(s)
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			copy(s.Bytes(), d.buf[d.off:d.off+n])
+			d.off += n
+			return nil
+		}
+		for i := range n {
+			if err := d.value(s.Index(i)); err != nil {
+				return err
+			}
+		}
+	case reflect.Array:
+		for i := range v.Len() {
+			if err := d.value(v.Index(i)); err != nil {
+				return err
+			}
+		}
+	case reflect.Map:
+		fresh, err := d.ref(v)
+		if !fresh || err != nil {
+			return err
+		}
+		n, err := d.length()
+		if err != nil {
+			return err
+		}
+		m := reflect.MakeMapWithSize(v.Type(), n)
+		d.refs = append(d.refs, m)
+		v.Set(m)
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		for range n {
+			k.SetZero()
+			e.SetZero()
+			if err := d.value(k); err != nil {
+				return err
+			}
+			if err := d.value(e); err != nil {
+				return err
+			}
+			m.SetMapIndex(k, e)
+		}
+	case reflect.Struct:
+		t := v.Type()
+		skip := notCached[t]
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() || skip[f.Name] {
+				continue
+			}
+			if err := d.value(v.Field(i)); err != nil {
+				return err
+			}
+		}
+	case reflect.Interface:
+		tag, err := d.uint()
+		if err != nil || tag > 1 || (tag == 1 && v.Type() != hclBodyType) {
+			return errDamaged
+		}
+		if tag == 0 {
+			return nil
+		}
+		var r hcl.Range
+		if err := d.value(reflect.ValueOf(&r).Elem()); err != nil {
+			return err
+		}
+		body, err := reparseBody(d.files, r)
+		if err != nil {
+			return err
+		}
+		v.Set(reflect.ValueOf(body))
+	default:
+		return fmt.Errorf("a %s cannot be cached", v.Type())
+	}
+	return nil
 }

@@ -452,6 +452,13 @@ func refPlace(root *refNode, ref []config.RefBlock, b config.RefBlock) *refNode 
 // path the ca_file example names.
 func refLoad(t *testing.T, src string) (*config.Config, hcl.Diagnostics) {
 	t.Helper()
+	return config.Parse(filepath.Join(refDir(t), "vigil.hcl"), []byte(src))
+}
+
+// refDir is a new folder holding the CA bundle, certificate and key the
+// examples name, at the paths they name relative to a file in it.
+func refDir(t *testing.T) string {
+	t.Helper()
 	dir := t.TempDir()
 	ca, err := os.ReadFile(filepath.Join("testdata", "ca", "ca.pem"))
 	if err != nil {
@@ -480,7 +487,7 @@ func refLoad(t *testing.T, src string) (*config.Config, hcl.Diagnostics) {
 	if err := os.WriteFile(filepath.Join(dir, "tls", "ca.pem"), ca, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return config.Parse(filepath.Join(dir, "vigil.hcl"), []byte(src))
+	return dir
 }
 
 // TestReferenceExamplesLoad: every block written with every attribute set
