@@ -85,13 +85,10 @@ func (a *Agent) watchHeld(ctx context.Context) {
 // its failed origins down. A failure is logged and tried again at the
 // loop's next wake-up.
 func (a *Agent) saveHeld() {
-	if a.cfg.StateDir == "" {
+	if a.cfg.StateDir == "" || a.passive.heldGen() == a.heldSaved {
 		return
 	}
 	held, gen := a.passive.heldState()
-	if gen == a.heldSaved {
-		return
-	}
 	if err := saveHeld(a.cfg.StateDir, held); err != nil {
 		a.log.Error("held passive windows not saved; a restart would forget them", "error", err)
 		return

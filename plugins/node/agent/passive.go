@@ -434,6 +434,14 @@ func (p *passive) forget(configured map[string]bool) []string {
 	return gone
 }
 
+// heldGen is the generation of the held windows: it moves whenever one
+// is held, cleared or forgotten.
+func (p *passive) heldGen() uint64 {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.gen
+}
+
 // heldState returns the held windows, by address, to save, and the
 // generation they are of.
 func (p *passive) heldState() ([]heldWindow, uint64) {
