@@ -156,7 +156,7 @@ func Reference() []RefBlock {
 		{
 			Path: "control.api.tls", Parent: "control.api", Type: "tls",
 			Repeat:  "At most one, in control.api. Without it the API serves plain http.",
-			Meaning: "https for the API: the CLI, the status page, /metrics and the publication that nodes follow. The certificate and key are read at start and again at every SIGHUP, so a renewed certificate takes effect without a restart. Clients trust it with vigil -ca-cert (or VIGIL_CACERT) and vigil-node -control-plane-ca. See docs/tls.md.",
+			Meaning: "https for the API: the CLI, the status page, /metrics and the publication that nodes follow. The certificate and key are read at start and again at every SIGHUP, so a renewed certificate takes effect without a restart. Clients trust it with vigil -ca-cert (or VIGIL_CACERT) and vigil-node -control-plane-ca.",
 			Attributes: []RefAttribute{
 				{Name: "cert_file", Type: "string", Required: true,
 					Meaning: "PEM file of the API's certificate, its intermediate certificates after it; relative to the configuration file's folder. It must name the host clients connect to (a DNS name or IP address in its subject alternative names).",
@@ -285,7 +285,7 @@ func Reference() []RefBlock {
 		},
 		{
 			Path: "site", Type: "site",
-			Labels:  []RefLabel{{Name: "name", Meaning: "The site's name, unique: the CLI, the API and the event journal use it.", Example: "www"}},
+			Labels:  []RefLabel{{Name: "name", Meaning: "The site's name, unique: the CLI, the API and the event journal use it. 1 to 63 letters, digits, '-', '_' or '.', beginning with a letter or a digit: it is a path segment of the API, a metrics label, a key of the state store and a word of the edge configuration vigil-node writes.", Example: "www"}},
 			Repeat:  "Any number.",
 			Meaning: "One site: its hostname, its origins grouped in levels, how they are probed, and which sources judge them.",
 			Attributes: []RefAttribute{
@@ -389,7 +389,7 @@ func Reference() []RefBlock {
 		},
 		{
 			Path: "site.origin", Parent: "site", Type: "origin",
-			Labels:  []RefLabel{{Name: "name", Meaning: "The origin's name, unique within the site.", Example: "b1"}},
+			Labels:  []RefLabel{{Name: "name", Meaning: "The origin's name, unique within the site. The same characters as a site's name: 1 to 63 letters, digits, '-', '_' or '.', beginning with a letter or a digit.", Example: "b1"}},
 			Repeat:  "At least one per site, and two enabled ones while health checks are enabled.",
 			Meaning: "One origin of the site, in one of its levels. When every enabled origin of the current level is unhealthy, the site switches to the next healthy level.",
 			Attributes: []RefAttribute{

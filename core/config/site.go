@@ -29,6 +29,10 @@ var originSchema = &hcl.BodySchema{
 
 func (l *loader) site(b *hcl.Block) {
 	name := b.Labels[0]
+	if err := checkName("site", name); err != nil {
+		l.add(b.LabelRanges[0], "Invalid site name", err.Error())
+		return
+	}
 	if prev, ok := l.siteAt[name]; ok {
 		l.add(b.DefRange, "Duplicate site name",
 			fmt.Sprintf("A site named %q was already declared at %s. Site names must be unique: rename or remove one of them.", name, prev))
@@ -75,6 +79,11 @@ func (l *loader) site(b *hcl.Block) {
 			s.HealthCheck = l.healthCheck(blk)
 		case "origin":
 			oname := blk.Labels[0]
+			if err := checkName("origin", oname); err != nil {
+				l.add(blk.LabelRanges[0], "Invalid origin name", err.Error())
+				duplicates = true // the count checks would only repeat it
+				continue
+			}
 			if prev, ok := originAt[oname]; ok {
 				l.add(blk.DefRange, "Duplicate origin name",
 					fmt.Sprintf("Site %q already has an origin named %q at %s. Origin names must be unique within a site: rename or remove one of them.", name, oname, prev))
@@ -91,6 +100,35 @@ func (l *loader) site(b *hcl.Block) {
 	l.cfg.Sites = append(l.cfg.Sites, s)
 	l.siteBlocks = append(l.siteBlocks, sb)
 }
+
+// MaxNameLength bounds a site's and an origin's name.
+const MaxNameLength = 63
+
+// checkName checks a site's or an origin's name: 1 to MaxNameLength ASCII
+// letters, digits, '-', '_' and '.', beginning with a letter or a digit.
+// Every interface can carry such a name as it is: a path segment of the
+// API (/v1/sites/NAME/origins/NAME), a label value of the metrics, a key
+// of the state store (etcd keys are paths), a word of the HAProxy and
+// nginx configuration vigil-node writes, a DNS label. A '/' or a '..'
+// could not be addressed, and a space or a line break would change what
+// those files say.
+func checkName(kind, name string) error {
+	ok := name != "" && len(name) <= MaxNameLength && isAlnum(name[0])
+	for i := 0; ok && i < len(name); i++ {
+		c := name[i]
+		ok = isAlnum(c) || c == '-' || c == '_' || c == '.'
+	}
+	if ok {
+		return nil
+	}
+	example := `"www" or "shop-eu.2"`
+	if kind == "origin" {
+		example = `"a1" or "paris-2.backup"`
+	}
+	return fmt.Errorf("%s name %q cannot be used: write 1 to %d letters, digits, '-', '_' or '.', beginning with a letter or a digit, such as %s. The name goes into the API's paths (/v1/sites/NAME), the metrics, the state store and the edge configuration vigil-node writes, which cannot all carry other characters.", kind, name, MaxNameLength, example)
+}
+
+func isAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
 
 func checkHostname(h string) error {
 	if h == "" {
