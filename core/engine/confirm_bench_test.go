@@ -153,12 +153,18 @@ func runFailovers(b *testing.B, sites, cycles int, confirm string) failoverRun {
 	// and between them the confirmation rounds nextConfirm asks for.
 	end := first.Add(span + 4*interval)
 	next, last := t0, time.Time{}
-	for now.Before(end) {
+	for {
 		if wait, ok := e.nextConfirm(next, last); ok && now.Add(wait).Before(next) {
+			if !now.Add(wait).Before(end) {
+				break
+			}
 			now = now.Add(wait)
 			last = now
 			e.RunConfirm(ctx)
 		} else {
+			if !next.Before(end) {
+				break
+			}
 			now = next
 			e.RunRound(ctx)
 			next = now.Add(interval)
