@@ -14,9 +14,10 @@ func init() {
 	register(command{
 		name: "simulate", synopsis: "replay a timeline of votes and actions through the real decision engine",
 		usage: "vigil simulate -config PATH (-timeline FILE | -history DATA_DIR_OR_EXPORT)",
-		help: `Reads the timeline (JSON lines: votes per round, operator actions) and
-prints every event the engine emits, round by round. Nothing is saved and no
-origin is probed. The formats are in docs/simulate.md.
+		help: `Reads the timeline (JSON lines: votes per round, confirmation ticks between
+rounds, operator actions) and prints every event the engine emits, round by
+round. Nothing is saved and no origin is probed. The formats are in
+docs/simulate.md.
 
 With -history, replays the recorded verdicts of an agent's data_dir (its
 history.ring) or of a vigil history export through the configuration, and
