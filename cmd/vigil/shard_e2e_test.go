@@ -172,7 +172,7 @@ func TestShardScaling(t *testing.T) {
 	}
 	for n := 1; n <= 3; n++ {
 		t.Run(fmt.Sprintf("%d", n), func(t *testing.T) {
-			srv := etcdtest.Start(t, "--max-txn-ops", "10000")
+			srv := etcdtest.Start(t) // etcd at its defaults: --max-txn-ops 128
 			var procs []*agentProc
 			for i := range n {
 				procs = append(procs, startMemberEvery(t, fmt.Sprintf("m%d", i), srv.Endpoint, "sharded", time.Millisecond, b.String()))
