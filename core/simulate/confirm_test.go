@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/vigilcdn/vigil/core/config"
@@ -91,5 +92,35 @@ func TestConfirmIntervalAloneChangesNothing(t *testing.T) {
 				t.Errorf("confirm_interval set changed the output\n got: %s\nwant: %s", out.Bytes(), golden)
 			}
 		})
+	}
+}
+
+// TestConfirmLineErrors: a bad confirmation line is refused with its line
+// number and what to write instead.
+func TestConfirmLineErrors(t *testing.T) {
+	cfg, diags := config.Load(filepath.Join("testdata", "confirm", "suspect-trigger", "config.hcl"))
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	for _, tt := range []struct{ name, line, want string }{
+		{"suspect alone", `{"suspect": ["www"]}`, `"suspect" goes with a confirmation tick`},
+		{"unknown suspect", `{"confirm": {}, "suspect": ["nosuch"]}`, "suspect: there is no site named nosuch"},
+		{"suspect not a list", `{"confirm": {}, "suspect": "www"}`, "suspect must be a list of site names"},
+		{"another key", `{"confirm": {}, "round": {}}`, `holds "confirm" and, optionally, "suspect"; not "round"`},
+		{"bad votes", `{"confirm": {"www/zz": {"direct": ["down"]}}}`, "confirm: round key \"www/zz\": site www has no origin zz"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := simulate.ParseTimeline(strings.NewReader("{\"round\": {}}\n"+tt.line+"\n"), cfg)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "timeline line 2") {
+				t.Fatalf("error %v; want %q at line 2", err, tt.want)
+			}
+		})
+	}
+	steps, err := simulate.ParseTimeline(strings.NewReader(`{"confirm": {"www/a1": {"direct": ["down"]}}, "suspect": ["www", "api"]}`), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := steps[0]; !st.Confirm || len(st.Suspect) != 2 || len(st.Round["www/a1"]["direct"]) != 1 {
+		t.Fatalf("step %+v", st)
 	}
 }
