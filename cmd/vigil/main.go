@@ -13,12 +13,14 @@ import (
 	"github.com/hashicorp/cli"
 )
 
-// version and commit are set at build time with -ldflags "-X
-// main.version=... -X main.commit=..." (make build sets the commit); a
-// commit Go recorded in the binary itself is used when there is none.
+// version, commit and date are set at build time with -ldflags "-X
+// main.version=... -X main.commit=... -X main.date=..." (make build sets
+// the version and commit, make dist all three); a commit Go recorded in
+// the binary itself is used when there is none.
 var (
 	version = "dev"
 	commit  = ""
+	date    = ""
 )
 
 // command is one of vigil's commands, as its help shows it.
@@ -76,6 +78,9 @@ func versionLine() string {
 	line := fmt.Sprintf("vigil %s (commit %s", version, rev)
 	if modified {
 		line += ", modified"
+	}
+	if date != "" {
+		line += ", built " + date
 	}
 	if goVersion != "" {
 		line += ", " + goVersion

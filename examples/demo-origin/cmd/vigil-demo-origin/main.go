@@ -14,6 +14,10 @@ import (
 )
 
 func main() {
+	if isVersionArgs(os.Args[1:]) {
+		fmt.Println(versionLine())
+		return
+	}
 	if len(os.Args) == 3 && (os.Args[1] == "fail" || os.Args[1] == "hang" || os.Args[1] == "recover" || os.Args[1] == "status") {
 		os.Exit(control(os.Args[1], os.Args[2]))
 	}

@@ -3,10 +3,17 @@
 package main
 
 import (
+	"fmt"
+	"os"
+
 	"github.com/vigilcdn/vigil/examples/tcpcheck"
 	"github.com/vigilcdn/vigil/sdk"
 )
 
 func main() {
+	if isVersionArgs(os.Args[1:]) {
+		fmt.Println(versionLine())
+		return
+	}
 	sdk.Serve(func(log sdk.Logger) sdk.VoteSource { return tcpcheck.New(log) })
 }

@@ -3,6 +3,9 @@
 package main
 
 import (
+	"fmt"
+	"os"
+
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/vigilcdn/vigil/plugins/direct"
@@ -10,6 +13,10 @@ import (
 )
 
 func main() {
+	if isVersionArgs(os.Args[1:]) {
+		fmt.Println(versionLine())
+		return
+	}
 	// The SDK's Logger is an hclog.Logger (see sdk.Logger), which the
 	// package's logging is written against.
 	sdk.Serve(func(log sdk.Logger) sdk.VoteSource { return direct.New(log.(hclog.Logger)) })

@@ -54,6 +54,10 @@ func (m *multi) String() string     { return strings.Join(*m, " ") }
 func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
 
 func main() {
+	if isVersionArgs(os.Args[1:]) {
+		fmt.Println(versionLine())
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "vigil-fake-dnspup:", err)
 		os.Exit(1)

@@ -29,6 +29,10 @@ import (
 )
 
 func main() {
+	if isVersionArgs(os.Args[1:]) {
+		fmt.Println(versionLine())
+		return
+	}
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "vigil-node:", err)
 		os.Exit(2)

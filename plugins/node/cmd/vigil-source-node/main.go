@@ -4,6 +4,9 @@
 package main
 
 import (
+	"fmt"
+	"os"
+
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/vigilcdn/vigil/plugins/node"
@@ -11,6 +14,10 @@ import (
 )
 
 func main() {
+	if isVersionArgs(os.Args[1:]) {
+		fmt.Println(versionLine())
+		return
+	}
 	// The SDK's Logger is an hclog.Logger (see sdk.Logger), which the
 	// package's logging is written against.
 	sdk.Serve(func(log sdk.Logger) sdk.VoteSource { return node.New(log.(hclog.Logger)) })
