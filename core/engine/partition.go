@@ -9,10 +9,14 @@ import (
 	"github.com/vigilcdn/vigil/api"
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/fleet"
+	"github.com/vigilcdn/vigil/core/partition"
 	"github.com/vigilcdn/vigil/sdk"
 )
 
-// Path-partition detection (docs/partition.md): after each round, the
+// Path-partition detection (docs/partition.md). The rule itself is the
+// pure core/partition, which `vigil simulate` runs too; this file feeds it
+// each probed origin's votes with the voters' labels, which it copies in
+// the background from the sources' status. After each round, the
 // votes of each origin are grouped by source and by the value of the
 // configured voter label; a group whose every vote is down while a vote
 // outside it is up is "alone". Alone for Rounds probed rounds in a row is
@@ -41,9 +45,9 @@ type voterLabels struct {
 	reporting map[string]bool
 }
 
-// partitionDetector is the engine's memory of the rule. Its streaks are
-// guarded by the engine's mu; the labels are swapped atomically by the
-// background refresh.
+// partitionDetector is the engine's side of the rule (core/partition):
+// the rule's memory, guarded by the engine's mu, and the voters' labels,
+// swapped atomically by the background refresh.
 type partitionDetector struct {
 	label  string
 	rounds int
@@ -52,18 +56,9 @@ type partitionDetector struct {
 	refreshing atomic.Bool
 	lastAsked  atomic.Int64 // Unix nanoseconds of the last refresh start
 
-	streaks map[partOrigin][]partStreak
-	fleet   *fleet.Fleet // the fleet the streaks were last checked against
-}
-
-type partOrigin struct{ site, origin string }
-
-type partStreak struct {
-	group     string
-	rounds    int
-	since     int64 // Unix nanoseconds: the start of the streak's first round
-	suspected bool
-	seen      bool // alone in the round being looked at
+	mem   partition.Memory
+	tally partition.Tally
+	fleet *fleet.Fleet // the fleet the memory was last checked against
 }
 
 // partSuspect is a suspicion as a round record keeps it for the views.
@@ -83,7 +78,7 @@ func (e *Engine) partitionSetup() *partitionDetector {
 		return nil
 	}
 	if e.part == nil || e.part.label != pc.Label {
-		e.part = &partitionDetector{label: pc.Label, streaks: map[partOrigin][]partStreak{}}
+		e.part = &partitionDetector{label: pc.Label}
 	}
 	e.part.rounds = pc.Rounds
 	return e.part
@@ -116,30 +111,27 @@ func (e *Engine) refreshLabels(p *partitionDetector, now time.Time, soon bool) {
 	}()
 }
 
-// partGroup counts one group's votes for an origin in a round.
-type partGroup struct {
-	name     string
-	up, down int
-}
-
-// partitionEvents applies the rule to the site of rep after its round,
-// appending any start or end of a suspicion to events (a copy of the
-// round's events is made first). It records the site's current suspicions
-// in rec for the views. Called with e.mu held.
+// partitionEvents applies the rule (core/partition) to the site of rs
+// after its round, appending any start or end of a suspicion to events
+// (a copy of the round's events is made first). It records the site's
+// current suspicions in rec for the views. Called with e.mu held.
 func (e *Engine) partitionEvents(f *fleet.Fleet, rec *roundRecord, rs *roundSite, s *fleet.Site, events []decide.Event, at int64) []decide.Event {
 	p := e.partitionSetup()
 	if p == nil {
 		return events
 	}
 	if p.fleet != f {
-		p.prune(f)
+		p.mem.Prune(func(k partition.Origin) bool {
+			s := f.Site(k.Site)
+			return s != nil && s.Spec.OriginIndex(k.Origin) >= 0
+		})
+		p.fleet = f
 	}
 	vl := p.labels.Load()
 	if vl == nil {
 		vl = &voterLabels{}
 	}
 	unknown := vl.values == nil
-	var groups []partGroup
 	var out []decide.Event
 	site := s.Spec.Name
 	for oi := range s.Spec.Origins {
@@ -147,87 +139,26 @@ func (e *Engine) partitionEvents(f *fleet.Fleet, rec *roundRecord, rs *roundSite
 		if t.out.Skip {
 			continue
 		}
-		groups = groups[:0]
-		ups := 0
+		p.tally.Reset()
 		for _, v := range rec.votes[t.votesFrom:t.votesTo] {
 			if v.value != uint8(sdk.Up) && v.value != uint8(sdk.Down) {
 				continue
 			}
 			src := f.Chain[v.source].Name
-			name := src
-			if val, ok := vl.values[src+"\x00"+v.voter]; ok && val != "" {
-				name = src + "/" + p.label + "=" + val
-			} else if !ok && vl.reporting[src] {
+			val, ok := vl.values[src+"\x00"+v.voter]
+			if !ok && vl.reporting[src] {
 				unknown = true
 			}
-			g := -1
-			for i := range groups {
-				if groups[i].name == name {
-					g = i
-					break
-				}
-			}
-			if g < 0 {
-				groups = append(groups, partGroup{name: name})
-				g = len(groups) - 1
-			}
-			if v.value == uint8(sdk.Up) {
-				groups[g].up++
-				ups++
-			} else {
-				groups[g].down++
-			}
+			p.tally.Add(partition.GroupName(src, p.label, val), v.value == uint8(sdk.Up))
 		}
-		key := partOrigin{site, s.Spec.Origins[oi].Name}
-		streaks := p.streaks[key]
-		if len(streaks) == 0 && !anyAlone(groups, ups) {
-			continue
-		}
-		for i := range streaks {
-			streaks[i].seen = false
-		}
-		for _, g := range groups {
-			if g.up > 0 || g.down == 0 || ups == 0 {
-				continue
+		var susp []partition.Streak
+		out, susp = p.mem.Observe(partition.Origin{Site: site, Origin: s.Spec.Origins[oi].Name}, &p.tally, p.rounds, at, out)
+		for _, st := range susp {
+			if rec.partitions == nil {
+				rec.partitions = map[int32][]partSuspect{}
 			}
-			j := -1
-			for i := range streaks {
-				if streaks[i].group == g.name {
-					j = i
-				}
-			}
-			if j < 0 {
-				streaks = append(streaks, partStreak{group: g.name, since: at})
-				j = len(streaks) - 1
-			}
-			st := &streaks[j]
-			st.seen = true
-			st.rounds++
-			if !st.suspected && st.rounds >= p.rounds {
-				st.suspected = true
-				out = append(out, decide.Event{Kind: decide.KindPathPartitionSuspected, Origin: key.origin, Group: g.name, Rounds: st.rounds, Suspected: true})
-			}
-		}
-		kept := streaks[:0]
-		for _, st := range streaks {
-			switch {
-			case st.seen:
-				kept = append(kept, st)
-				if st.suspected {
-					if rec.partitions == nil {
-						rec.partitions = map[int32][]partSuspect{}
-					}
-					n := int32(len(rec.sites))
-					rec.partitions[n] = append(rec.partitions[n], partSuspect{origin: oi, group: st.group, rounds: st.rounds, since: st.since})
-				}
-			case st.suspected:
-				out = append(out, decide.Event{Kind: decide.KindPathPartitionSuspected, Origin: key.origin, Group: st.group, Rounds: st.rounds, Suspected: false})
-			}
-		}
-		if len(kept) == 0 {
-			delete(p.streaks, key)
-		} else {
-			p.streaks[key] = kept
+			n := int32(len(rec.sites))
+			rec.partitions[n] = append(rec.partitions[n], partSuspect{origin: oi, group: st.Group, rounds: st.Rounds, since: st.Since})
 		}
 	}
 	e.refreshLabels(p, e.opts.Now(), unknown)
@@ -235,30 +166,6 @@ func (e *Engine) partitionEvents(f *fleet.Fleet, rec *roundRecord, rs *roundSite
 		return events
 	}
 	return append(append(make([]decide.Event, 0, len(events)+len(out)), events...), out...)
-}
-
-func anyAlone(groups []partGroup, ups int) bool {
-	if ups == 0 {
-		return false
-	}
-	for _, g := range groups {
-		if g.up == 0 && g.down > 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// prune forgets the streaks of sites and origins f no longer has (after
-// a reload).
-func (p *partitionDetector) prune(f *fleet.Fleet) {
-	for k := range p.streaks {
-		s := f.Site(k.site)
-		if s == nil || s.Spec.OriginIndex(k.origin) < 0 {
-			delete(p.streaks, k)
-		}
-	}
-	p.fleet = f
 }
 
 // partitionView fills the origin view's suspicions from the site's last
