@@ -50,6 +50,7 @@ type settings struct {
 	nodesPerRound int
 	onlineTimeout time.Duration
 	forgetAfter   time.Duration
+	helloTimeout  time.Duration
 	siteLabels    map[string]labels.Set
 	statusListen  string
 	// passive: nodes cast passive votes (passive_votes = true).
@@ -71,6 +72,7 @@ func schema() sdk.Schema {
 		{Name: "client_ca_file", Type: sdk.TypeString, Description: "PEM CA bundle: nodes must present a certificate it signed, naming their id (mTLS)."},
 		{Name: "nodes_per_round", Type: sdk.TypeNumber, Description: fmt.Sprintf("Online nodes asked per origin in each round (default %d).", DefaultNodesPerRound)},
 		{Name: "online_timeout", Type: sdk.TypeDuration, Description: fmt.Sprintf("A node without a heartbeat for this long is offline (default %s).", DefaultOnlineTimeout)},
+		{Name: "hello_timeout", Type: sdk.TypeDuration, Description: fmt.Sprintf("A new stream that has not said hello within this long is closed and counted as a failed attempt of its address; a new connection must finish its TLS and HTTP/2 handshakes within it too (default %s, from 100ms to 5m).", DefaultHelloTimeout)},
 		{Name: "forget_after", Type: sdk.TypeDuration, Description: fmt.Sprintf("An offline node stays listed, as offline with its last-seen time, for this long; then it is forgotten (default %s, must be longer than online_timeout; at most %d offline nodes are kept, the oldest forgotten first).", shortDuration(DefaultForgetAfter), MaxOfflineNodes)},
 		{Name: "site_labels", Type: sdk.TypeStringList, Description: "Per-site node selection, entries \"SITE: key=value,...\": only nodes with all those labels probe SITE."},
 		{Name: "status_listen", Type: sdk.TypeString, Description: "Optional host:port serving GET /v1/nodes as JSON: the online nodes, and the offline ones not forgotten yet."},
@@ -85,7 +87,7 @@ func schema() sdk.Schema {
 // parseConfig checks cfg. getenv reads the plugin's environment.
 func parseConfig(cfg sdk.Config, getenv func(string) string) (settings, error) {
 	var diags sdk.Diagnostics
-	st := settings{nodesPerRound: DefaultNodesPerRound, onlineTimeout: DefaultOnlineTimeout, forgetAfter: DefaultForgetAfter, siteLabels: map[string]labels.Set{},
+	st := settings{nodesPerRound: DefaultNodesPerRound, onlineTimeout: DefaultOnlineTimeout, forgetAfter: DefaultForgetAfter, helloTimeout: DefaultHelloTimeout, siteLabels: map[string]labels.Set{},
 		passiveMinRequests: DefaultPassiveMinRequests, passiveFailureRatio: DefaultPassiveFailureRatio, suspectInterval: DefaultSuspectInterval}
 
 	st.listen, _ = cfg.String("listen")
@@ -153,6 +155,14 @@ func parseConfig(cfg sdk.Config, getenv func(string) string) (settings, error) {
 				fmt.Sprintf("online_timeout = %s: use at least 300ms (nodes heartbeat every third of it).", d)))
 		} else {
 			st.onlineTimeout = d
+		}
+	}
+	if d, ok := cfg.Duration("hello_timeout"); ok {
+		if d < 100*time.Millisecond || d > 5*time.Minute {
+			diags = append(diags, sdk.AttributeError("hello_timeout", "Invalid hello_timeout",
+				fmt.Sprintf("hello_timeout = %s: use 100ms to 5m; vigil-node says hello right after connecting, so the default %s leaves room for a slow link.", d, DefaultHelloTimeout)))
+		} else {
+			st.helloTimeout = d
 		}
 	}
 	forgetAfter, setForget := cfg.Duration("forget_after")

@@ -323,13 +323,20 @@ type gatewayServer struct {
 	log      hclog.Logger
 	reg      *registry
 	settings func() settings
+	guard    *guard
 	// report handles a node's PassiveReport (the passive trigger).
 	report func(*conn, *pb.PassiveReport)
 }
 
-// authorize checks the shared token of every call.
-func authorize(token []byte) grpc.StreamServerInterceptor {
+// authorize checks the shared token of every call, after refusing an
+// address that is cut off for failing too often (guard.cutOff). A wrong
+// token is a failed attempt of the address.
+func authorize(token []byte, gd *guard) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		key := remoteKey(ss.Context())
+		if err := gd.cutOff(key); err != nil {
+			return err
+		}
 		if token != nil {
 			md, _ := metadata.FromIncomingContext(ss.Context())
 			got := ""
@@ -337,6 +344,11 @@ func authorize(token []byte) grpc.StreamServerInterceptor {
 				got, _ = strings.CutPrefix(v[0], "Bearer ")
 			}
 			if subtle.ConstantTimeCompare([]byte(got), token) != 1 {
+				detail := "wrong token"
+				if got == "" {
+					detail = "no token"
+				}
+				gd.refuse(key, "", refusedWrongToken, detail, true)
 				return status.Error(codes.Unauthenticated,
 					"the gateway refused this node's token: start vigil-node with -token-env naming a variable that holds the gateway's token (its token_env)")
 			}
@@ -345,32 +357,82 @@ func authorize(token []byte) grpc.StreamServerInterceptor {
 	}
 }
 
+// remoteKey is the address (guard's peerKey) of a call's peer.
+func remoteKey(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok {
+		return peerKey(p.Addr)
+	}
+	return "unknown"
+}
+
+// errFlood ends a stream whose node sends heartbeats far over the limit.
+var errFlood = errors.New("heartbeat flood")
+
+// recvHello waits up to timeout (none when the limits are off) for the
+// stream's first message.
+func (g *gatewayServer) recvHello(stream grpc.BidiStreamingServer[pb.NodeMessage, pb.GatewayMessage], timeout time.Duration) (*pb.NodeMessage, error) {
+	if g.guard.off {
+		return stream.Recv()
+	}
+	type recvd struct {
+		m   *pb.NodeMessage
+		err error
+	}
+	got := make(chan recvd, 1)
+	go func() { // ends with the stream when the deadline returns first
+		m, err := stream.Recv()
+		got <- recvd{m, err}
+	}()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	select {
+	case r := <-got:
+		return r.m, r.err
+	case <-deadline.C:
+		return nil, errHelloTimeout
+	}
+}
+
+// errHelloTimeout: a stream sent no hello within hello_timeout.
+var errHelloTimeout = errors.New("no hello within hello_timeout")
+
 func (g *gatewayServer) Attach(stream grpc.BidiStreamingServer[pb.NodeMessage, pb.GatewayMessage]) error {
 	ctx := stream.Context()
 	st := g.settings()
-	first, err := stream.Recv()
+	key := remoteKey(ctx)
+	first, err := g.recvHello(stream, st.helloTimeout)
+	if errors.Is(err, errHelloTimeout) {
+		g.guard.refuse(key, "", refusedHelloTimeout, "no hello within hello_timeout "+st.helloTimeout.String(), true)
+		return status.Errorf(codes.DeadlineExceeded, "no hello within hello_timeout %s: a node must say hello as soon as its stream is open (is this a vigil-node?)", st.helloTimeout)
+	}
 	if err != nil {
+		return err
+	}
+	// refuse counts and logs a refusal; failure says it is a failed
+	// attempt of the address (see guard.refuse).
+	refuse := func(reason string, failure bool, err error) error {
+		g.guard.refuse(key, clip(first.GetHello().GetNodeId()), reason, status.Convert(err).Message(), failure)
 		return err
 	}
 	hello := first.GetHello()
 	if hello == nil {
-		return status.Error(codes.InvalidArgument, "the first message must be a hello")
+		return refuse(refusedBadHello, true, status.Error(codes.InvalidArgument, "the first message must be a hello"))
 	}
 	if hello.GetProtocolVersion() != ProtocolVersion {
-		return status.Errorf(codes.FailedPrecondition, "the node speaks gateway protocol %d, the gateway %d: run the same vigil release on both", hello.GetProtocolVersion(), ProtocolVersion)
+		return refuse(refusedBadHello, false, status.Errorf(codes.FailedPrecondition, "the node speaks gateway protocol %d, the gateway %d: run the same vigil release on both", hello.GetProtocolVersion(), ProtocolVersion))
 	}
 	if !sdk.ValidVoter(hello.GetNodeId()) {
-		return status.Errorf(codes.InvalidArgument, "node id %q is invalid: use 1 to 128 letters, digits and ._:-@/", clip(hello.GetNodeId()))
+		return refuse(refusedBadHello, true, status.Errorf(codes.InvalidArgument, "node id %q is invalid: use 1 to 128 letters, digits and ._:-@/", clip(hello.GetNodeId())))
 	}
 	if err := labels.Check(hello.GetLabels()); err != nil {
-		return status.Errorf(codes.InvalidArgument, "node %q labels: %v", hello.GetNodeId(), err)
+		return refuse(refusedBadHello, true, status.Errorf(codes.InvalidArgument, "node %q labels: %v", hello.GetNodeId(), err))
 	}
 	remote := "unknown"
 	if p, ok := peer.FromContext(ctx); ok {
 		remote = p.Addr.String()
 		if st.mtls {
 			if err := certNames(p, hello.GetNodeId()); err != nil {
-				return status.Errorf(codes.PermissionDenied, "node %q: %v", hello.GetNodeId(), err)
+				return refuse(refusedBadCert, true, status.Errorf(codes.PermissionDenied, "node %q: %v", hello.GetNodeId(), err))
 			}
 		}
 	}
@@ -382,7 +444,7 @@ func (g *gatewayServer) Attach(stream grpc.BidiStreamingServer[pb.NodeMessage, p
 	}
 	c.seen.Store(c.since.UnixNano())
 	if err := g.reg.attach(c); err != nil {
-		return err
+		return refuse(refusedDuplicate, false, err)
 	}
 	why, reason := offlineStreamEnded, "stream ended"
 	defer func() { close(c.done); g.reg.detach(c, why, reason) }()
@@ -406,16 +468,36 @@ func (g *gatewayServer) Attach(stream grpc.BidiStreamingServer[pb.NodeMessage, p
 
 	recvErr := make(chan error, 1)
 	go func() {
+		hb := newHeartbeatLimit(st.onlineTimeout)
 		for {
 			m, err := stream.Recv()
 			if err != nil {
 				recvErr <- err
 				return
 			}
-			c.seen.Store(g.reg.now().UnixNano())
-			if res := m.GetResult(); res != nil && !g.reg.deliver(c, res) {
-				g.log.Debug("late or unknown batch result dropped", "node", c.id, "batch", res.GetBatchId())
+			if res := m.GetResult(); res != nil {
+				c.seen.Store(g.reg.now().UnixNano())
+				if !g.reg.deliver(c, res) {
+					g.log.Debug("late or unknown batch result dropped", "node", c.id, "batch", res.GetBatchId())
+				}
+				continue
 			}
+			// A heartbeat, a passive report or a message this release
+			// does not know: unsolicited, so limited.
+			g.guard.heartbeats.Add(1)
+			if !g.guard.off {
+				now := g.reg.now()
+				ok, flood := hb.admit(now)
+				if !ok {
+					g.guard.dropped.Add(1)
+					if flood {
+						recvErr <- errFlood
+						return
+					}
+					continue
+				}
+			}
+			c.seen.Store(g.reg.now().UnixNano())
 			if rep := m.GetPassiveReport(); rep != nil && g.report != nil {
 				g.report(c, rep)
 			}
@@ -431,6 +513,12 @@ func (g *gatewayServer) Attach(stream grpc.BidiStreamingServer[pb.NodeMessage, p
 				return err
 			}
 		case err := <-recvErr:
+			if errors.Is(err, errFlood) {
+				limit := fmt.Sprintf("%d per online_timeout %s, bursts of %d", HeartbeatsPerTimeout, st.onlineTimeout, HeartbeatBurst)
+				reason = "closed by the gateway: heartbeats far over the limit of " + limit
+				g.guard.refuse(key, c.id, refusedFlood, "heartbeats far over the limit of "+limit, true)
+				return status.Errorf(codes.ResourceExhausted, "the node sent heartbeats far over the limit of %s (vigil-node sends 3 per online_timeout): the gateway closed its stream", limit)
+			}
 			if errors.Is(err, context.Canceled) || status.Code(err) == codes.Canceled {
 				reason = "node closed the connection"
 			} else {

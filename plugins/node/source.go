@@ -36,6 +36,7 @@ type Source struct {
 	getenv func(string) string
 	reg    *registry
 	trig   *triggers
+	guard  *guard
 	round  atomic.Uint64
 
 	mu       sync.Mutex
@@ -54,6 +55,7 @@ func New(log hclog.Logger) *Source {
 	s := &Source{log: log, getenv: os.Getenv, st: settings{onlineTimeout: DefaultOnlineTimeout, forgetAfter: DefaultForgetAfter, nodesPerRound: DefaultNodesPerRound}}
 	s.reg = newRegistry(log, func() time.Duration { return s.settings().onlineTimeout }, func() time.Duration { return s.settings().forgetAfter })
 	s.trig = newTriggers(log, func() time.Time { return s.reg.now() })
+	s.guard = newGuard(func() hclog.Logger { return s.log }, func() time.Time { return s.reg.now() })
 	return s
 }
 
@@ -87,15 +89,18 @@ func (s *Source) Configure(_ context.Context, cfg sdk.Config) error {
 	}
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageSize), grpc.MaxSendMsgSize(MaxMessageSize),
-		grpc.StreamInterceptor(authorize(st.token)),
+		grpc.StreamInterceptor(authorize(st.token, s.guard)),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: st.onlineTimeout, Timeout: st.onlineTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: time.Second, PermitWithoutStream: true}),
+	}
+	if !s.guard.off { // a connection must get to its first stream within hello_timeout too
+		opts = append(opts, grpc.ConnectionTimeout(st.helloTimeout))
 	}
 	if st.tlsConfig != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(st.tlsConfig)))
 	}
 	srv := grpc.NewServer(opts...)
-	pb.RegisterNodeGatewayServer(srv, &gatewayServer{log: s.log, reg: s.reg, settings: s.settings, report: s.passiveReport})
+	pb.RegisterNodeGatewayServer(srv, &gatewayServer{log: s.log, reg: s.reg, settings: s.settings, guard: s.guard, report: s.passiveReport})
 
 	var statusSrv *http.Server
 	var statusLn net.Listener
@@ -136,7 +141,7 @@ func (s *Source) Configure(_ context.Context, cfg sdk.Config) error {
 		auth = "TLS and token"
 	}
 	s.log.Info("listening for nodes", "address", ln.Addr().String(), "auth", auth,
-		"nodes_per_round", st.nodesPerRound, "online_timeout", st.onlineTimeout.String(), "forget_after", st.forgetAfter.String(), "status", st.statusListen)
+		"nodes_per_round", st.nodesPerRound, "online_timeout", st.onlineTimeout.String(), "forget_after", st.forgetAfter.String(), "hello_timeout", st.helloTimeout.String(), "status", st.statusListen)
 	return nil
 }
 
@@ -226,8 +231,20 @@ func (s *Source) serveNodes(w http.ResponseWriter, _ *http.Request) {
 		Online  int          `json:"online"`
 		Nodes   []NodeStatus `json:"nodes"`
 		Offline []NodeStatus `json:"offline"`
-	}{len(online), online, offline})
+		// Refused counts the streams refused since the gateway started,
+		// by reason (see Refusals).
+		Refused           map[string]uint64 `json:"refused"`
+		HeartbeatsDropped uint64            `json:"heartbeats_dropped"`
+	}{len(online), online, offline, s.Refusals(), s.guard.dropped.Load()})
 }
+
+// Refusals counts the streams the gateway refused since it started, by
+// reason: "wrong_token", "bad_certificate", "bad_hello" (not a hello, an
+// invalid id or labels, another protocol version), "hello_timeout" (no
+// hello within hello_timeout), "cut_off" (the address failed too often and
+// is refused for AuthBackoff), "heartbeat_flood" (closed for sending
+// heartbeats far over the limit) and "duplicate_id".
+func (s *Source) Refusals() map[string]uint64 { return s.guard.counts() }
 
 // GatewayVoter is the voter id of the gateway's own abstentions: those for
 // targets that no node could look at (ReasonNoVoter), because no node is

@@ -12,7 +12,9 @@ import (
 // GET /v1/nodes and the status page can show which nodes are online. A node
 // that went offline stays listed, State "offline" with its last-seen time
 // and a Detail saying why and since when, until it is forgotten after
-// forget_after (or pushed out by MaxOfflineNodes newer offline nodes).
+// forget_after (or pushed out by MaxOfflineNodes newer offline nodes). The
+// summary also counts the streams refused since the gateway started, by
+// reason (Refusals), and the heartbeats dropped over the rate.
 func (s *Source) Status(context.Context) (sdk.Status, error) {
 	nodes := s.Nodes()
 	st := sdk.Status{Items: make([]sdk.StatusItem, len(nodes))}
@@ -24,6 +26,12 @@ func (s *Source) Status(context.Context) (sdk.Status, error) {
 		st.Items[i] = sdk.StatusItem{Name: n.ID, State: n.State, Labels: n.Labels, LastSeen: n.LastSeen, Detail: detail(n)}
 	}
 	st.Summary = fmt.Sprintf("%d of %d nodes online", online, len(nodes))
+	if refused := s.Refusals(); len(refused) > 0 {
+		st.Summary += "; refused since start: " + counts(refused)
+	}
+	if n := s.guard.dropped.Load(); n > 0 {
+		st.Summary += fmt.Sprintf("; %d heartbeats dropped over the rate", n)
+	}
 	return st, nil
 }
 
