@@ -505,7 +505,56 @@ var notCached = map[reflect.Type]map[string]bool{
 	reflect.TypeFor[Config](): {"Files": true},
 }
 
-var hclBodyType = reflect.TypeFor[hcl.Body]()
+var (
+	hclBodyType = reflect.TypeFor[hcl.Body]()
+	rangeType   = reflect.TypeFor[hcl.Range]()
+	fieldLists  sync.Map // reflect.Type -> []int
+)
+
+// cachedFields are the indexes of the fields of struct type t the codec
+// writes: the exported ones, less notCached.
+func cachedFields(t reflect.Type) []int {
+	if l, ok := fieldLists.Load(t); ok {
+		return l.([]int)
+	}
+	var l []int
+	for i := range t.NumField() {
+		if f := t.Field(i); f.IsExported() && !notCached[t][f.Name] {
+			l = append(l, i)
+		}
+	}
+	fieldLists.Store(t, l)
+	return l
+}
+
+// hclRange writes a range without reflection: a configuration holds one
+// per site, origin and health check. The file name goes through the
+// string table.
+func (e *cacheEncoder) hclRange(r *hcl.Range) {
+	_ = e.value(reflect.ValueOf(&r.Filename).Elem())
+	for _, p := range [2]hcl.Pos{r.Start, r.End} {
+		e.buf = binary.AppendVarint(e.buf, int64(p.Line))
+		e.buf = binary.AppendVarint(e.buf, int64(p.Column))
+		e.buf = binary.AppendVarint(e.buf, int64(p.Byte))
+	}
+}
+
+func (d *cacheDecoder) hclRange(r *hcl.Range) error {
+	if err := d.value(reflect.ValueOf(&r.Filename).Elem()); err != nil {
+		return err
+	}
+	for _, p := range [2]*hcl.Pos{&r.Start, &r.End} {
+		for _, n := range [3]*int{&p.Line, &p.Column, &p.Byte} {
+			x, w := binary.Varint(d.buf[d.off:])
+			if w <= 0 || int64(int(x)) != x {
+				return errDamaged
+			}
+			d.off += w
+			*n = int(x)
+		}
+	}
+	return nil
+}
 
 type refKey struct {
 	t    reflect.Type
@@ -619,15 +668,13 @@ func (e *cacheEncoder) value(v reflect.Value) error {
 			}
 		}
 	case reflect.Struct:
-		t := v.Type()
-		skip := notCached[t]
-		for i := range t.NumField() {
-			f := t.Field(i)
-			if !f.IsExported() || skip[f.Name] {
-				continue
-			}
+		if v.Type() == rangeType {
+			e.hclRange(v.Addr().Interface().(*hcl.Range))
+			return nil
+		}
+		for _, i := range cachedFields(v.Type()) {
 			if err := e.value(v.Field(i)); err != nil {
-				return fmt.Errorf(".%s%w", f.Name, err)
+				return fmt.Errorf(".%s%w", v.Type().Field(i).Name, err)
 			}
 		}
 	case reflect.Interface:
@@ -807,13 +854,10 @@ func (d *cacheDecoder) value(v reflect.Value) error {
 			m.SetMapIndex(k, e)
 		}
 	case reflect.Struct:
-		t := v.Type()
-		skip := notCached[t]
-		for i := range t.NumField() {
-			f := t.Field(i)
-			if !f.IsExported() || skip[f.Name] {
-				continue
-			}
+		if v.Type() == rangeType {
+			return d.hclRange(v.Addr().Interface().(*hcl.Range))
+		}
+		for _, i := range cachedFields(v.Type()) {
 			if err := d.value(v.Field(i)); err != nil {
 				return err
 			}
