@@ -128,7 +128,9 @@ func checkName(kind, name string) error {
 	return fmt.Errorf("%s name %q cannot be used: write 1 to %d letters, digits, '-', '_' or '.', beginning with a letter or a digit, such as %s. The name goes into the API's paths (/v1/sites/NAME), the metrics, the state store and the edge configuration vigil-node writes, which cannot all carry other characters.", kind, name, MaxNameLength, example)
 }
 
-func isAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
 
 func checkHostname(h string) error {
 	if h == "" {
