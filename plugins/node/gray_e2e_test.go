@@ -29,7 +29,9 @@ import (
 // no failback_available with failback = "manual"): the nodes hold the
 // failed origin's passive window and their canaries keep failing. When the
 // origin truly recovers, the canaries clear the windows and the site fails
-// back (or, manual, is announced as able to).
+// back (or, manual, is announced as able to). A third run has the origin's
+// / answer too: the canaries ask for the path the visitors failed on, so
+// that does not clear the windows early.
 func TestGrayFailureFailsOverOnce(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test builds and runs the real binaries")
@@ -39,8 +41,16 @@ func TestGrayFailureFailsOverOnce(t *testing.T) {
 		"github.com/vigilcdn/vigil/plugins/direct/cmd/vigil-source-direct",
 		"github.com/vigilcdn/vigil/plugins/node/cmd/vigil-source-node",
 		"github.com/vigilcdn/vigil/plugins/node/cmd/vigil-node")
-	for _, failback := range []string{"auto", "manual"} {
-		t.Run(failback, func(t *testing.T) { runGray(t, bin, failback) })
+	for _, tc := range []struct {
+		name, failback string
+		rootOK         bool // / answers too: only the visitors' paths fail
+	}{
+		{"auto", "auto", false},
+		{"manual", "manual", false},
+		// The canaries ask for the path the visitors failed on, not /.
+		{"auto, / answers", "auto", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { runGray(t, bin, tc.failback, tc.rootOK) })
 	}
 }
 
@@ -48,10 +58,10 @@ func TestGrayFailureFailsOverOnce(t *testing.T) {
 // broken: 60 s at round_interval 1s.
 const brokenRounds = 60
 
-func runGray(t *testing.T, bin, failback string) {
+func runGray(t *testing.T, bin, failback string, rootOK bool) {
 	var sick atomic.Bool
 	a1 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/cdn-health" && sick.Load() {
+		if r.URL.Path != "/cdn-health" && (r.URL.Path != "/" || !rootOK) && sick.Load() {
 			w.WriteHeader(http.StatusInternalServerError)
 			return
 		}
