@@ -2,14 +2,15 @@ package engine
 
 import (
 	"context"
-	"strings"
+	"errors"
+	"syscall"
 
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/publish"
 	"github.com/vigilcdn/vigil/core/store"
+	"github.com/vigilcdn/vigil/core/store/etcd"
 )
 
-// pubState is the publication as last committed: one entry per site (by
 // preparePublication works out what the publication becomes with the
 // changed sites, without touching the committed one. Called with e.mu held.
 func (e *Engine) preparePublication() publish.Change {
@@ -165,13 +166,14 @@ func (e *Engine) refreshViews() {
 	e.allChanged, e.lastChanged = false, false
 }
 
-// storeHint is the hint of an action refused because the store failed.
+// storeHint is the hint of an action refused because the store failed,
+// told by the error's kind (the file system's "no space left", the etcd
+// store's fence), never by its words.
 func storeHint(err error) string {
-	msg := err.Error()
 	switch {
-	case strings.Contains(msg, "no space left"):
+	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
 		return "the data_dir is full: free space there; nothing was changed, so send the action again afterwards"
-	case strings.Contains(msg, "fence"):
+	case errors.Is(err, etcdstore.ErrFenced):
 		return "this instance lost its role while acting; GET /v1/cluster names the instance to send it to"
 	}
 	return "the state store could not save the change, so nothing was changed; vigil_store_errors_total and the agent's log say why; send the action again once the store answers"
