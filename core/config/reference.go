@@ -156,7 +156,7 @@ func Reference() []RefBlock {
 		{
 			Path: "control.api.tls", Parent: "control.api", Type: "tls",
 			Repeat:  "At most one, in control.api. Without it the API serves plain http.",
-			Meaning: "https for the API: the CLI, the status page, /metrics and the publication that nodes follow. The certificate and key are read at start and again at every SIGHUP, so a renewed certificate takes effect without a restart. Clients trust it with vigil -ca-cert (or VIGIL_CACERT) and vigil-node -control-plane-ca.",
+			Meaning: "https for the API: the CLI, the status page, /metrics and the publication that nodes follow. The certificate and key are read at start and again at every SIGHUP, so a renewed certificate takes effect without a restart. Clients trust it with vigil -ca-cert (or VIGIL_CACERT) and vigil-node -control-plane-ca. See docs/tls.md.",
 			Attributes: []RefAttribute{
 				{Name: "cert_file", Type: "string", Required: true,
 					Meaning: "PEM file of the API's certificate, its intermediate certificates after it; relative to the configuration file's folder. It must name the host clients connect to (a DNS name or IP address in its subject alternative names).",
