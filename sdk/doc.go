@@ -24,8 +24,12 @@
 //  4. [BasePlugin.Configure] receives the decoded values. Return
 //     [Diagnostics] naming the attribute at fault and vigil shows each one at
 //     the attribute's file:line.
-//  5. [VoteSource.Vote] is called once per round, with a deadline (the
-//     source's `timeout`, 10s by default).
+//  5. [VoteSource.Vote] is called once per round, with a deadline on its
+//     context: the source's `timeout`, or, when the operator sets none, the
+//     source's equal share of what round_interval leaves the chain (the
+//     interval less min(interval/10, 2s), less the timeouts that are set):
+//     28s for a chain of one source at the default round_interval of 30s,
+//     14s each for two. Answer before ctx.Deadline().
 //
 // Two interfaces are optional: [StatusReporter] shows operators what the
 // source is made of (its nodes, its checkpoints), and [SuspectReporter]

@@ -99,7 +99,8 @@ type Event struct {
 	Suspected bool
 }
 
-// MarshalJSON writes the event in the shape of shared/spec/simulate.md.
+// MarshalJSON writes the event in the shape of docs/simulate.md ("The
+// output").
 func (e Event) MarshalJSON() ([]byte, error) {
 	switch e.Kind {
 	case KindOriginState:

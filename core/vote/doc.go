@@ -3,7 +3,8 @@
 // and the Walker that hands each round's unsettled origins to the sources in
 // declaration order.
 //
-// The contract, from shared/spec/decisions.md: for source S, the origins still
+// The contract, from docs/decisions.md ("The chain of vote sources" and
+// "The rule of one source"): for source S, the origins still
 // unsettled are handed to S; an origin settled by an earlier source is never
 // handed to a later one. A verdict needs at least MinVotes votes and a strict
 // majority. An origin still unsettled after the last source gets VerdictNone.

@@ -1,7 +1,7 @@
 // Package probe is the HTTP origin probe of vigil: one GET of an origin's
 // address plus the site's health check path, with the site's hostname as the
 // Host header and as the TLS server name, judged by the rules of the decision
-// contract (spec/decisions.md, section "Probe").
+// contract (the repository's docs/decisions.md, section "The probe").
 //
 // A plugin author fills in a [Request] and calls [Do]. The [Result] says
 // whether the origin is up, and if not, why, with a typed [Reason], and at
