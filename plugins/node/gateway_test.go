@@ -363,6 +363,8 @@ func TestConfigureErrors(t *testing.T) {
 		{"short timeout", map[string]any{"listen": "127.0.0.1:0", "token_env": "VIGIL_NODE_TOKEN", "online_timeout": time.Millisecond}, "online_timeout", "at least"},
 		{"forget_after not above online_timeout", map[string]any{"listen": "127.0.0.1:0", "token_env": "VIGIL_NODE_TOKEN", "online_timeout": time.Minute, "forget_after": time.Minute}, "forget_after", "set forget_after longer than online_timeout, e.g. forget_after = \"24h\""},
 		{"online_timeout above the default forget_after", map[string]any{"listen": "127.0.0.1:0", "token_env": "VIGIL_NODE_TOKEN", "online_timeout": 30 * time.Hour}, "forget_after", "e.g. forget_after = \"60h\""},
+		{"hello_timeout too short", map[string]any{"listen": "127.0.0.1:0", "token_env": "VIGIL_NODE_TOKEN", "hello_timeout": time.Millisecond}, "hello_timeout", "use 100ms to 5m"},
+		{"hello_timeout too long", map[string]any{"listen": "127.0.0.1:0", "token_env": "VIGIL_NODE_TOKEN", "hello_timeout": time.Hour}, "hello_timeout", "use 100ms to 5m"},
 		{"negative forget_after", map[string]any{"listen": "127.0.0.1:0", "token_env": "VIGIL_NODE_TOKEN", "forget_after": -time.Hour}, "forget_after", "longer than online_timeout"},
 	}
 	for _, tt := range tests {

@@ -1,0 +1,415 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	pb "github.com/vigilcdn/vigil/plugins/node/internal/proto/nodegateway/v1"
+	"github.com/vigilcdn/vigil/sdk"
+)
+
+// refusedPage is the refusal part of GET /v1/nodes on status_listen.
+type refusedPage struct {
+	Refused           map[string]uint64 `json:"refused"`
+	HeartbeatsDropped uint64            `json:"heartbeats_dropped"`
+}
+
+func getRefusedPage(t *testing.T, src *Source) refusedPage {
+	t.Helper()
+	resp, err := http.Get("http://" + src.StatusAddr().String() + "/v1/nodes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var p refusedPage
+	if err := json.NewDecoder(resp.Body).Decode(&p); err != nil {
+		t.Fatalf("GET /v1/nodes: %v", err)
+	}
+	return p
+}
+
+// hangGuard only catches hangs: nothing in these tests is timed.
+const hangGuard = 60 * time.Second
+
+// dial opens a client connection to addr on loopback, closed at cleanup.
+func dial(t testing.TB, addr string) *grpc.ClientConn {
+	t.Helper()
+	cc, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
+
+// openStream opens an Attach stream presenting token (none when empty);
+// it is cancelled at cleanup.
+func openStream(t testing.TB, cc *grpc.ClientConn, token string) grpc.BidiStreamingClient[pb.NodeMessage, pb.GatewayMessage] {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	if token != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
+	}
+	t.Cleanup(cancel)
+	stream, err := pb.NewNodeGatewayClient(cc).Attach(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stream
+}
+
+func helloMsg(id string) *pb.NodeMessage {
+	return &pb.NodeMessage{Msg: &pb.NodeMessage_Hello{Hello: &pb.Hello{NodeId: id, AgentVersion: "abuse-test", ProtocolVersion: ProtocolVersion}}}
+}
+
+var heartbeatMsg = &pb.NodeMessage{Msg: &pb.NodeMessage_Heartbeat{Heartbeat: &pb.Heartbeat{}}}
+
+// endOf waits (within hangGuard) for the stream's end and returns its
+// status code; a welcome or batch on the way is skipped.
+func endOf(t testing.TB, stream grpc.BidiStreamingClient[pb.NodeMessage, pb.GatewayMessage]) codes.Code {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := stream.Recv(); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-done:
+		return status.Code(err)
+	case <-time.After(hangGuard):
+		t.Fatalf("the gateway did not end the stream within %s", hangGuard)
+		return codes.OK
+	}
+}
+
+// checkGoodNodeVotes: the well-behaved node beside the abuse still gets
+// its batch and votes up.
+func checkGoodNodeVotes(t *testing.T, gw *Source) {
+	t.Helper()
+	votes := vote(t, gw, sdk.Ballot{Round: 1, Targets: []sdk.Target{{Site: "www", Origin: "a1", Address: "http://192.0.2.1"}}}, 20*time.Second)
+	for _, v := range votes {
+		if v.Voter == "good" && v.Value == sdk.Up {
+			return
+		}
+	}
+	t.Errorf("the well-behaved node did not vote up beside the abuse: %+v", votes)
+}
+
+// TestHelloDeadline: 300 streams that pass the token check and never say
+// hello are all closed: the first ones after hello_timeout, and, once
+// their address has failed AuthFailureBurst+1 times, the rest at once (cut
+// off). The address is logged twice only (the first refusal, the cut-off),
+// and a node attached before keeps voting.
+func TestHelloDeadline(t *testing.T) {
+	clk := newTestClock() // frozen: the address earns no attempts back and no log interval passes
+	var logs logBuffer
+	gw := startGateway(t, map[string]any{"hello_timeout": 300 * time.Millisecond}, withClock(clk), withLog(t, &logs))
+	startAgent(t, gw.Addr().String(), "good", withProber(fastProber))
+	awaitOnline(t, gw, 1)
+
+	const streams, conns = 300, 10
+	ccs := make([]*grpc.ClientConn, conns)
+	for i := range ccs {
+		ccs[i] = dial(t, gw.Addr().String())
+	}
+	codesSeen := make([]codes.Code, streams)
+	var wg sync.WaitGroup
+	for i := range streams {
+		stream := openStream(t, ccs[i%conns], testToken)
+		wg.Go(func() { codesSeen[i] = endOf(t, stream) })
+	}
+	wg.Wait()
+	byCode := map[codes.Code]int{}
+	for _, c := range codesSeen {
+		byCode[c]++
+	}
+	if byCode[codes.DeadlineExceeded]+byCode[codes.ResourceExhausted] != streams {
+		t.Errorf("stream ends %v: want all %d ended by the hello deadline (DeadlineExceeded) or the cut-off (ResourceExhausted)", byCode, streams)
+	}
+	refused := gw.Refusals()
+	if refused[refusedHelloTimeout] < AuthFailureBurst+1 || refused[refusedHelloTimeout]+refused[refusedCutOff] != streams {
+		t.Errorf("refusals %v: want %d in all, at least %d hello_timeout", refused, streams, AuthFailureBurst+1)
+	}
+	if n := logs.count("node refused", "peer=127.0.0.1"); n != 2 {
+		t.Errorf("%d log lines about the address, want 2 (its first refusal and its cut-off)", n)
+	}
+	if n := logs.count("reason=hello_timeout", "no hello within hello_timeout 300ms"); n != 2 {
+		t.Errorf("%d log lines naming the hello timeout, want 2", n)
+	}
+	checkGoodNodeVotes(t, gw)
+}
+
+// TestHelloInTime: a stream whose hello comes late but within
+// hello_timeout is welcomed, and a gateway with the default deadline
+// welcomes the real agent.
+func TestHelloInTime(t *testing.T) {
+	gw := startGateway(t, map[string]any{"hello_timeout": 5 * time.Second})
+	stream := openStream(t, dial(t, gw.Addr().String()), testToken)
+	if err := stream.Send(helloMsg("slow-hello")); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := stream.Recv(); err != nil || m.GetWelcome() == nil {
+		t.Fatalf("welcome: %v %v", m, err)
+	}
+	if r := gw.Refusals(); len(r) != 0 {
+		t.Errorf("refusals %v, want none", r)
+	}
+}
+
+// TestHeartbeatFlood: a node sending heartbeats as fast as it can gets
+// HeartbeatBurst of them processed (the clock is frozen: the bucket never
+// refills), the next MaxDroppedHeartbeats dropped unread, and is then
+// disconnected (ResourceExhausted), listed offline with the reason, and
+// logged once; the well-behaved node beside it keeps voting.
+func TestHeartbeatFlood(t *testing.T) {
+	clk := newTestClock()
+	var logs logBuffer
+	gw := startGateway(t, map[string]any{"status_listen": "127.0.0.1:0"}, withClock(clk), withLog(t, &logs))
+	startAgent(t, gw.Addr().String(), "good", withProber(fastProber))
+	awaitOnline(t, gw, 1)
+	base := gw.guard.heartbeats.Load() // the good node's, if any
+
+	stream := openStream(t, dial(t, gw.Addr().String()), testToken)
+	if err := stream.Send(helloMsg("flood")); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := stream.Recv(); err != nil || m.GetWelcome() == nil {
+		t.Fatalf("welcome: %v %v", m, err)
+	}
+	const flood = 20000 // bounded: stops at the first failed send
+	sent := 0
+	for ; sent < flood; sent++ {
+		if err := stream.Send(heartbeatMsg); err != nil {
+			break
+		}
+	}
+	if code := endOf(t, stream); code != codes.ResourceExhausted {
+		t.Errorf("the flooding stream ended with %v, want ResourceExhausted", code)
+	}
+	read, dropped := gw.guard.heartbeats.Load()-base, gw.guard.dropped.Load()
+	processed := read - dropped
+	t.Logf("sent %d heartbeats (sends stop failing only once the gateway has closed the stream); the gateway read %d, processed %d, dropped %d", sent, read, processed, dropped)
+	if processed > HeartbeatBurst+base || dropped != MaxDroppedHeartbeats+1 {
+		t.Errorf("processed %d, dropped %d: want at most %d processed (the burst; the frozen clock adds none) and %d dropped", processed, dropped, HeartbeatBurst, MaxDroppedHeartbeats+1)
+	}
+	n := awaitNode(t, gw, "flood", isOffline)
+	if !strings.Contains(n.OfflineDetail, "heartbeats far over the limit") {
+		t.Errorf("the flooder's offline detail %q, want the reason", n.OfflineDetail)
+	}
+	if r := gw.Refusals(); r[refusedFlood] != 1 {
+		t.Errorf("refusals %v, want heartbeat_flood=1", r)
+	}
+	if n := logs.count("node refused", "reason=heartbeat_flood", "node=flood"); n != 1 {
+		t.Errorf("%d log lines about the flood, want 1", n)
+	}
+	st, err := gw.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(st.Summary, "heartbeat_flood=1") || !strings.Contains(st.Summary, fmt.Sprintf("%d heartbeats dropped", dropped)) {
+		t.Errorf("status summary %q: want the refusal and the dropped heartbeats counted", st.Summary)
+	}
+	if page := getRefusedPage(t, gw); page.Refused[refusedFlood] != 1 || page.HeartbeatsDropped != dropped {
+		t.Errorf("status page %+v: want heartbeat_flood=1 and %d dropped", page, dropped)
+	}
+	checkGoodNodeVotes(t, gw)
+}
+
+// TestWrongTokenThrottled: one address trying wrong tokens gets
+// AuthFailureBurst+1 Unauthenticated answers, then is refused at once
+// (ResourceExhausted, the right token too) for AuthBackoff. It is logged
+// twice (the first refusal and the cut-off) while the clock stands still;
+// after the back-off the next refusal is logged with the count of those
+// suppressed. No log line shows a token; the node attached before keeps
+// voting.
+func TestWrongTokenThrottled(t *testing.T) {
+	clk := newTestClock()
+	var logs logBuffer
+	gw := startGateway(t, map[string]any{"status_listen": "127.0.0.1:0"}, withClock(clk), withLog(t, &logs))
+	startAgent(t, gw.Addr().String(), "good", withProber(fastProber))
+	awaitOnline(t, gw, 1)
+	cc := dial(t, gw.Addr().String())
+
+	const attempts = 50
+	got := map[codes.Code]int{}
+	for range attempts {
+		s := openStream(t, cc, "guess-"+testToken[:3])
+		_ = s.Send(helloMsg("intruder"))
+		got[endOf(t, s)]++
+	}
+	if got[codes.Unauthenticated] != AuthFailureBurst+1 || got[codes.ResourceExhausted] != attempts-AuthFailureBurst-1 {
+		t.Errorf("answers %v: want %d Unauthenticated, then ResourceExhausted", got, AuthFailureBurst+1)
+	}
+	// Cut off, the right token is refused too.
+	s := openStream(t, cc, testToken)
+	_ = s.Send(helloMsg("late"))
+	if code := endOf(t, s); code != codes.ResourceExhausted {
+		t.Errorf("the right token from a cut-off address: %v, want ResourceExhausted", code)
+	}
+	if n := logs.count("node refused", "peer=127.0.0.1"); n != 2 {
+		t.Errorf("%d log lines about the address, want 2 (first refusal, cut-off)", n)
+	}
+	if n := logs.count("cut off after", "reason=wrong_token"); n != 1 {
+		t.Errorf("%d cut-off lines, want 1", n)
+	}
+	r := gw.Refusals()
+	if r[refusedWrongToken] != AuthFailureBurst+1 || r[refusedCutOff] != attempts-AuthFailureBurst {
+		t.Errorf("refusals %v", r)
+	}
+	page := getRefusedPage(t, gw)
+	if page.Refused[refusedWrongToken] != AuthFailureBurst+1 {
+		t.Errorf("status page refused %v", page.Refused)
+	}
+	checkGoodNodeVotes(t, gw)
+
+	// The clock moves on past the back-off (the good node, heard from
+	// before, now looks offline: it is not asked again below).
+	clk.Advance(AuthBackoff + RefusalLogInterval)
+	s = openStream(t, cc, "wrong")
+	if code := endOf(t, s); code != codes.Unauthenticated {
+		t.Errorf("after the back-off: %v, want Unauthenticated (looked at again)", code)
+	}
+	want := fmt.Sprintf("suppressed=%d", attempts-AuthFailureBurst)
+	if n := logs.count("node refused", "reason=wrong_token", want, "cut_off="); n != 1 {
+		t.Errorf("%d lines with %s after the interval, want 1:\n%s", n, want, strings.Join(logs.lines, "\n"))
+	}
+	s = openStream(t, cc, testToken)
+	if err := s.Send(helloMsg("late")); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := s.Recv(); err != nil || m.GetWelcome() == nil {
+		t.Errorf("the right token after the back-off: %v %v, want a welcome", m, err)
+	}
+	if n := logs.count(testToken); n != 0 {
+		t.Errorf("%d log lines show the token", n)
+	}
+}
+
+// TestMalformedHello: each malformed first message is refused with its
+// own error, counted as bad_hello, and charged to the address.
+func TestMalformedHello(t *testing.T) {
+	gw := startGateway(t, nil, withClock(newTestClock()))
+	cc := dial(t, gw.Addr().String())
+	tests := []struct {
+		name string
+		msg  *pb.NodeMessage
+		want codes.Code
+	}{
+		{"heartbeat first", heartbeatMsg, codes.InvalidArgument},
+		{"invalid id", helloMsg("has space"), codes.InvalidArgument},
+		{"bad labels", &pb.NodeMessage{Msg: &pb.NodeMessage_Hello{Hello: &pb.Hello{NodeId: "x", ProtocolVersion: ProtocolVersion, Labels: map[string]string{"": "v"}}}}, codes.InvalidArgument},
+		{"other protocol", &pb.NodeMessage{Msg: &pb.NodeMessage_Hello{Hello: &pb.Hello{NodeId: "x", ProtocolVersion: 99}}}, codes.FailedPrecondition},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := openStream(t, cc, testToken)
+			if err := s.Send(tt.msg); err != nil {
+				t.Fatal(err)
+			}
+			if code := endOf(t, s); code != tt.want {
+				t.Errorf("code %v, want %v", code, tt.want)
+			}
+			if n := gw.Refusals()[refusedBadHello]; n != uint64(i+1) {
+				t.Errorf("bad_hello counted %d, want %d", n, i+1)
+			}
+		})
+	}
+}
+
+// TestHeartbeatLimit: the limit lets a vigil-node's pace and ten times it
+// through, drops a faster one, and disconnects a flood.
+func TestHeartbeatLimit(t *testing.T) {
+	const timeout = DefaultOnlineTimeout
+	tests := []struct {
+		name      string
+		every     time.Duration
+		n         int
+		wantDrops bool
+		wantFlood bool
+	}{
+		{"vigil-node pace", timeout / 3, 10000, false, false},
+		{"the limit", timeout / HeartbeatsPerTimeout, 10000, false, false},
+		{"twice the limit", timeout / HeartbeatsPerTimeout / 2, 10000, true, false},
+		{"a flood", time.Microsecond, 10000, true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHeartbeatLimit(timeout)
+			now := time.Unix(1e9, 0)
+			drops, flood := 0, false
+			for range tt.n {
+				ok, f := h.admit(now)
+				if !ok {
+					drops++
+				}
+				if f {
+					flood = true
+					break
+				}
+				now = now.Add(tt.every)
+			}
+			if drops > 0 != tt.wantDrops || flood != tt.wantFlood {
+				t.Errorf("drops %d, flood %v; want drops %v, flood %v", drops, flood, tt.wantDrops, tt.wantFlood)
+			}
+		})
+	}
+}
+
+// TestPeerStateBounded: the per-address state stays within maxPeers, the
+// least recently refused address forgotten first.
+func TestPeerStateBounded(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	g := newGuard(func() hclog.Logger { return hclog.NewNullLogger() }, func() time.Time { return now })
+	g.maxPeers = 3
+	for i := range 5 {
+		g.refuse(fmt.Sprintf("10.0.0.%d", i), "", refusedWrongToken, "wrong token", true)
+	}
+	if len(g.peers) != 3 || g.order.Len() != 3 {
+		t.Fatalf("%d peers kept, want 3", len(g.peers))
+	}
+	for _, k := range []string{"10.0.0.2", "10.0.0.3", "10.0.0.4"} {
+		if g.peers[k] == nil {
+			t.Errorf("%s forgotten; want the oldest ones forgotten first (kept %v)", k, g.peers)
+		}
+	}
+	if g.counts()[refusedWrongToken] != 5 {
+		t.Errorf("counts %v", g.counts())
+	}
+}
+
+func TestPeerKey(t *testing.T) {
+	tests := []struct{ addr, want string }{
+		{"127.0.0.1:5000", "127.0.0.1"},
+		{"[::ffff:127.0.0.1]:5000", "127.0.0.1"},
+		{"[2001:db8:1:2:3:4:5:6]:443", "2001:db8:1:2::/64"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.addr, func(t *testing.T) {
+			addr, err := net.ResolveTCPAddr("tcp", tt.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := peerKey(addr); got != tt.want {
+				t.Errorf("peerKey(%s) = %q, want %q", tt.addr, got, tt.want)
+			}
+		})
+	}
+}
