@@ -102,17 +102,29 @@ func (t *timelineSource) Ask(_ context.Context, source int, targets []vote.Targe
 }
 
 // Run replays steps through a fresh fleet built from cfg and writes one JSON
-// line per probed site per round and one per action.
+// line per probed site per round and one per action. With control {
+// partition }, the path-partition rule runs after every round and
+// confirmation tick as in the agent, and its events follow the site's.
 func Run(cfg *config.Config, steps []Step, w io.Writer) error {
-	return RunFleet(fleet.NewRoundClock(cfg), steps, w)
+	return RunWith(fleet.NewRoundClock(cfg), cfg.Control.Partition, steps, w)
 }
 
-// RunFleet is Run through a fleet built by the caller (a test runs a
-// configuration without anti-flap rules through a wall-clock fleet too, to
-// show that the clock then changes nothing).
+// RunFleet is Run through a fleet built by the caller, without
+// path-partition detection (a test runs a configuration without anti-flap
+// rules through a wall-clock fleet too, to show that the clock then
+// changes nothing).
 func RunFleet(f *fleet.Fleet, steps []Step, w io.Writer) error {
+	return RunWith(f, nil, steps, w)
+}
+
+// RunWith is RunFleet with path-partition detection when part is not nil.
+func RunWith(f *fleet.Fleet, part *config.Partition, steps []Step, w io.Writer) error {
 	enc := json.NewEncoder(w)
 	round := 0
+	var pd *partitionRule
+	if part != nil {
+		pd = &partitionRule{label: part.Label, rounds: part.Rounds}
+	}
 	for _, st := range steps {
 		if st.Confirm {
 			for _, name := range st.Suspect {
@@ -120,7 +132,7 @@ func RunFleet(f *fleet.Fleet, steps []Step, w io.Writer) error {
 			}
 			reports, _ := f.Confirm(context.Background(), &timelineSource{f: f, round: st.Round})
 			for _, rep := range reports {
-				line := SiteLine(f, rep.Site, round, rep.Events)
+				line := SiteLine(f, rep.Site, round, pd.events(f, rep.Site, st, int64(round), rep.Events))
 				line.Confirm = true
 				if err := enc.Encode(line); err != nil {
 					return err
@@ -140,7 +152,7 @@ func RunFleet(f *fleet.Fleet, steps []Step, w io.Writer) error {
 		if st.Round != nil {
 			round++
 			for _, rep := range f.Round(context.Background(), &timelineSource{f: f, round: st.Round}) {
-				if err := enc.Encode(SiteLine(f, rep.Site, round, rep.Events)); err != nil {
+				if err := enc.Encode(SiteLine(f, rep.Site, round, pd.events(f, rep.Site, st, int64(round), rep.Events))); err != nil {
 					return err
 				}
 			}

@@ -20,6 +20,11 @@ type Step struct {
 	// Round, when not nil, holds the votes of a round: "site/origin" ->
 	// source -> votes.
 	Round map[string]map[string][]vote.Verdict
+	// Labels, when not nil, holds the voter label values of the round's
+	// votes written as "up@pop=eu": "site/origin" -> source -> one value
+	// per vote of Round ("" for a vote without a label). Path-partition
+	// detection groups the votes by them (docs/partition.md).
+	Labels map[string]map[string][]string
 	// Confirm is set for a confirmation tick: Round holds its votes, and
 	// it probes only the sites due a confirmation (docs/simulate.md).
 	Confirm bool
@@ -175,21 +180,63 @@ func parseRound(raw json.RawMessage, cfg *config.Config) (Step, error) {
 				return Step{}, fmt.Errorf("round key %q: unknown source %q (declared sources: %s)", key, src, strings.Join(declared, ", "))
 			}
 			list := make([]vote.Verdict, 0, len(votes[key][src]))
-			for _, v := range votes[key][src] {
-				switch v {
+			var values []string
+			for i, v := range votes[key][src] {
+				word, label, labelled := strings.Cut(v, "@")
+				switch word {
 				case "up":
 					list = append(list, vote.VerdictUp)
 				case "down":
 					list = append(list, vote.VerdictDown)
 				default:
-					return Step{}, fmt.Errorf("round key %q, source %s: vote %q is neither \"up\" nor \"down\"", key, src, v)
+					return Step{}, fmt.Errorf("round key %q, source %s: vote %q is neither \"up\" nor \"down\" (a voter label is written after it, as \"down@pop=eu\")", key, src, v)
 				}
+				if !labelled {
+					continue
+				}
+				value, err := voteLabel(label, cfg)
+				if err != nil {
+					return Step{}, fmt.Errorf("round key %q, source %s: vote %q: %w", key, src, v, err)
+				}
+				if values == nil {
+					values = make([]string, len(votes[key][src]))
+				}
+				values[i] = value
 			}
 			bySource[src] = list
+			if values != nil {
+				if st.Labels == nil {
+					st.Labels = map[string]map[string][]string{}
+				}
+				if st.Labels[key] == nil {
+					st.Labels[key] = map[string][]string{}
+				}
+				st.Labels[key][src] = values
+			}
 		}
 		st.Round[key] = bySource
 	}
 	return st, nil
+}
+
+// voteLabel reads the "pop=eu" of a vote "down@pop=eu": the voter's value
+// of the label control { partition } groups by.
+func voteLabel(label string, cfg *config.Config) (string, error) {
+	pc := cfg.Control.Partition
+	if pc == nil {
+		return "", fmt.Errorf("a voter label is only read with path-partition detection: add control { partition { label = \"...\" } } to the configuration, or write the vote without \"@...\"")
+	}
+	name, value, ok := strings.Cut(label, "=")
+	if !ok || name == "" {
+		return "", fmt.Errorf("the voter label must be written name=value, such as \"down@%s=eu\"", pc.Label)
+	}
+	if name != pc.Label {
+		return "", fmt.Errorf("the voter label %q is not the one control { partition } groups by: write \"@%s=...\"", name, pc.Label)
+	}
+	if value == "" {
+		return "", fmt.Errorf("the label %s has no value: write a value, such as \"@%s=eu\", or the vote without \"@...\"", name, name)
+	}
+	return value, nil
 }
 
 func parseAction(kind string, raw json.RawMessage) (Step, error) {
