@@ -70,11 +70,17 @@ func (d *deathSource) Vote(_ context.Context, b sdk.Ballot) ([]sdk.Vote, error) 
 // probes/min (the whole run) and, for the incident, deferred (sites left
 // out by a confirmation round for the budget, summed).
 func BenchmarkTimeToFailover(b *testing.B) {
-	const sites = 1000
 	for _, sc := range []struct {
 		name   string
+		sites  int
 		cycles int // the deaths spread over this many round intervals
-	}{{"spread", 100}, {"incident", 1}} {
+		budget int // confirm_budget, per cent (0: the default)
+	}{
+		{"spread", 1000, 100, 0}, {"incident", 1000, 1, 0},
+		{"sites=100/incident", 100, 1, 0}, {"sites=100/incident/budget=100", 100, 1, 100},
+		{"sites=10000/incident", 10000, 1, 0}, {"sites=10000/incident/budget=100", 10000, 1, 100},
+	} {
+		sites := sc.sites
 		for _, confirm := range []string{"", "3s"} {
 			name := sc.name + "/confirm=off"
 			if confirm != "" {
@@ -83,7 +89,7 @@ func BenchmarkTimeToFailover(b *testing.B) {
 			b.Run(name, func(b *testing.B) {
 				var r failoverRun
 				for b.Loop() {
-					r = runFailovers(b, sites, sc.cycles, confirm)
+					r = runFailovers(b, sites, sc.cycles, sc.budget, confirm)
 				}
 				b.ReportMetric(r.p50.Seconds(), "p50_s")
 				b.ReportMetric(r.max.Seconds(), "max_s")
@@ -100,11 +106,15 @@ type failoverRun struct {
 	deferred     float64
 }
 
-func runFailovers(b *testing.B, sites, cycles int, confirm string) failoverRun {
+func runFailovers(b *testing.B, sites, cycles, budget int, confirm string) failoverRun {
 	b.Helper()
 	const interval = 30 * time.Second
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "control {\n  round_interval = \"30s\"\n  sites_per_round = %d\n}\nsource \"direct\" { plugin = \"vigil-source-direct\" }\n", sites)
+	budgetLine := ""
+	if budget > 0 {
+		budgetLine = fmt.Sprintf("  confirm_budget = %d\n", budget)
+	}
+	fmt.Fprintf(&sb, "control {\n  round_interval = \"30s\"\n  sites_per_round = %d\n%s}\nsource \"direct\" { plugin = \"vigil-source-direct\" }\n", sites, budgetLine)
 	hc := ""
 	if confirm != "" {
 		hc = fmt.Sprintf("health_check { confirm_interval = %q }", confirm)
