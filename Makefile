@@ -6,31 +6,45 @@ STATICCHECK_VERSION := v0.8.2
 # Every main package (the vigil binary, the plugins, the examples) lands in bin/.
 MAIN_PKGS = $(shell $(GO) list -f '{{if eq .Name "main"}}{{.ImportPath}}{{end}}' ./...)
 
-.PHONY: all build deps test test-short lint bench bench-edge bench-ratios demo proto proto-check fuzz clean
+.PHONY: all build deps test test-short lint bench bench-edge bench-ratios demo proto proto-check fuzz clean dist
 
 all: build
 
 # The commit goes into `vigil version` (GOFLAGS may hold -buildvcs=false,
 # and a tarball has no .git: then it says "unknown").
 COMMIT := $(shell git rev-parse --short=12 HEAD 2>/dev/null)
+# The version: the release tag (v1.2.3 gives 1.2.3), or "dev" before one.
+VERSION := $(or $(patsubst v%,%,$(shell git describe --tags --match 'v[0-9]*' 2>/dev/null)),dev)
 
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -ldflags "-X main.commit=$(COMMIT)" -o $(BIN)/ $(MAIN_PKGS)
+	$(GO) build -ldflags "-X main.version=$(VERSION) -X main.commit=$(COMMIT)" -o $(BIN)/ $(MAIN_PKGS)
+
+# Release artifacts in dist/: static, -trimpath, version-stamped binaries
+# for each OS/arch as tarballs with SHA256SUMS, the Debian packages (vigil,
+# vigil-node) and the container image's build context. deploy/dist is the
+# builder, a module of its own (nfpm stays out of go.mod). DIST_PLATFORMS
+# narrows the matrix, such as DIST_PLATFORMS=linux/amd64.
+DIST_PLATFORMS ?= linux/amd64,linux/arm64,darwin/amd64,darwin/arm64
+dist:
+	$(GO) run -C deploy/dist . -root $(CURDIR) -out $(CURDIR)/dist -platforms $(DIST_PLATFORMS)
 
 # What the tests need from Debian, as check:package: protoc for proto-check,
 # chromium for the status page's browser test, etcd for the HA tests, and
 # Debian's Python 3 with grpcio and cryptography for the Python example
 # plugin (examples/python-votesource), promtool to check the /metrics
 # pages, Alertmanager (with amtool) for the alerting end-to-end test, and
-# zonemaster-cli for the DNS publisher's Zonemaster check.
+# zonemaster-cli for the DNS publisher's Zonemaster check; systemd-analyze,
+# dpkg-deb and buildah for the release test (deploy/), which unpacks the
+# packages, verifies their units and builds the image from scratch.
 # A check is a command looked up in PATH, or python3.MODULE: Debian's
 # /usr/bin/python3 imports MODULE.
 # Installed with apt-get (as root) only when missing.
 DEB_DEPS := protoc:protobuf-compiler chromium:chromium etcd:etcd-server \
 	python3.grpc:python3-grpcio python3.cryptography:python3-cryptography \
 	promtool:prometheus amtool:prometheus-alertmanager haproxy:haproxy nginx:nginx \
-	zonemaster-cli:zonemaster-cli
+	zonemaster-cli:zonemaster-cli \
+	systemd-analyze:systemd dpkg-deb:dpkg buildah:buildah
 
 deps:
 	@missing=""; for d in $(DEB_DEPS); do check=$${d%%:*}; \
@@ -64,6 +78,7 @@ lint:
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	cd sdk && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	cd deploy/dist && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
@@ -157,4 +172,4 @@ demo: build
 	./examples/demo.sh
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist
