@@ -129,7 +129,7 @@ func startAgentArgs(t *testing.T, bin, config string, flags []string, env ...str
 	})
 	// The agent writes the listen file (by rename, so whole) once its API
 	// listens.
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(hangGuard(30 * time.Second))
 	for {
 		if b, err := os.ReadFile(listenFile); err == nil {
 			p.api = strings.TrimSpace(string(b))
@@ -139,7 +139,7 @@ func startAgentArgs(t *testing.T, bin, config string, flags []string, env ...str
 		case <-p.done:
 			t.Fatalf("agent exited before it started:\n%s", p.logText())
 		case <-deadline:
-			t.Fatalf("agent did not start in 30s:\n%s", p.logText())
+			t.Fatalf("agent did not start in %s:\n%s", hangGuard(30*time.Second), p.logText())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -214,18 +214,27 @@ func (p *agentProc) events(t *testing.T) []map[string]any {
 	return v.Events
 }
 
-// waitFor polls cond (a running process cannot signal us) until it holds
-// or the deadline passes.
+// waitFor polls cond (a running process cannot signal us) until it holds.
+// timeout is what the wait takes on a
+// slow idle machine; the deadline is hangGuard(timeout), which only
+// catches a hang: the tests wait on events, never on wall-clock bounds,
+// and they must pass on a machine many times slower than idle (two
+// CPU-bound processes beside the whole suite).
 func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	guard := hangGuard(timeout)
+	deadline := time.Now().Add(guard)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+			t.Fatalf("timed out after %s waiting for %s (a hang guard, not a speed bound)", guard, what)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// hangGuard is the deadline of a wait that takes up to d on an idle
+// machine: five times d, and at least a minute.
+func hangGuard(d time.Duration) time.Duration { return max(5*d, time.Minute) }
 
 func processGone(pid int) bool {
 	err := syscall.Kill(pid, 0)
@@ -321,7 +330,7 @@ site "www" {
 	}
 
 	// The webhook receives the notice.
-	deadline := time.After(20 * time.Second)
+	deadline := time.After(hangGuard(20 * time.Second))
 	for got := false; !got; {
 		select {
 		case n := <-notices:

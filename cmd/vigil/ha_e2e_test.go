@@ -34,6 +34,14 @@ func startMember(t *testing.T, id, endpoint, mode, body string) *agentProc {
 
 func startMemberEvery(t *testing.T, id, endpoint, mode string, round time.Duration, body string) *agentProc {
 	t.Helper()
+	return startMemberLease(t, id, endpoint, mode, round, haLeaseTTL, body)
+}
+
+// startMemberLease is startMemberEvery with its own lease_ttl: a test of
+// something else than lease expiry gives it a lease that a loaded machine
+// keeps.
+func startMemberLease(t *testing.T, id, endpoint, mode string, round, ttl time.Duration, body string) *agentProc {
+	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "vigil.hcl")
 	cfg := fmt.Sprintf(`
@@ -57,7 +65,7 @@ source "direct" {
   plugin  = "vigil-source-direct"
   timeout = "2s"
 }
-`, round.String(), filepath.Join(dir, "data"), binDir, testnet.Addr(t), endpoint, haLeaseTTL.String(), mode, id) + body
+`, round.String(), filepath.Join(dir, "data"), binDir, testnet.Addr(t), endpoint, ttl.String(), mode, id) + body
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
