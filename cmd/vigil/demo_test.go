@@ -131,7 +131,9 @@ func TestDemoFailsFastOnATakenPort(t *testing.T) {
 	api := taken.Addr().(*net.TCPAddr).Port
 	hint := fmt.Sprintf("port %d (the agent's API) is already in use on 127.0.0.1", api)
 	move := "move the demo off it: VIGIL_DEMO_API_PORT=<a free port> make demo"
-	const deadline = 20 * time.Second
+	// A hang guard: the script stops at its first check; a demo that went
+	// on would run until this deadline.
+	deadline := hangGuard(20 * time.Second)
 
 	t.Run("checked before starting", func(t *testing.T) {
 		data := t.TempDir()

@@ -216,7 +216,8 @@ notify "alertmanager" "am" {
 	waitFor(t, "shop's alert back after the Alertmanager restart", 10*time.Second, func() bool {
 		return hasSite(amtoolAlerts(t, amtool, am.addr, backup...), "shop")
 	})
-	if took := time.Since(restarted); took > 5*time.Second {
-		t.Errorf("the firing alert took %v to come back, with resend_interval 1s", took)
-	}
+	// No bound on how long it took: nothing changes in vigil's state
+	// after the restart, so only the resends (resend_interval 1s) can
+	// bring it back, and without them the wait would not end.
+	t.Logf("the firing alert came back %v after the restart, with resend_interval 1s", time.Since(restarted).Round(time.Millisecond))
 }

@@ -164,8 +164,8 @@ source "direct" {
 		p := startAgentBin(t, faultBin, config, "VIGIL_FAULT="+window)
 		select {
 		case <-p.done:
-		case <-time.After(30 * time.Second):
-			t.Fatalf("cycle %d: the agent was not killed at %s within 30s:\n%s", cycle, window, p.logText())
+		case <-time.After(hangGuard(30 * time.Second)):
+			t.Fatalf("cycle %d: the agent was not killed at %s within %s:\n%s", cycle, window, hangGuard(30*time.Second), p.logText())
 		}
 		if ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 			t.Fatalf("cycle %d: the agent ended with %v, not by SIGKILL at %s:\n%s", cycle, p.cmd.ProcessState, window, p.logText())

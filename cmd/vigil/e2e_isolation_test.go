@@ -16,8 +16,8 @@ import (
 
 // TestHungPluginStartHoldsNothing: the direct plugin is killed and its
 // next start hangs before the handshake. Rounds go on within their
-// deadline, a manual switch answers at once, and SIGTERM stops the agent
-// promptly; once the plugin starts again, it votes.
+// deadline, a manual switch answers and SIGTERM stops the agent while the
+// start still hangs; once the plugin starts again, it votes.
 func TestHungPluginStartHoldsNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test builds and runs the real binaries")
@@ -84,18 +84,21 @@ site "www" {
 		t.Errorf("no round said the plugin was restarting:\n%s", p.logText())
 	}
 
-	// A manual switch answers at once.
+	// A manual switch answers while the start still hangs (it hangs until
+	// the file goes: a switch that waited for the plugin would never
+	// answer, and the client's hang guard would catch it).
 	req, _ := http.NewRequest("POST", p.api+"/v1/sites/www/switch", strings.NewReader(`{"level": 2}`))
 	req.Header.Set("Authorization", "Bearer e2e-token")
 	start := time.Now()
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := (&http.Client{Timeout: hangGuard(time.Second)}).Do(req)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("manual switch while the plugin's start hangs: %v", err)
 	}
 	resp.Body.Close()
-	if took := time.Since(start); resp.StatusCode != 200 || took > time.Second {
-		t.Fatalf("manual switch while the plugin's start hangs: %d after %v", resp.StatusCode, took)
+	if resp.StatusCode != 200 {
+		t.Fatalf("manual switch while the plugin's start hangs: %d", resp.StatusCode)
 	}
+	t.Logf("manual switch answered in %v while the plugin's start hangs", time.Since(start).Round(time.Millisecond))
 
 	// The plugin starts again: it votes.
 	if err := os.Remove(hang); err != nil {
@@ -122,12 +125,12 @@ site "www" {
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	// The start hangs for ever: an agent that waited for it would never
+	// stop, which the hang guard catches.
 	select {
 	case <-p.done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("SIGTERM did not stop the agent in 10s while a plugin start hangs")
+	case <-time.After(hangGuard(10 * time.Second)):
+		t.Fatalf("SIGTERM did not stop the agent in %s while a plugin start hangs", hangGuard(10*time.Second))
 	}
-	if took := time.Since(start); took > 5*time.Second {
-		t.Errorf("SIGTERM took %v while a plugin start hangs", took)
-	}
+	t.Logf("SIGTERM stopped the agent in %v while a plugin start hangs", time.Since(start).Round(time.Millisecond))
 }

@@ -51,8 +51,8 @@ site "www" {
 	}
 	select {
 	case <-p.done:
-	case <-time.After(15 * time.Second):
-		t.Fatal("the agent did not stop within 15s of SIGTERM")
+	case <-time.After(hangGuard(15 * time.Second)):
+		t.Fatalf("the agent did not stop within %s of SIGTERM", hangGuard(15*time.Second))
 	}
 	log := p.logText()
 	if n := strings.Count(log, "level switched"); n != 1 {

@@ -132,8 +132,8 @@ site "www" {
 	}
 	select {
 	case <-agent.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the agent did not stop within 30s of SIGTERM")
+	case <-time.After(hangGuard(30 * time.Second)):
+		t.Fatalf("the agent did not stop within %s of SIGTERM", hangGuard(30*time.Second))
 	}
 	waitFor(t, "the plugin process to end", 10*time.Second, func() bool { return processGone(pid) })
 	for _, line := range strings.Split(agent.logText(), "\n") {

@@ -92,11 +92,15 @@ source "carry" {
 	waitFor(t, "both origins healthy", 30*time.Second, healthy)
 	a1.SetMode(demoorigin.Failing)
 	waitFor(t, "the failover", 30*time.Second, func() bool { return level() == 2 })
-	// Keep a1 down long enough for the stricter threshold too.
-	time.Sleep(4 * time.Second)
+	// Keep a1 down long enough for the stricter threshold too: counted in
+	// verdicts, not seconds (a loaded machine runs fewer rounds).
+	a1Counter := func(name string) float64 {
+		return agent.site(t, "www")["origins"].(map[string]any)["a1"].(map[string]any)[name].(float64)
+	}
+	waitFor(t, "a1's sixth down verdict in a row", 30*time.Second, func() bool { return a1Counter("failures") >= 6 })
 	a1.SetMode(demoorigin.Healthy)
 	waitFor(t, "the failback", 30*time.Second, func() bool { return level() == 1 })
-	time.Sleep(2 * time.Second)
+	waitFor(t, "two more up verdicts after the failback", 30*time.Second, func() bool { return a1Counter("successes") >= 4 })
 	_ = agent.cmd.Process.Signal(syscall.SIGTERM)
 	<-agent.done
 

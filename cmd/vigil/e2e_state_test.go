@@ -68,7 +68,7 @@ site "www" {
 				return ee.ExitCode(), out.String()
 			}
 			return 0, out.String()
-		case <-time.After(20 * time.Second):
+		case <-time.After(hangGuard(20 * time.Second)):
 			_ = cmd.Process.Kill()
 			<-done
 			return -1, out.String()
