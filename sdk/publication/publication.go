@@ -117,6 +117,27 @@ func (s *Snapshot) Site(host string) *Site {
 // version newer than the one asked after.
 var ErrNotModified = errors.New("publication not modified")
 
+// StatusError is returned by Follower.Next when the control plane answered
+// with a status other than 200 or 304, so that a caller can tell a refused
+// token (401, 403) or an instance that points elsewhere (421, sent by an
+// instance of a cluster that is not the one to ask) from a network error
+// with errors.As.
+type StatusError struct {
+	// URL is the request's URL, without credentials.
+	URL string
+	// Code is the HTTP status code, such as 401; Status its line, such as
+	// "401 Unauthorized".
+	Code   int
+	Status string
+	// Body is the start of the answer's body (the API's error JSON).
+	Body string
+}
+
+// Error says what the control plane answered.
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("publication: GET %s: %s: %s", e.URL, e.Status, e.Body)
+}
+
 // Follower reads the publication from a control plane.
 type Follower struct {
 	// BaseURL is the control plane's API address, such as
@@ -172,7 +193,7 @@ func (f *Follower) Next(ctx context.Context, after uint64) (*Snapshot, error) {
 		return nil, ErrNotModified
 	default:
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return nil, fmt.Errorf("publication: GET %s: %s: %s", u.Redacted(), resp.Status, strings.TrimSpace(string(b)))
+		return nil, &StatusError{URL: u.Redacted(), Code: resp.StatusCode, Status: resp.Status, Body: strings.TrimSpace(string(b))}
 	}
 	var snap Snapshot
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 256<<20)).Decode(&snap); err != nil {

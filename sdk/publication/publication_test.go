@@ -115,3 +115,21 @@ func TestSiteBackupWire(t *testing.T) {
 		})
 	}
 }
+
+// TestFollowerStatusError: an answer other than 200 or 304 is a
+// *StatusError carrying its code, so that a follower of a cluster can tell
+// a refusal from a network error.
+func TestFollowerStatusError(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error":{"code":"not_leader"}}`, http.StatusMisdirectedRequest)
+	}))
+	t.Cleanup(srv.Close)
+	_, err := (&publication.Follower{BaseURL: srv.URL}).Next(context.Background(), 0)
+	var se *publication.StatusError
+	if !errors.As(err, &se) || se.Code != http.StatusMisdirectedRequest || !strings.Contains(se.Body, "not_leader") {
+		t.Fatalf("err %v (%T), want a *StatusError with 421 and the body", err, err)
+	}
+	if !strings.Contains(err.Error(), "421") {
+		t.Fatalf("err %q does not name the status", err)
+	}
+}

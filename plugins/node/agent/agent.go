@@ -64,8 +64,11 @@ var fdLimit = openFileLimit
 
 // Config is an agent's configuration; the vigil-node flags fill it.
 type Config struct {
-	// Gateway is the vigil-source-node address (host:port); empty: the
-	// node does not probe.
+	// Gateway is the vigil-source-node address (host:port), or the
+	// addresses of a cluster's gateways separated by commas (the node
+	// attaches to every one: the leader's sends it probes, and in sharded
+	// mode each shard's sends those of its own sites); empty: the node does
+	// not probe.
 	Gateway string
 	// ID is the node's id, its voter id in votes.
 	ID string
@@ -77,8 +80,15 @@ type Config struct {
 	// client certificate for mTLS).
 	GatewayTLS *tls.Config
 
-	// ControlPlane is the vigil API base URL; empty: no publication.
+	// ControlPlane is the vigil API base URL, or the URLs of a cluster's
+	// agents separated by commas (the node follows the one that leads, see
+	// follow); empty: no publication.
 	ControlPlane string
+	// ControlPlaneTLS, when not nil, is the TLS configuration of https
+	// control planes: the CA trusted (-control-plane-ca) and a client
+	// certificate (-control-plane-cert). Used by the publication's
+	// follower, the topology's reads and the held windows' check.
+	ControlPlaneTLS *tls.Config
 	// ControlPlaneToken is the API bearer token, if the API needs one.
 	ControlPlaneToken string
 	// PollWait is the long-poll wait (default 30s).
@@ -162,11 +172,15 @@ type Event struct {
 
 // Agent is a vigil-node agent.
 type Agent struct {
-	cfg     Config
-	log     hclog.Logger
-	proxy   *proxy.Proxy
-	edge    *edge.Hub
-	passive *passive // nil unless the node proxies and probes
+	cfg Config
+	log hclog.Logger
+	// cp is the control planes (nil without Config.ControlPlane), gateways
+	// the gateways' addresses (Config.Gateway split).
+	cp       *controlPlanes
+	gateways []string
+	proxy    *proxy.Proxy
+	edge     *edge.Hub
+	passive  *passive // nil unless the node proxies and probes
 	// published wakes watchHeld after a publication (capacity 1).
 	published chan struct{}
 	// canaryProbe sends one canary (default probe.Do); tests replace it.
@@ -199,12 +213,19 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Gateway == "" && cfg.ControlPlane == "" {
 		return nil, errors.New("nothing to do: give -gateway (to probe for vigil) and/or -control-plane (to follow the publication)")
 	}
+	var gateways, cps []string
+	var err error
+	if cfg.ControlPlane != "" {
+		if cps, err = ParseControlPlanes(cfg.ControlPlane); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Gateway != "" {
 		if !sdk.ValidVoter(cfg.ID) {
 			return nil, fmt.Errorf("node id %q is invalid: give -id 1 to 128 letters, digits and ._:-@/ (it is the voter id in vigil's votes)", cfg.ID)
 		}
-		if _, _, err := net.SplitHostPort(cfg.Gateway); err != nil {
-			return nil, fmt.Errorf("gateway address %q: %w (write host:port)", cfg.Gateway, err)
+		if gateways, err = ParseGateways(cfg.Gateway); err != nil {
+			return nil, err
 		}
 		if cfg.Token == "" && (cfg.GatewayTLS == nil || len(cfg.GatewayTLS.Certificates) == 0 && cfg.GatewayTLS.GetClientCertificate == nil) {
 			return nil, errors.New("no gateway credentials: give -token-env (a variable holding the gateway's token) or a client certificate (-tls-cert, -tls-key)")
@@ -255,7 +276,14 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: cfg.Log, metrics: newAgentMetrics(), inFlight: make(chan struct{}, inFlight),
 		published: make(chan struct{}, 1), canaryProbe: probe.Do,
-		backOff: func() backoff.BackOff { return newBackOff(cfg.MinBackoff, cfg.MaxBackoff) }}
+		backOff: func() backoff.BackOff { return newBackOff(cfg.MinBackoff, cfg.MaxBackoff) }, gateways: gateways}
+	if len(cps) > 0 {
+		wait := cfg.PollWait
+		if wait <= 0 {
+			wait = 30 * time.Second
+		}
+		a.cp = newControlPlanes(cps, cfg.ControlPlaneToken, cfg.ControlPlaneTLS, wait)
+	}
 	if err := a.metrics.register(cfg.Registry); err != nil {
 		return nil, fmt.Errorf("agent metrics: %w", err)
 	}
@@ -282,6 +310,9 @@ func New(cfg Config) (*Agent, error) {
 	if len(cfg.Edges) > 0 {
 		opts := cfg.Edge
 		opts.Drivers, opts.ControlPlane, opts.Token, opts.Registerer = cfg.Edges, cfg.ControlPlane, cfg.ControlPlaneToken, cfg.Registry
+		if a.cp != nil {
+			opts.ControlPlane, opts.Client = a.cp.list(), a.cp.client
+		}
 		if opts.Log == nil {
 			opts.Log = cfg.Log.Named("edge")
 		}
@@ -422,8 +453,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.cfg.ControlPlane != "" {
 		wg.Go(func() { a.follow(ctx) })
 	}
-	if a.cfg.Gateway != "" {
-		l, err := newLink(a)
+	for _, gw := range a.gateways {
+		l, err := newLink(a, gw)
 		if err != nil {
 			return err
 		}
@@ -439,16 +470,20 @@ type agentMetrics struct {
 	jobs         *prometheus.CounterVec
 	version      prometheus.Gauge
 	followErrors prometheus.Counter
+	refused      prometheus.Counter
+	cpSwitches   prometheus.Counter
 	held         prometheus.Gauge
 	canaries     *prometheus.CounterVec
 }
 
 func newAgentMetrics() *agentMetrics {
 	return &agentMetrics{
-		attached:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "vigil_node_gateway_attached", Help: "1 while the node is attached to the gateway."}),
+		attached:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "vigil_node_gateway_attached", Help: "The gateways the node is attached to now (1 while attached to its one gateway)."}),
 		jobs:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vigil_node_probe_jobs_total", Help: "Probe jobs of the gateway, by result: up, down, not_run (the batch's time ran out first), invalid (the node could not build the probe)."}, []string{"result"}),
 		version:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "vigil_node_publication_version", Help: "Version of the publication being served."}),
 		followErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "vigil_node_publication_errors_total", Help: "Failed requests for the publication (the last one stays in use)."}),
+		refused:      prometheus.NewCounter(prometheus.CounterOpts{Name: "vigil_node_publication_refused_total", Help: "Publications refused because they were older than the one served (a standby or shard that had not caught up)."}),
+		cpSwitches:   prometheus.NewCounter(prometheus.CounterOpts{Name: "vigil_node_control_plane_switches_total", Help: "Times the node moved to another control plane of its list to follow the publication."}),
 		held:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "vigil_node_passive_held", Help: "Origins no longer served whose passive window is held: it failed, and canaries have not proved a recovery yet."}),
 		canaries:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "vigil_node_canaries_total", Help: "Canary requests to the origins of held passive windows, by result: ok, failed, ignored (a status of -passive-ignore), invalid (not sent)."}, []string{"result"}),
 	}
@@ -456,7 +491,7 @@ func newAgentMetrics() *agentMetrics {
 
 func (m *agentMetrics) register(r prometheus.Registerer) error {
 	var errs []error
-	for _, c := range []prometheus.Collector{m.attached, m.jobs, m.version, m.followErrors, m.held, m.canaries} {
+	for _, c := range []prometheus.Collector{m.attached, m.jobs, m.version, m.followErrors, m.refused, m.cpSwitches, m.held, m.canaries} {
 		errs = append(errs, r.Register(c))
 	}
 	return errors.Join(errs...)

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"net/http"
 	"net/url"
 	"time"
 
@@ -63,8 +62,6 @@ func (a *Agent) watchHeld(ctx context.Context) {
 	}
 	recheck := time.NewTicker(heldRecheck)
 	defer recheck.Stop()
-	client := &http.Client{Timeout: topologyTimeout}
-	defer client.CloseIdleConnections()
 	for {
 		select {
 		case <-ctx.Done():
@@ -73,7 +70,7 @@ func (a *Agent) watchHeld(ctx context.Context) {
 			a.canaryRound(ctx)
 		case <-a.published:
 		case <-recheck.C:
-			a.pruneHeld(ctx, client)
+			a.pruneHeld(ctx)
 		}
 		a.metrics.held.Set(float64(a.passive.held()))
 		a.saveHeld()
@@ -156,11 +153,13 @@ func (a *Agent) canary(ctx context.Context, c canaryTarget) {
 // (an enabled origin of any level of any site, as GET /v1/sites lists
 // them). Without a control plane, or when it cannot be read, nothing is
 // forgotten.
-func (a *Agent) pruneHeld(ctx context.Context, client *http.Client) {
-	if a.cfg.ControlPlane == "" || a.passive.held() == 0 {
+func (a *Agent) pruneHeld(ctx context.Context) {
+	if a.cp == nil || a.passive.held() == 0 {
 		return
 	}
-	topo, err := edge.FetchTopology(ctx, client, a.cfg.ControlPlane, a.cfg.ControlPlaneToken)
+	ctx, cancel := context.WithTimeout(ctx, topologyTimeout)
+	defer cancel()
+	topo, err := edge.FetchTopology(ctx, a.cp.client, a.cp.list(), a.cfg.ControlPlaneToken)
 	if err != nil {
 		if ctx.Err() == nil {
 			a.log.Debug("held passive windows not checked against the configuration; kept", "error", err)

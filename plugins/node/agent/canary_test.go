@@ -39,7 +39,15 @@ func heldAgent(t *testing.T, cfg Config, canary func(context.Context, probe.Requ
 	if cfg.Log == nil {
 		cfg.Log = hclog.NewNullLogger()
 	}
-	return &Agent{cfg: cfg, log: cfg.Log, metrics: newAgentMetrics(), passive: p, published: make(chan struct{}, 1), canaryProbe: canary}
+	a := &Agent{cfg: cfg, log: cfg.Log, metrics: newAgentMetrics(), passive: p, published: make(chan struct{}, 1), canaryProbe: canary}
+	if cfg.ControlPlane != "" {
+		urls, err := ParseControlPlanes(cfg.ControlPlane)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.cp = newControlPlanes(urls, cfg.ControlPlaneToken, nil, 10*time.Second)
+	}
+	return a
 }
 
 // fakeOrigin answers canaries with its status and keeps their requests.
@@ -212,8 +220,6 @@ func TestPruneHeld(t *testing.T) {
 	cp := fakecp.New()
 	t.Cleanup(cp.Close)
 	a := heldAgent(t, Config{ControlPlane: cp.URL(), CanaryInterval: NoCanaries}, nil)
-	client := &http.Client{Timeout: 10 * time.Second}
-	t.Cleanup(client.CloseIdleConnections)
 	ctx := context.Background()
 	site := func(state string) []map[string]any {
 		return []map[string]any{{"site": "www", "origins": map[string]any{
@@ -235,7 +241,7 @@ func TestPruneHeld(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		a.pruneHeld(ctx, client)
+		a.pruneHeld(ctx)
 		if got := isHeld(a.passive, addr); got != step.held {
 			t.Fatalf("%s: held = %v, want %v", step.name, got, step.held)
 		}

@@ -14,42 +14,99 @@ import (
 // control plane cannot be reached, the last snapshot stays in use and the
 // agent retries with backoff and jitter (newBackOff), from MinBackoff again
 // after each snapshot.
+//
+// With several control planes (a cluster), it follows the one that leads
+// (controlPlanes.pick), asks again which one leads after every wait that
+// brought nothing new and after every failure, and then moves at once to
+// another one that answers: a standby mirrors the leader's publication,
+// and becomes the leader's source when it takes over. It sleeps only when
+// every listed control plane failed in a row.
+//
+// Versions never go back: the version is the cluster's (stored with the
+// state, continued by a new leader), so an answer older than the one
+// served comes from an instance that has not caught up, and is refused,
+// unless that instance is a lone control plane or the acting leader
+// (controlPlanes.mayGoBack): then its store's history restarted, and its
+// snapshot is the truth.
 func (a *Agent) follow(ctx context.Context) {
-	f := &publication.Follower{BaseURL: a.cfg.ControlPlane, Token: a.cfg.ControlPlaneToken, Wait: a.cfg.PollWait}
+	cp := a.cp
+	multi := len(cp.urls) > 1
 	b := a.backOff()
 	failing := false
+	target, rediscover := cp.urls[0], multi
+	misses := 0 // failures in a row
 	for ctx.Err() == nil {
+		if rediscover {
+			rediscover = false
+			avoid := ""
+			if misses > 0 {
+				avoid = target
+			}
+			switch u, errs := cp.pick(ctx, avoid); {
+			case ctx.Err() != nil:
+				return
+			case u == "":
+				a.log.Debug("no control plane answered GET /v1/cluster", "error", errors.Join(errs...))
+			case u != target:
+				a.log.Info("following the publication of another control plane", "control_plane", u, "was", target)
+				a.metrics.cpSwitches.Inc()
+				target = u
+			}
+		}
 		after := uint64(0)
 		if cur := a.current.Load(); cur != nil {
 			after = cur.Version
 		}
+		f := &publication.Follower{BaseURL: target, Token: a.cfg.ControlPlaneToken, Wait: a.cfg.PollWait, Client: cp.client}
 		snap, err := f.Next(ctx, after)
 		switch {
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, publication.ErrNotModified):
+			rediscover = multi
 			continue
 		case err != nil:
+			err = explainStatus(err)
 			a.metrics.followErrors.Inc()
+			misses++
 			if !failing {
 				if after == 0 {
-					a.log.Warn("control plane unreachable and no saved publication: the proxy answers 503 until it is reached", "error", err)
+					a.log.Warn("control plane unreachable and no saved publication: the proxy answers 503 until it is reached", "control_plane", target, "error", err)
 				} else {
-					a.log.Warn("control plane unreachable: serving the last publication", "version", after, "error", err)
+					a.log.Warn("control plane unreachable: serving the last publication", "control_plane", target, "version", after, "error", err)
 				}
 				failing = true
 			} else {
-				a.log.Debug("control plane still unreachable", "error", err)
+				a.log.Debug("control plane still unreachable", "control_plane", target, "error", err)
 			}
-			if !sleepUntil(ctx, time.Now().Add(b.NextBackOff())) {
-				return
+			rediscover = multi
+			if misses >= len(cp.urls) {
+				misses = 0
+				if !sleepUntil(ctx, time.Now().Add(b.NextBackOff())) {
+					return
+				}
 			}
 			continue
 		}
+		if snap.Version < after {
+			ok, why := cp.mayGoBack(ctx, target)
+			if !ok {
+				a.metrics.refused.Inc()
+				a.log.Warn("refused an older publication: this node never goes back to an older version of the cluster's publication", "control_plane", target,
+					"offered", snap.Version, "served", after, "because", why)
+				rediscover, misses = multi, misses+1
+				if !sleepUntil(ctx, time.Now().Add(b.NextBackOff())) {
+					return
+				}
+				continue
+			}
+			a.log.Warn("following the control plane's publication back to an older version", "control_plane", target, "version", snap.Version, "served", after, "because", why)
+		}
 		if failing {
-			a.log.Info("control plane reachable again")
+			a.log.Info("control plane reachable again", "control_plane", target)
 			failing = false
 		}
+		misses = 0
 		b.Reset()
 		a.apply(snap, true)
 	}

@@ -61,10 +61,12 @@ func (t tokenCreds) RequireTransportSecurity() bool { return t.secure }
 // link is the agent's connection to the gateway.
 type link struct {
 	a    *Agent
+	addr string // the gateway's host:port
 	conn *grpc.ClientConn
 }
 
-func newLink(a *Agent) (*link, error) {
+// newLink is the link to the gateway at addr (one of Config.Gateway's).
+func newLink(a *Agent, addr string) (*link, error) {
 	cfg := &a.cfg
 	creds := insecure.NewCredentials()
 	if cfg.GatewayTLS != nil {
@@ -77,11 +79,11 @@ func newLink(a *Agent) (*link, error) {
 	if cfg.Token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(tokenCreds{token: cfg.Token, secure: cfg.GatewayTLS != nil}))
 	}
-	conn, err := grpc.NewClient("passthrough:///"+cfg.Gateway, opts...)
+	conn, err := grpc.NewClient("passthrough:///"+addr, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("gateway %s: %w", cfg.Gateway, err)
+		return nil, fmt.Errorf("gateway %s: %w", addr, err)
 	}
-	return &link{a: a, conn: conn}, nil
+	return &link{a: a, addr: addr, conn: conn}, nil
 }
 
 // run attaches to the gateway until ctx ends, reconnecting with
@@ -89,7 +91,6 @@ func newLink(a *Agent) (*link, error) {
 // welcomed starts the backoff again from MinBackoff.
 func (l *link) run(ctx context.Context) {
 	defer l.conn.Close()
-	cfg := &l.a.cfg
 	b := l.a.backOff()
 	for ctx.Err() == nil {
 		attached, err := l.session(ctx)
@@ -101,10 +102,10 @@ func (l *link) run(ctx context.Context) {
 		}
 		wait := b.NextBackOff()
 		if refused(err) {
-			l.a.log.Error("the gateway refused this node", "gateway", cfg.Gateway, "error", err)
+			l.a.log.Error("the gateway refused this node", "gateway", l.addr, "error", err)
 			l.a.event(Event{Kind: EventRefused, Err: err})
 		} else {
-			l.a.log.Warn("not attached to the gateway; retrying", "gateway", cfg.Gateway, "error", err, "in", wait.Round(time.Millisecond).String())
+			l.a.log.Warn("not attached to the gateway; retrying", "gateway", l.addr, "error", err, "in", wait.Round(time.Millisecond).String())
 			l.a.event(Event{Kind: EventDetached, Err: err})
 		}
 		if !sleepUntil(ctx, time.Now().Add(wait)) {
@@ -171,10 +172,10 @@ func (l *link) session(ctx context.Context) (attached bool, err error) {
 	if every <= 0 {
 		every = 5 * time.Second
 	}
-	l.a.log.Info("attached to the gateway", "gateway", cfg.Gateway, "node", cfg.ID, "heartbeat", every.String(), "passive", sendPassive,
+	l.a.log.Info("attached to the gateway", "gateway", l.addr, "node", cfg.ID, "heartbeat", every.String(), "passive", sendPassive,
 		"passive_trigger", trig != nil)
-	l.a.metrics.attached.Set(1)
-	defer l.a.metrics.attached.Set(0)
+	l.a.metrics.attached.Inc()
+	defer l.a.metrics.attached.Dec()
 	l.a.event(Event{Kind: EventAttached})
 
 	var wg sync.WaitGroup

@@ -76,7 +76,12 @@ type HubOptions struct {
 	Vars map[string]string
 	// ControlPlane and Token, when set, fetch the topology (GET /v1/sites)
 	// after each publication; empty: Views know the current level only.
+	// ControlPlane may list a cluster's agents separated by commas
+	// (FetchTopology).
 	ControlPlane, Token string
+	// Client, when set, is the HTTP client of those reads (the control
+	// plane's CA and client certificate); default: a plain one.
+	Client *http.Client
 	// Resync re-applies the newest View this often (default 30s), so that an
 	// edge restarted or edited by hand comes back to the publication. A
 	// driver that is a Watcher (HAProxy) is re-applied as soon as it sees
@@ -233,7 +238,10 @@ func (h *Hub) Run(ctx context.Context) {
 // the View when it changed. A failure keeps the last topology (logged once
 // until it works again).
 func (h *Hub) followTopology(ctx context.Context) {
-	client := &http.Client{Timeout: topologyTimeout}
+	client := h.opts.Client
+	if client == nil {
+		client = &http.Client{Timeout: topologyTimeout}
+	}
 	failing := false
 	for {
 		select {

@@ -3,6 +3,7 @@ package edge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,9 +24,27 @@ type LevelOrigin struct {
 const maxTopology = 256 << 20
 
 // FetchTopology reads every site's levels from the control plane's
-// GET /v1/sites (baseURL as -control-plane gives it). Disabled origins are
+// GET /v1/sites (baseURL as -control-plane gives it: one URL, or a
+// cluster's agents separated by commas, asked in turn until one answers;
+// every agent of a cluster serves the same sites). Disabled origins are
 // left out, as the publication leaves them out.
 func FetchTopology(ctx context.Context, client *http.Client, baseURL, token string) (Topology, error) {
+	var errs []error
+	for _, u := range strings.Split(baseURL, ",") {
+		t, err := fetchTopology(ctx, client, strings.TrimSpace(u), token)
+		if err == nil {
+			return t, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, errors.Join(errs...)
+}
+
+// fetchTopology is FetchTopology from one control plane.
+func fetchTopology(ctx context.Context, client *http.Client, baseURL, token string) (Topology, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(baseURL, "/")+"/v1/sites", nil)
 	if err != nil {
 		return nil, fmt.Errorf("topology: %w", err)
@@ -35,7 +54,7 @@ func FetchTopology(ctx context.Context, client *http.Client, baseURL, token stri
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("topology: GET /v1/sites: %w", err)
+		return nil, fmt.Errorf("topology: GET %s/v1/sites: %w", strings.TrimSuffix(baseURL, "/"), err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
