@@ -268,16 +268,15 @@ func TestRequestTimeoutIsAnAPIFailure(t *testing.T) {
 	h := newHarness(t, nil)
 	h.configure(t, map[string]any{"request_timeout": 200 * time.Millisecond})
 	h.fake.SetDelay(time.Hour)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	// The call's deadline is far away: a request that waited for it rather
+	// than its request_timeout would be out of time, which the abstentions
+	// below tell apart, whatever the machine's speed.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	ballot := manyTargets(2)
-	start := time.Now()
 	votes, err := h.src.Vote(ctx, ballot)
 	if err == nil || len(votes) != 0 {
 		t.Fatalf("votes %v, err %v; want an error", votes, err)
-	}
-	if took := time.Since(start); took > 5*time.Second {
-		t.Errorf("Vote took %s with a 200ms request_timeout", took)
 	}
 	if got := h.src.Abstentions(); got["transport"] != 2 || got["out_of_time"] != 0 {
 		t.Errorf("abstentions = %v, want 2 transport", got)
