@@ -109,8 +109,8 @@ func Start(cfg *config.Config, opts Options) (a *Agent, err error) {
 		return nil, err
 	}
 	a.parts = &parts{a: a, cfg: cfg}
-	engOpts := engine.Options{Logger: log, Registerer: reg, Store: a.store, OnCommit: a.parts.onCommit, Hooks: opts.Hooks, NewSource: opts.NewSource,
-		AfterRound: func(res engine.RoundResult) { a.history.AfterRound(res); returnMemory(res) }}
+	engOpts := engine.Options{Logger: log, Registerer: reg, Store: a.store, Hooks: opts.Hooks, NewSource: opts.NewSource,
+		AfterRound: returnMemory}
 	a.cluster.engineOptions(&engOpts)
 	eng, diags := engine.New(ctx, cfg, engOpts)
 	if diags.HasErrors() {
@@ -132,6 +132,10 @@ func Start(cfg *config.Config, opts Options) (a *Agent, err error) {
 	} else {
 		a.history = engine.NoHistory("this agent keeps its state in etcd, so it keeps no verdict history (see docs/history.md)")
 	}
+	// What reads the engine's results observes its commits: the history
+	// feed records each saved round, the notifiers wake on new events.
+	eng.Observe(a.history)
+	eng.Observe(a.parts)
 	if a.cluster != nil {
 		err = a.cluster.start(ctx, a, eng)
 	} else {

@@ -31,8 +31,13 @@ type parts struct {
 	dnsCollector prometheus.Collector
 }
 
-// onCommit wakes the notifiers after a commit that journaled events.
-func (p *parts) onCommit() {
+// Committed makes parts an engine.Observer: it wakes the notifiers (this
+// instance's, or the cluster leader's) after a commit that journaled
+// events.
+func (p *parts) Committed(c engine.Commit) {
+	if len(c.Events) == 0 {
+		return
+	}
 	p.mu.Lock()
 	d := p.dispatcher
 	p.mu.Unlock()

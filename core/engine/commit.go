@@ -19,7 +19,7 @@ func (e *Engine) preparePublication() publish.Change {
 
 // flushLocked commits what is pending (records, events, probe marks,
 // counters, the publication's version and digest) and then lets it out:
-// the publication, the views, the journal's waiters and the notifiers.
+// the publication, the views, the journal's waiters and the observers.
 // When the commit fails, nothing leaves and everything stays pending. It
 // reports whether the state is saved. Called with e.mu held.
 func (e *Engine) flushLocked(ctx context.Context) bool {
@@ -65,24 +65,22 @@ func (e *Engine) flushLocked(ctx context.Context) bool {
 			e.metrics.switches.WithLabelValues(ev.Event.Reason.String()).Inc()
 		}
 	}
-	wrote := len(e.pending) > 0
-	if cap(e.pending) > 4096 {
-		e.pending = nil // a burst's buffer is not worth keeping
-	} else {
-		e.pending = e.pending[:0]
-	}
+	committed := e.pending
 	e.dirty.clear()
 	e.marks.clear()
 	e.deleted = e.deleted[:0]
 	e.afterCommit(pc)
-	if wrote {
+	if len(committed) > 0 {
 		e.journalMu.Lock()
 		close(e.journalChanged)
 		e.journalChanged = make(chan struct{})
 		e.journalMu.Unlock()
-		if e.opts.OnCommit != nil {
-			e.opts.OnCommit()
-		}
+	}
+	e.tellObservers(committed)
+	if cap(e.pending) > 4096 {
+		e.pending = nil // a burst's buffer is not worth keeping
+	} else {
+		e.pending = e.pending[:0]
 	}
 	return true
 }

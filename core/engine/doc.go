@@ -1,7 +1,8 @@
 // Package engine is `vigil agent`'s heart: it drives the fleet round after
 // round (never overlapping), asks the vote-source plugins, commits each
 // round's state and events atomically to the store, publishes the new
-// publication, wakes the notifiers, applies operator actions between rounds,
+// publication, tells its observers (Observer: the notifiers, the history
+// feed) of each durable commit, applies operator actions between rounds,
 // reloads the configuration and keeps read-only views for the API.
 // Between rounds it runs the confirmation rounds of sites in doubt
 // (health_check { confirm_interval }, confirm.go), and Suspect takes the

@@ -44,9 +44,6 @@ type Options struct {
 	NewSource func(src *config.Source, pluginDir string, log hclog.Logger) VoteSource
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
-	// OnCommit is called after each commit that wrote events (the
-	// notifiers' wake-up).
-	OnCommit func()
 	// Active, when set, is asked before each round, action and commit:
 	// false (a standby, or a leader that lost its lease) skips the round,
 	// refuses the action with ErrNotActive and writes nothing.
@@ -61,7 +58,8 @@ type Options struct {
 	// injection for tests: see Hooks).
 	Hooks *Hooks
 	// AfterRound, when set, is called by Run after each round, outside the
-	// engine's locks.
+	// engine's locks, saved or not (what reads a round's results is an
+	// Observer instead: it is told only of what is durable).
 	AfterRound func(RoundResult)
 }
 
@@ -110,7 +108,8 @@ var ErrNotActive = errors.New("this instance does not act on the state now")
 //
 // Nothing leaves the process before it is durable: a round's or an
 // action's changes are committed first; only then are they published,
-// shown in the views, announced to the notifiers and answered. A commit
+// shown in the views, told to the observers (Observer: the notifiers, the
+// history feed) and answered. A commit
 // that fails publishes nothing: the changes stay pending for the next
 // commit, and an action is rolled back and refused.
 type Engine struct {
@@ -148,6 +147,8 @@ type Engine struct {
 	intern        interner
 	verdictCounts map[verdictKey]int
 	part          *partitionDetector // nil unless control { partition } (partition.go)
+	observers     []Observer         // told of every durable commit (observer.go)
+	roundOwed     unsaved            // the applied round the next commit saves
 
 	statsMu     sync.Mutex
 	srcStats    []func() namedStats

@@ -30,10 +30,10 @@ type HistoryOptions struct {
 }
 
 // HistoryFeed records every round's verdicts in the history file and
-// answers GET /v1/sites/{site}/history. Its AfterRound runs after a round
-// (engine.Options.AfterRound), outside the engine's locks: it copies the
-// round's outcomes from the views into a small batch and hands it to its
-// own goroutine, which writes the file. A round never waits for the file:
+// answers GET /v1/sites/{site}/history. It is an engine Observer: after
+// each commit that saved a round, it copies the round's outcomes from the
+// views into a small batch and hands it to its own goroutine, which writes
+// the file. A round never waits for the file:
 // a batch that finds the writer still busy with the one before is dropped
 // and counted, and a failed write is logged and counted. Its methods are
 // safe for concurrent use; a nil or file-less feed keeps nothing and says
@@ -139,14 +139,29 @@ func OpenHistory(dir string, e *Engine, o HistoryOptions) *HistoryFeed {
 	return h
 }
 
-// AfterRound hands the verdicts of round res to the writer. It reads the
-// views (the round's record of each site it probed) and takes no engine
-// lock; it is meant for Options.AfterRound, which runs after each round.
+// Committed is the feed as an engine Observer: after a commit that saved
+// a round, it hands the round's verdicts to the writer.
+func (h *HistoryFeed) Committed(c Commit) {
+	if h == nil || h.ring == nil || c.Round == 0 || c.Probed == 0 {
+		return
+	}
+	h.record(c.Views, c.Round)
+}
+
+// AfterRound hands the verdicts of round res to the writer, as Committed
+// does; for a caller that runs rounds itself (RunRound) without
+// registering the feed as an observer.
 func (h *HistoryFeed) AfterRound(res RoundResult) {
 	if h == nil || h.ring == nil || res.Discarded || !res.Saved || res.Probed == 0 {
 		return
 	}
-	v := h.eng.Views()
+	h.record(h.eng.Views(), res.Round)
+}
+
+// record copies the outcomes of round from the views v (the round's
+// record of each site it probed) into a batch for the writer. It takes no
+// engine lock.
+func (h *HistoryFeed) record(v *Views, round uint64) {
 	if v == nil {
 		return
 	}
@@ -161,7 +176,7 @@ func (h *HistoryFeed) AfterRound(res RoundResult) {
 	at := time.Time{}
 	for i, last := range v.last {
 		rec := last.rec
-		if rec == nil || rec.seq != res.Round {
+		if rec == nil || rec.seq != round {
 			continue
 		}
 		at = timeOf(rec.at)

@@ -23,18 +23,35 @@ site "www" {
 `
 
 // Each round's verdicts reach the history, and a failover shows in it:
-// the primary's down verdicts and its state after each round.
+// the primary's down verdicts and its state after each round; whether the
+// feed observes the engine's commits (as the agent wires it) or is handed
+// each round's result.
 func TestHistoryRecordsRounds(t *testing.T) {
+	for _, observer := range []bool{true, false} {
+		name := "after round"
+		if observer {
+			name = "observer"
+		}
+		t.Run(name, func(t *testing.T) { testHistoryRecordsRounds(t, observer) })
+	}
+}
+
+func testHistoryRecordsRounds(t *testing.T, observer bool) {
 	dir := t.TempDir()
 	src := enginetest.Sources{}
 	e, _ := enginetest.Start(t, enginetest.Config(t, historyConfig), src, dir)
 	h := engine.OpenHistory(dir, e, engine.HistoryOptions{})
 	t.Cleanup(func() { h.Close() })
+	if observer {
+		e.Observe(h)
+	}
 	ctx := context.Background()
 	round := func() {
 		t.Helper()
 		res := e.RunRound(ctx)
-		h.AfterRound(res)
+		if !observer {
+			h.AfterRound(res)
+		}
 		h.Flush()
 	}
 	for range 3 {

@@ -322,6 +322,7 @@ func (e *Engine) runRound(ctx context.Context, confirm bool) RoundResult {
 		res.Events += len(rep.Events)
 	}
 	res.Probed = len(reports)
+	e.roundOwed = unsaved{seq: plan.Seq, probed: res.Probed, confirm: confirm}
 	res.Saved = e.flushLocked(ctx)
 	res.Duration = e.opts.Now().Sub(start)
 	if confirm {
