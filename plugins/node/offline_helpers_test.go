@@ -154,7 +154,7 @@ func attachRaw(t *testing.T, addr, id string, lbls map[string]string, features .
 // for node id, and returns its status.
 func awaitNode(t *testing.T, src *Source, id string, ok func(NodeStatus, bool) bool) NodeStatus {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(time.Minute) // a hang guard
 	for {
 		changed := src.Changed()
 		var n NodeStatus
@@ -170,7 +170,7 @@ func awaitNode(t *testing.T, src *Source, id string, ok func(NodeStatus, bool) b
 		select {
 		case <-changed:
 		case <-timeout:
-			t.Fatalf("node %s not as awaited within 10s: %+v", id, src.Nodes())
+			t.Fatalf("node %s not as awaited within a minute: %+v", id, src.Nodes())
 		}
 	}
 }
