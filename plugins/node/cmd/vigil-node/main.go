@@ -45,7 +45,7 @@ var newAgent = agent.New
 func run(args []string) error {
 	fs := flag.NewFlagSet("vigil-node", flag.ContinueOnError)
 	var (
-		gateway      = fs.String("gateway", "", "vigil-source-node address `host:port` (empty: do not probe)")
+		gateway      = fs.String("gateway", "", "vigil-source-node address `host:port`, or a cluster's gateways separated by commas (the node attaches to each); empty: do not probe")
 		id           = fs.String("id", "", "node id, its voter id in vigil (letters, digits, ._:-@/)")
 		labelSpec    = fs.String("labels", "", "node labels `k=v,k=v`, matched by the gateway's site_labels")
 		tokenEnv     = fs.String("token-env", "", "`NAME` of the environment variable holding the gateway token")
@@ -54,7 +54,10 @@ func run(args []string) error {
 		tlsKey       = fs.String("tls-key", "", "PEM private key `file` of -tls-cert")
 		tlsName      = fs.String("tls-server-name", "", "name to verify the gateway's certificate against (default: the -gateway host)")
 		originCA     = fs.String("origin-ca", "", "PEM `file` of the CA(s) that signed your https origins' certificates, trusted besides the system's roots by the proxy, and by the probes of sites whose health_check names no ca_file")
-		controlPlane = fs.String("control-plane", "", "vigil API base `URL` to follow the publication from, e.g. http://10.0.0.5:8470")
+		controlPlane = fs.String("control-plane", "", "vigil API base `URL` to follow the publication from, e.g. http://10.0.0.5:8470, or a cluster's agents separated by commas (the node follows the one that leads)")
+		cpCA         = fs.String("control-plane-ca", "", "PEM `file` of the CA that signed the control plane's https certificate, trusted besides the system's roots")
+		cpCert       = fs.String("control-plane-cert", "", "PEM client certificate `file` for a control plane API with client_ca_file")
+		cpKey        = fs.String("control-plane-key", "", "PEM private key `file` of -control-plane-cert")
 		cpTokenEnv   = fs.String("control-plane-token-env", "", "`NAME` of the environment variable holding the API token, if the API needs one")
 		stateDir     = fs.String("state-dir", "", "`directory` keeping the last publication across restarts and control plane outages")
 		proxyListen  = fs.String("proxy-listen", "", "serve visitor traffic on `host:port` as a reverse proxy")
@@ -191,6 +194,9 @@ func run(args []string) error {
 		}
 		cfg.GatewayTLS = tc
 	}
+	if cfg.ControlPlaneTLS, err = controlPlaneTLS(*cpCA, *cpCert, *cpKey); err != nil {
+		return err
+	}
 	if *originCA != "" {
 		roots, err := originRoots(*originCA)
 		if err != nil {
@@ -234,4 +240,39 @@ func originRoots(path string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("-origin-ca %s: no PEM certificate in it: give the CA's certificate (-----BEGIN CERTIFICATE-----)", path)
 	}
 	return roots, nil
+}
+
+// controlPlaneTLS is the TLS configuration of https control planes from
+// -control-plane-ca (added to the system's roots), -control-plane-cert and
+// -control-plane-key; nil when none is given.
+func controlPlaneTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
+	if caFile == "" && certFile == "" && keyFile == "" {
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("-control-plane-ca: %w", err)
+		}
+		roots, err := x509.SystemCertPool()
+		if err != nil || roots == nil {
+			roots = x509.NewCertPool()
+		}
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("-control-plane-ca %s: no PEM certificate in it: give the CA's certificate (-----BEGIN CERTIFICATE-----), the one the API's cert_file was signed with", caFile)
+		}
+		tc.RootCAs = roots
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, fmt.Errorf("give both -control-plane-cert and -control-plane-key, or neither")
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("-control-plane-cert/-control-plane-key: %w (give the PEM certificate and its own private key)", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
 }
