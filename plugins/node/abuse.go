@@ -107,6 +107,8 @@ type guard struct {
 	log      func() hclog.Logger
 	now      func() time.Time
 	maxPeers int // MaxPeers; tests lower it
+	// burst is AuthFailureBurst; tests raise it.
+	burst float64
 	// off turns every limit off (hello deadline, heartbeat rate, cut-off):
 	// the benchmarks' baseline. Refusals are still counted and logged.
 	off bool
@@ -115,13 +117,15 @@ type guard struct {
 	peers   map[string]*peerState
 	order   *list.List // *peerState, least recently refused first
 	refused map[string]uint64
+	conns   map[string]*trackedConn // the open connections, by remote address
 
 	heartbeats atomic.Uint64 // heartbeats and passive reports read
 	dropped    atomic.Uint64 // of those, dropped over the rate
 }
 
 func newGuard(log func() hclog.Logger, now func() time.Time) *guard {
-	return &guard{log: log, now: now, maxPeers: MaxPeers, peers: map[string]*peerState{}, order: list.New(), refused: map[string]uint64{}}
+	return &guard{log: log, now: now, maxPeers: MaxPeers, burst: AuthFailureBurst, peers: map[string]*peerState{}, order: list.New(), refused: map[string]uint64{},
+		conns: map[string]*trackedConn{}}
 }
 
 // peerKey is the address a remote is limited by: its IP, or for IPv6 its
@@ -179,26 +183,41 @@ func (g *guard) cutOff(key string) error {
 	until := p.cutUntil
 	g.mu.Unlock()
 	left := until.Sub(now).Round(time.Second)
-	g.refuse(key, "", refusedCutOff, "refused without a look: too many failed attempts", false)
+	g.refuse(key, "", "", refusedCutOff, "refused without a look: too many failed attempts", false)
 	return status.Errorf(codes.ResourceExhausted,
 		"the gateway refuses %s for %s after %d failed attempts (wrong token, certificate or hello): fix the node's credentials; it is let in again after that",
-		key, max(left, time.Second), AuthFailureBurst)
+		key, max(left, time.Second), int(g.burst)+1)
 }
 
-// refuse counts a refusal of key (node: the node id, if known) for reason
-// and logs it, at most once per RefusalLogInterval per address; the next
-// line says how many were not logged. A failed attempt (failure) spends
-// one of the address's attempts; when it has none left it is cut off for
-// AuthBackoff.
-func (g *guard) refuse(key, node, reason, detail string, failure bool) {
+// refuse counts a refusal of key (remote: the connection's own address,
+// if known; node: the node id, if known) for reason and logs it, at most
+// once per RefusalLogInterval per address (and once more when it is cut
+// off); the next line says how many were not logged. A failed attempt
+// (failure) spends one of the address's attempts; when it has none left
+// it is cut off for AuthBackoff. While it is cut off, the connections it
+// failed on are closed.
+func (g *guard) refuse(key, remote, node, reason, detail string, failure bool) {
 	now := g.now()
 	g.mu.Lock()
 	g.refused[reason]++
 	p := g.peerLocked(key)
 	cut := false
-	if failure && !g.off && !p.failures.take(now, 1/AuthFailureEvery.Seconds(), AuthFailureBurst) && !now.Before(p.cutUntil) {
-		p.cutUntil = now.Add(AuthBackoff)
-		cut = true
+	var doomed []*trackedConn
+	if failure && !g.off {
+		if c := g.conns[remote]; c != nil {
+			c.failed = true
+		}
+		if !p.failures.take(now, 1/AuthFailureEvery.Seconds(), g.burst) && !now.Before(p.cutUntil) {
+			p.cutUntil = now.Add(AuthBackoff)
+			cut = true
+		}
+		if now.Before(p.cutUntil) {
+			for _, c := range g.conns {
+				if c.failed && c.key == key {
+					doomed = append(doomed, c)
+				}
+			}
+		}
 	}
 	var args []any
 	if p.logged.IsZero() || now.Sub(p.logged) >= RefusalLogInterval || cut {
@@ -218,14 +237,84 @@ func (g *guard) refuse(key, node, reason, detail string, failure bool) {
 		p.suppressed[reason]++
 	}
 	g.mu.Unlock()
+	for _, c := range doomed {
+		_ = c.Close()
+	}
 	if args == nil {
 		return
 	}
 	msg := "node refused (logged once per " + shortDuration(RefusalLogInterval) + " per address)"
 	if cut {
-		msg = fmt.Sprintf("node refused; address cut off after %d failed attempts", AuthFailureBurst)
+		msg = fmt.Sprintf("node refused; address cut off after %d failed attempts", int(g.burst)+1)
 	}
 	g.log().Warn(msg, args...)
+}
+
+// trackedConn is an open node connection. Its address loses it when it
+// is cut off after a failed attempt on it.
+type trackedConn struct {
+	net.Conn
+	g      *guard
+	key    string // peerKey
+	remote string
+	failed bool // guarded by g.mu: a failed attempt came over it
+	once   sync.Once
+}
+
+func (c *trackedConn) Close() error {
+	c.once.Do(func() {
+		c.g.mu.Lock()
+		defer c.g.mu.Unlock()
+		if c.g.conns[c.remote] == c {
+			delete(c.g.conns, c.remote)
+		}
+	})
+	return c.Conn.Close()
+}
+
+// listener wraps the gateway's listener: a connection from an address
+// that is cut off is closed as soon as it is accepted, before its TLS
+// handshake; the others are tracked.
+func (g *guard) listener(ln net.Listener) net.Listener { return &guardedListener{Listener: ln, g: g} }
+
+type guardedListener struct {
+	net.Listener
+	g *guard
+}
+
+func (l *guardedListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		key := peerKey(c.RemoteAddr())
+		if l.g.isCutOff(key) {
+			l.g.refuse(key, "", "", refusedCutOff, "connection closed as soon as accepted: too many failed attempts", false)
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetLinger(0) // reset: no FIN exchange, no TIME_WAIT kept for it
+			}
+			_ = c.Close()
+			continue
+		}
+		tc := &trackedConn{Conn: c, g: l.g, key: key, remote: c.RemoteAddr().String()}
+		l.g.mu.Lock()
+		l.g.conns[tc.remote] = tc
+		l.g.mu.Unlock()
+		return tc, nil
+	}
+}
+
+// isCutOff reports whether key is cut off now.
+func (g *guard) isCutOff(key string) bool {
+	if g.off {
+		return false
+	}
+	now := g.now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p, ok := g.peers[key]
+	return ok && now.Before(p.cutUntil)
 }
 
 // counts returns the refusals counted since the gateway started, by reason.

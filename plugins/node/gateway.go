@@ -333,7 +333,7 @@ type gatewayServer struct {
 // token is a failed attempt of the address.
 func authorize(token []byte, gd *guard) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		key := remoteKey(ss.Context())
+		key, remote := remoteKey(ss.Context())
 		if err := gd.cutOff(key); err != nil {
 			return err
 		}
@@ -348,7 +348,7 @@ func authorize(token []byte, gd *guard) grpc.StreamServerInterceptor {
 				if got == "" {
 					detail = "no token"
 				}
-				gd.refuse(key, "", refusedWrongToken, detail, true)
+				gd.refuse(key, remote, "", refusedWrongToken, detail, true)
 				return status.Error(codes.Unauthenticated,
 					"the gateway refused this node's token: start vigil-node with -token-env naming a variable that holds the gateway's token (its token_env)")
 			}
@@ -357,12 +357,13 @@ func authorize(token []byte, gd *guard) grpc.StreamServerInterceptor {
 	}
 }
 
-// remoteKey is the address (guard's peerKey) of a call's peer.
-func remoteKey(ctx context.Context) string {
-	if p, ok := peer.FromContext(ctx); ok {
-		return peerKey(p.Addr)
+// remoteKey returns the address (guard's peerKey) of a call's peer, and
+// its connection's own address.
+func remoteKey(ctx context.Context) (key, remote string) {
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		return peerKey(p.Addr), p.Addr.String()
 	}
-	return "unknown"
+	return "unknown", ""
 }
 
 // errFlood ends a stream whose node sends heartbeats far over the limit.
@@ -399,10 +400,10 @@ var errHelloTimeout = errors.New("no hello within hello_timeout")
 func (g *gatewayServer) Attach(stream grpc.BidiStreamingServer[pb.NodeMessage, pb.GatewayMessage]) error {
 	ctx := stream.Context()
 	st := g.settings()
-	key := remoteKey(ctx)
+	key, remoteAddr := remoteKey(ctx)
 	first, err := g.recvHello(stream, st.helloTimeout)
 	if errors.Is(err, errHelloTimeout) {
-		g.guard.refuse(key, "", refusedHelloTimeout, "no hello within hello_timeout "+st.helloTimeout.String(), true)
+		g.guard.refuse(key, remoteAddr, "", refusedHelloTimeout, "no hello within hello_timeout "+st.helloTimeout.String(), true)
 		return status.Errorf(codes.DeadlineExceeded, "no hello within hello_timeout %s: a node must say hello as soon as its stream is open (is this a vigil-node?)", st.helloTimeout)
 	}
 	if err != nil {
@@ -411,7 +412,7 @@ func (g *gatewayServer) Attach(stream grpc.BidiStreamingServer[pb.NodeMessage, p
 	// refuse counts and logs a refusal; failure says it is a failed
 	// attempt of the address (see guard.refuse).
 	refuse := func(reason string, failure bool, err error) error {
-		g.guard.refuse(key, clip(first.GetHello().GetNodeId()), reason, status.Convert(err).Message(), failure)
+		g.guard.refuse(key, remoteAddr, clip(first.GetHello().GetNodeId()), reason, status.Convert(err).Message(), failure)
 		return err
 	}
 	hello := first.GetHello()
@@ -475,18 +476,17 @@ func (g *gatewayServer) Attach(stream grpc.BidiStreamingServer[pb.NodeMessage, p
 				recvErr <- err
 				return
 			}
-			if res := m.GetResult(); res != nil {
+			res := m.GetResult()
+			if res != nil && g.reg.deliver(c, res) {
 				c.seen.Store(g.reg.now().UnixNano())
-				if !g.reg.deliver(c, res) {
-					g.log.Debug("late or unknown batch result dropped", "node", c.id, "batch", res.GetBatchId())
-				}
 				continue
 			}
-			// A heartbeat, a passive report or a message this release
-			// does not know: unsolicited, so limited.
+			// A heartbeat, a passive report, a late or unknown result, or
+			// a message this release does not know: unsolicited, so
+			// limited.
 			g.guard.heartbeats.Add(1)
+			now := g.reg.now()
 			if !g.guard.off {
-				now := g.reg.now()
 				ok, flood := hb.admit(now)
 				if !ok {
 					g.guard.dropped.Add(1)
@@ -497,7 +497,10 @@ func (g *gatewayServer) Attach(stream grpc.BidiStreamingServer[pb.NodeMessage, p
 					continue
 				}
 			}
-			c.seen.Store(g.reg.now().UnixNano())
+			c.seen.Store(now.UnixNano())
+			if res != nil {
+				g.log.Debug("late or unknown batch result dropped", "node", c.id, "batch", res.GetBatchId())
+			}
 			if rep := m.GetPassiveReport(); rep != nil && g.report != nil {
 				g.report(c, rep)
 			}
@@ -516,7 +519,7 @@ func (g *gatewayServer) Attach(stream grpc.BidiStreamingServer[pb.NodeMessage, p
 			if errors.Is(err, errFlood) {
 				limit := fmt.Sprintf("%d per online_timeout %s, bursts of %d", HeartbeatsPerTimeout, st.onlineTimeout, HeartbeatBurst)
 				reason = "closed by the gateway: heartbeats far over the limit of " + limit
-				g.guard.refuse(key, c.id, refusedFlood, "heartbeats far over the limit of "+limit, true)
+				g.guard.refuse(key, remoteAddr, c.id, refusedFlood, "heartbeats far over the limit of "+limit, true)
 				return status.Errorf(codes.ResourceExhausted, "the node sent heartbeats far over the limit of %s (vigil-node sends 3 per online_timeout): the gateway closed its stream", limit)
 			}
 			if errors.Is(err, context.Canceled) || status.Code(err) == codes.Canceled {

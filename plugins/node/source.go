@@ -120,7 +120,7 @@ func (s *Source) Configure(_ context.Context, cfg sdk.Config) error {
 	s.st, s.grpc, s.addr, s.status, s.statusLn = st, srv, ln.Addr(), statusSrv, statusLn
 	s.mu.Unlock()
 	go func() {
-		if err := srv.Serve(ln); err != nil {
+		if err := srv.Serve(s.guard.listener(ln)); err != nil {
 			s.log.Error("node listener stopped", "error", err)
 		}
 	}()
