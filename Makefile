@@ -62,10 +62,13 @@ deps:
 # not descend into it, so each target runs it too.
 # Both modules always run, so that a failure in one does not hide the
 # other's result; the last line says which failed.
+# -timeout: cmd/vigil's end-to-end tests run for about 8 minutes on a
+# loaded 2-core machine, near go test's default of 10 per package; a hang
+# is caught by each test's own guard long before 30.
 test: deps proto-check build
 	@root=ok; sdk=ok; \
-	$(GO) vet ./... && $(GO) test -race -count=1 ./... || root=FAILED; \
-	( cd sdk && $(GO) vet ./... && $(GO) test -race -count=1 ./... ) || sdk=FAILED; \
+	$(GO) vet ./... && $(GO) test -race -count=1 -timeout 30m ./... || root=FAILED; \
+	( cd sdk && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 30m ./... ) || sdk=FAILED; \
 	echo "make test: root module $$root, sdk module $$sdk"; \
 	[ $$root = ok ] && [ $$sdk = ok ]
 
