@@ -507,7 +507,7 @@ func BenchmarkLoadCached100k(b *testing.B) {
 		_ = os.Remove(filepath.Join(dir, "data", CacheFileName))
 		ForgetLastLoad()
 		t0 := time.Now()
-		cfg, diags := LoadCached(path)
+		_, diags := LoadCached(path)
 		parseT += time.Since(t0)
 		if diags.HasErrors() {
 			b.Fatal(diags.Error())
@@ -519,7 +519,7 @@ func BenchmarkLoadCached100k(b *testing.B) {
 		size = st.Size()
 		ForgetLastLoad()
 		t0 = time.Now()
-		cfg, _ = LoadCached(path)
+		cfg, _ := LoadCached(path)
 		fileT += time.Since(t0)
 		t0 = time.Now()
 		again, _ := LoadCached(path)

@@ -125,7 +125,7 @@ func checkName(kind, name string) error {
 	if kind == "origin" {
 		example = `"a1" or "paris-2.backup"`
 	}
-	return fmt.Errorf("%s name %q cannot be used: write 1 to %d letters, digits, '-', '_' or '.', beginning with a letter or a digit, such as %s. The name goes into the API's paths (/v1/sites/NAME), the metrics, the state store and the edge configuration vigil-node writes, which cannot all carry other characters.", kind, name, MaxNameLength, example)
+	return fmt.Errorf("%s name %q cannot be used: write 1 to %d letters, digits, '-', '_' or '.', beginning with a letter or a digit, such as %s. The name goes into the API's paths (/v1/sites/NAME), the metrics, the state store and the edge configuration vigil-node writes, which cannot all carry other characters", kind, name, MaxNameLength, example)
 }
 
 func isAlnum(c byte) bool {
