@@ -53,7 +53,7 @@ func TestClientCommands(t *testing.T) {
 		{"status json", append([]string{"status", "www", "-json"}, addr...), 0, `"level": 1`, "", true},
 		{"status unknown site", append([]string{"status", "nope"}, addr...), 1, "", "no site nope", false},
 		{"status too many args", append([]string{"status", "a", "b"}, addr...), 2, "", "usage: vigil status", false},
-		{"switch without token", append([]string{"switch", "www", "2"}, addr...), 1, "", "changes need the API token, and the request carried none", false},
+		{"switch without token", append([]string{"switch", "www", "2"}, addr...), 1, "", "changes need the operator's API token, and the request carried none", false},
 		{"switch with a wrong token", append([]string{"switch", "www", "2", "-token", "not-it"}, addr...), 1, "", "the API token sent is not this agent's", false},
 		{"probe without token", append([]string{"probe", "www"}, addr...), 1, "", "a probe changes nothing but needs the API token", false},
 		{"switch to the top level it is on", append([]string{"switch", "www", "1"}, auth...), 0, "already on level 1, the top level; no manual hold: failback is auto", "", false},
