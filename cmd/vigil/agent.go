@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,25 +18,36 @@ import (
 	"github.com/vigilcdn/vigil/core/config"
 )
 
+// defaultConfigPath is the configuration the agent reads without -config
+// (where the package installs it).
+var defaultConfigPath = "/etc/vigil/vigil.hcl"
+
 // agentGCPercent is the agent's GOGC when the environment sets none.
 const agentGCPercent = 50
 
 func init() {
 	register(command{
 		name: "agent", synopsis: "run the control plane: rounds, API, publication, notifications",
-		usage: "vigil agent -config PATH [flags]",
-		help: `PATH is a file, or a folder whose *.hcl files form one configuration.
-Relative paths inside it (data_dir, plugin_dir, token_file, ...) are taken
-from the folder the agent runs in. SIGHUP reloads the configuration (an
-invalid one is refused and the old one stays); SIGINT and SIGTERM stop the
-agent cleanly.`,
+		usage: "vigil agent [-config PATH] [flags]",
+		help: `PATH is a file, or a folder whose *.hcl files form one configuration;
+without -config it is ` + defaultConfigPath + `. Relative paths inside it
+(data_dir, plugin_dir, token_file, ...) are taken from the folder of the
+file that names them. SIGHUP (or vigil reload) reloads the configuration
+(an invalid one is refused and the old one stays); SIGINT and SIGTERM stop
+the agent cleanly.
+
+-dev starts a sandbox from the binaries alone: a temporary state, three
+demo origins served by the agent on loopback and a site "demo" over them,
+the status page and an operator token it prints; nothing is kept.`,
 		run: runAgent,
 	})
 }
 
 func runAgent(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("agent")
-	path := fs.String("config", "", "configuration file or folder of *.hcl files (required)")
+	path := fs.String("config", "", "configuration file or folder of *.hcl files (default "+defaultConfigPath+")")
+	dev := fs.Bool("dev", false, "run a sandbox: temporary state, built-in demo origins and site, the status page (no -config)")
+	devListen := fs.String("dev-listen", "127.0.0.1:8470", "the API's address with -dev")
 	level := newChoice("info", "trace", "debug", "info", "warn", "error")
 	fs.Var(level, "log-level", "log `LEVEL`: trace, debug, info, warn or error")
 	jsonLog := fs.Bool("log-json", false, "log as JSON lines")
@@ -50,9 +62,28 @@ func runAgent(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "vigil agent: unexpected argument %q: give the configuration with -config %s\n", pos[0], pos[0])
 		return 2
 	}
-	if *path == "" {
-		fmt.Fprintln(stderr, "vigil agent: -config is required, such as: vigil agent -config examples/quickstart.hcl")
+	switch {
+	case *dev && *path != "":
+		fmt.Fprintln(stderr, "vigil agent: -dev makes its own configuration: give -dev or -config, not both")
 		return 2
+	case *dev:
+		config, stop, err := devSandbox(*devListen, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "vigil agent -dev: %v\n", err)
+			return 1
+		}
+		defer stop()
+		*path = config
+	case *path == "":
+		if _, err := os.Stat(defaultConfigPath); err != nil {
+			why := "does not exist"
+			if !errors.Is(err, os.ErrNotExist) {
+				why = fmt.Sprintf("cannot be read (%v)", err)
+			}
+			fmt.Fprintf(stderr, "vigil agent: no -config, and %s %s: give -config PATH, such as examples/quickstart.hcl, or try a sandbox: vigil agent -dev\n", defaultConfigPath, why)
+			return 2
+		}
+		*path = defaultConfigPath
 	}
 	if os.Getenv("GOGC") == "" {
 		// The agent's heap is large and steady (the fleet's state), and a

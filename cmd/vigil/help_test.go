@@ -81,6 +81,11 @@ func TestHelpGolden(t *testing.T) {
 // TestErrorsGolden: what the CLI says, and its exit code, for the usage
 // mistakes an operator makes.
 func TestErrorsGolden(t *testing.T) {
+	// agent-without-config shows the default path missing, whatever this
+	// machine has there.
+	old := defaultConfigPath
+	t.Cleanup(func() { defaultConfigPath = old })
+	defaultConfigPath = "/nonexistent/etc/vigil/vigil.hcl"
 	t.Setenv("VIGIL_ADDR", "")
 	t.Setenv("VIGIL_TOKEN", "")
 	tests := []struct {
