@@ -69,6 +69,37 @@ func LoadCached(path string) (*Config, hcl.Diagnostics) {
 	return cfg, diags
 }
 
+// Unchanged reports whether cfg is old again: LoadCached found the
+// files, the CA bundles they name and the build as they were, and cfg
+// holds old's very sites, sources, notifiers and settings (a SIGHUP of an
+// unchanged file). A caller may keep what it built from old. Configs
+// loaded apart are unchanged only when they hold nothing but equal
+// settings.
+func Unchanged(old, cfg *Config) bool {
+	if old == nil || cfg == nil {
+		return false
+	}
+	a, b := reflect.ValueOf(old).Elem(), reflect.ValueOf(cfg).Elem()
+	for _, i := range cachedFields(a.Type()) {
+		x, y := a.Field(i), b.Field(i)
+		switch x.Kind() {
+		case reflect.Slice:
+			if x.Len() != y.Len() || (x.Len() > 0 && x.Pointer() != y.Pointer()) {
+				return false
+			}
+		case reflect.Pointer, reflect.Map:
+			if x.Pointer() != y.Pointer() {
+				return false
+			}
+		default:
+			if !reflect.DeepEqual(x.Interface(), y.Interface()) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // lastLoad is what LoadCached returned last, held weakly: it keeps no
 // configuration alive that its caller dropped.
 var lastLoad loadMemo

@@ -289,6 +289,12 @@ func TestLoadCachedUnchangedIsShared(t *testing.T) {
 	if second == first || second.Sites[0] != first.Sites[0] || second.Sources[0] != first.Sources[0] {
 		t.Fatal("the unchanged configuration was loaded again, not shared")
 	}
+	if !Unchanged(first, second) {
+		t.Fatal("Unchanged(first, second) = false for a SIGHUP of the unchanged file")
+	}
+	if again, _ := Load(path); Unchanged(first, again) {
+		t.Fatal("Unchanged is true for a configuration loaded apart")
+	}
 	for name, f := range second.Files {
 		if len(f.Bytes) == 0 {
 			t.Fatalf("%s: the shared Config has no text for diagnostics", name)
@@ -305,7 +311,7 @@ func TestLoadCachedUnchangedIsShared(t *testing.T) {
 	if diags.HasErrors() {
 		t.Fatal(diags.Error())
 	}
-	if third.Sites[0] == first.Sites[0] {
+	if third.Sites[0] == first.Sites[0] || Unchanged(second, third) {
 		t.Fatal("a changed CA bundle did not load the configuration anew")
 	}
 	path = writeConfig(t, dir, `site "extra" {
@@ -314,7 +320,7 @@ func TestLoadCachedUnchangedIsShared(t *testing.T) {
   origin "b" { address = "http://127.0.0.1:2" }
 }`)
 	fourth, diags := LoadCached(path)
-	if diags.HasErrors() || fourth.Site("extra") == nil || fourth.Sites[0] == third.Sites[0] {
+	if diags.HasErrors() || fourth.Site("extra") == nil || fourth.Sites[0] == third.Sites[0] || Unchanged(third, fourth) {
 		t.Fatalf("a changed file was not loaded anew: %v", diags)
 	}
 	runtime.KeepAlive(first)
