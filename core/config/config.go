@@ -108,7 +108,23 @@ type DNSPublisher struct {
 	// FailClosed answers SERVFAIL instead of failing open when every
 	// enabled origin of the current level is unhealthy.
 	FailClosed bool
-	DeclRange  hcl.Range
+	// RName is the SOA's responsible mailbox as a domain name
+	// ("hostmaster.cdn.example.net."); "" means hostmaster.<zone>.
+	RName string
+	// SOARefresh, SOARetry and SOAExpire are the SOA timers in seconds,
+	// what secondaries of a hidden primary follow.
+	SOARefresh, SOARetry, SOAExpire int
+	// AllowTransfer are the prefixes (a bare address is a /32 or /128)
+	// that may transfer the zone (AXFR, IXFR); empty refuses transfers.
+	AllowTransfer []string
+	// Notify are the secondaries (host:port) sent a NOTIFY when the zone
+	// changes.
+	Notify []string
+	// TSIGKey names the TSIG key (fully qualified) transfers need and
+	// NOTIFY is signed with; TSIGAlgorithm is its algorithm; the secret
+	// is read from the environment variable TSIGSecretEnv at start.
+	TSIGKey, TSIGAlgorithm, TSIGSecretEnv string
+	DeclRange                             hcl.Range
 }
 
 // Control is the `control` block.

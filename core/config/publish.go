@@ -4,7 +4,9 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +17,9 @@ var dnsSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "listen", Required: true}, {Name: "zone", Required: true}, {Name: "ttl"},
 		{Name: "ns"}, {Name: "ns_addresses"}, {Name: "fail_closed"},
+		{Name: "rname"}, {Name: "soa_refresh"}, {Name: "soa_retry"}, {Name: "soa_expire"},
+		{Name: "allow_transfer"}, {Name: "notify"},
+		{Name: "tsig_key"}, {Name: "tsig_algorithm"}, {Name: "tsig_secret_env"},
 	},
 }
 
@@ -62,7 +67,133 @@ func (l *loader) publish(b *hcl.Block) {
 	}
 	l.nsAddresses(content.Attributes["ns_addresses"], d)
 	l.boolean(content.Attributes, "fail_closed", &d.FailClosed)
+	l.hiddenPrimary(content.Attributes, d)
 	l.cfg.DNS = d
+}
+
+// TSIG algorithms a publish "dns" block accepts, by their HCL spelling.
+var tsigAlgorithms = []string{"hmac-sha256", "hmac-sha384", "hmac-sha512", "hmac-sha224", "hmac-sha1"}
+
+// hiddenPrimary decodes the SOA's rname and timers, and what a hidden
+// primary needs: allow_transfer, notify and the TSIG key.
+func (l *loader) hiddenPrimary(attrs hcl.Attributes, d *DNSPublisher) {
+	d.SOARefresh, d.SOARetry, d.SOAExpire = 3600, 600, 604800
+	if attr := attrs["rname"]; attr != nil {
+		var r string
+		if l.decode(attr, &r) {
+			name, err := RNameDomain(r)
+			if err != nil {
+				l.add(attr.Expr.Range(), "Invalid rname", err.Error())
+			} else {
+				d.RName = name
+			}
+		}
+	}
+	l.integer(attrs, "soa_refresh", 1, &d.SOARefresh)
+	l.integer(attrs, "soa_retry", 1, &d.SOARetry)
+	l.integer(attrs, "soa_expire", 1, &d.SOAExpire)
+	if attr := attrs["allow_transfer"]; attr != nil {
+		var list []string
+		if l.decode(attr, &list) {
+			for _, a := range list {
+				if _, err := ParsePrefix(a); err != nil {
+					l.add(attr.Expr.Range(), "Invalid allow_transfer entry",
+						fmt.Sprintf("allow_transfer entries are IP addresses or prefixes, such as \"192.0.2.53\" or \"192.0.2.0/24\"; got %q.", a))
+					list = nil
+					break
+				}
+			}
+			d.AllowTransfer = list
+		}
+	}
+	if attr := attrs["notify"]; attr != nil {
+		var list []string
+		if l.decode(attr, &list) {
+			for _, a := range list {
+				host, port, err := net.SplitHostPort(a)
+				if _, perr := netip.ParseAddr(host); err != nil || perr != nil || port == "" {
+					l.add(attr.Expr.Range(), "Invalid notify entry",
+						fmt.Sprintf("notify entries are a secondary's IP address and port, such as \"192.0.2.53:53\" or \"[2001:db8::53]:53\"; got %q.", a))
+					list = nil
+					break
+				}
+			}
+			d.Notify = list
+		}
+	}
+	if attr := attrs["tsig_key"]; attr != nil {
+		var k string
+		if l.decode(attr, &k) {
+			if !strings.HasSuffix(k, ".") || checkHostname(strings.TrimSuffix(k, ".")) != nil {
+				l.add(attr.Expr.Range(), "Invalid tsig_key",
+					fmt.Sprintf("tsig_key is the key's name, fully qualified (ending in a dot), such as \"vigil-xfr.\"; got %q.", k))
+			} else {
+				d.TSIGKey = strings.ToLower(k)
+			}
+		}
+	}
+	d.TSIGAlgorithm = "hmac-sha256"
+	if attr := attrs["tsig_algorithm"]; attr != nil {
+		var a string
+		if l.decode(attr, &a) {
+			a = strings.ToLower(strings.TrimSuffix(a, "."))
+			if !slices.Contains(tsigAlgorithms, a) {
+				l.add(attr.Expr.Range(), "Invalid tsig_algorithm",
+					fmt.Sprintf("tsig_algorithm must be one of %s; got %q.", strings.Join(tsigAlgorithms, ", "), a))
+			} else {
+				d.TSIGAlgorithm = a
+			}
+		}
+	}
+	l.nonEmptyIf(attrs, "tsig_secret_env", &d.TSIGSecretEnv)
+	if (d.TSIGKey == "") != (d.TSIGSecretEnv == "") {
+		l.add(d.DeclRange, "Incomplete TSIG key",
+			"tsig_key and tsig_secret_env go together: tsig_key names the key, tsig_secret_env the environment variable holding its base64 secret. Set both, or neither.")
+	}
+	if len(d.Notify) > 0 && len(d.AllowTransfer) == 0 {
+		l.diags = append(l.diags, &hcl.Diagnostic{
+			Severity: hcl.DiagWarning,
+			Summary:  "NOTIFY without transfers",
+			Detail:   "notify tells secondaries that the zone changed, but allow_transfer is empty, so they cannot transfer it. Add the secondaries' addresses to allow_transfer.",
+			Subject:  d.DeclRange.Ptr(),
+		})
+	}
+}
+
+// RNameDomain turns an SOA rname written as a mailbox
+// ("hostmaster@example.net", a dot in the local part escaped) or as a
+// fully qualified domain name ("hostmaster.example.net.") into the domain
+// name form the SOA carries.
+func RNameDomain(r string) (string, error) {
+	if local, domain, ok := strings.Cut(r, "@"); ok {
+		domain = strings.TrimSuffix(domain, ".")
+		if local == "" || strings.ContainsAny(local, " \\") || checkHostname(domain) != nil {
+			return "", fmt.Errorf("rname %q is not a mailbox such as \"hostmaster@example.net\"", r)
+		}
+		return strings.ToLower(strings.ReplaceAll(local, ".", "\\.") + "." + domain + "."), nil
+	}
+	if !strings.HasSuffix(r, ".") || checkHostname(strings.TrimSuffix(r, ".")) != nil {
+		return "", fmt.Errorf("rname must be a mailbox, such as \"hostmaster@example.net\", or a fully qualified name ending in a dot, such as \"hostmaster.example.net.\"; got %q", r)
+	}
+	return strings.ToLower(r), nil
+}
+
+// ParsePrefix reads an IP prefix ("192.0.2.0/24") or a bare address (a
+// prefix of its full length).
+func ParsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("%q is not an IP address or prefix", s)
+	}
+	a = a.Unmap()
+	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
 // nsAddresses decodes ns_addresses: every key a name of ns inside the

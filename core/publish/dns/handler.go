@@ -3,6 +3,7 @@ package dns
 import (
 	"net"
 	"strings"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -21,10 +22,29 @@ func (s *Server) accept(dh dns.Header) dns.MsgAcceptAction {
 }
 
 func (s *Server) serveDNS(w dns.ResponseWriter, req *dns.Msg) {
+	if s.serveTransfer(w, req) {
+		return
+	}
 	_, tcp := w.RemoteAddr().(*net.TCPAddr)
+	var ts *dns.TSIG
+	if s.xfr.key != "" {
+		ts = req.IsTsig()
+	}
+	if ts != nil && !req.Response && (w.TsigStatus() != nil || dns.CanonicalName(ts.Hdr.Name) != s.xfr.key) {
+		// RFC 8945 section 5.2: a request whose signature does not
+		// verify gets NOTAUTH, unsigned.
+		s.log.Warn("TSIG signature rejected", "client", w.RemoteAddr().String(), "key", dns.CanonicalName(ts.Hdr.Name), "error", w.TsigStatus())
+		m := new(dns.Msg)
+		m.SetRcode(req, dns.RcodeNotAuth)
+		_ = w.WriteMsg(m)
+		return
+	}
 	m := s.reply(req, tcp)
 	if m == nil {
 		return
+	}
+	if ts != nil {
+		m.SetTsig(ts.Hdr.Name, ts.Algorithm, ts.Fudge, time.Now().Unix())
 	}
 	if err := w.WriteMsg(m); err != nil {
 		s.log.Debug("writing an answer", "client", w.RemoteAddr().String(), "error", err)

@@ -49,6 +49,9 @@ func rcodeIndex(rc int) int {
 type counters struct {
 	queries   [len(typeLabels)][len(rcodeLabels)]atomic.Uint64
 	truncated atomic.Uint64
+	// The hidden primary: transfers served and refused, NOTIFY sent and
+	// given up on.
+	xfrServed, xfrRefused, notifySent, notifyFailed atomic.Uint64
 }
 
 func (c *counters) count(qtype, rcode int) { c.queries[qtype][rcode].Add(1) }
@@ -74,11 +77,17 @@ type Stats struct {
 	// Version is the publication version the answers follow (the SOA
 	// serial is its low 32 bits).
 	Version uint64
+	// TransfersServed and TransfersRefused count zone transfers (AXFR,
+	// IXFR); NotifySent and NotifyFailed count NOTIFY messages answered
+	// by a secondary and given up on after the retries.
+	TransfersServed, TransfersRefused, NotifySent, NotifyFailed uint64
 }
 
 // Stats returns a copy of the counters.
 func (s *Server) Stats() Stats {
-	st := Stats{Queries: make(map[QueryKey]uint64), Truncated: s.counters.truncated.Load(), Version: s.table.Load().version}
+	st := Stats{Queries: make(map[QueryKey]uint64), Truncated: s.counters.truncated.Load(), Version: s.table.Load().version,
+		TransfersServed: s.counters.xfrServed.Load(), TransfersRefused: s.counters.xfrRefused.Load(),
+		NotifySent: s.counters.notifySent.Load(), NotifyFailed: s.counters.notifyFailed.Load()}
 	for i := range typeLabels {
 		for j := range rcodeLabels {
 			if v := s.counters.queries[i][j].Load(); v > 0 {
@@ -97,13 +106,18 @@ var (
 		"UDP answers sent truncated (TC bit) because they did not fit the client's buffer.", nil, nil)
 	versionDesc = prometheus.NewDesc("vigil_dns_publication_version",
 		"Publication version the DNS answers follow.", nil, nil)
+	transfersDesc = prometheus.NewDesc("vigil_dns_transfers_total",
+		"Zone transfers (AXFR, IXFR) asked of vigil, by result: served or refused.", []string{"result"}, nil)
+	notifyDesc = prometheus.NewDesc("vigil_dns_notify_total",
+		"NOTIFY messages to secondaries, by result: sent (answered) or failed (given up after retries).", []string{"result"}, nil)
 )
 
 // collector exposes the counters to Prometheus.
 type collector struct{ s *Server }
 
 // Collector returns the server's Prometheus metrics: vigil_dns_queries_total
-// {type, rcode}, vigil_dns_truncated_total and vigil_dns_publication_version.
+// {type, rcode}, vigil_dns_truncated_total, vigil_dns_publication_version,
+// vigil_dns_transfers_total{result} and vigil_dns_notify_total{result}.
 // Register it once, for example with prometheus.MustRegister.
 func (s *Server) Collector() prometheus.Collector { return collector{s} }
 
@@ -111,6 +125,8 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queriesDesc
 	ch <- truncatedDesc
 	ch <- versionDesc
+	ch <- transfersDesc
+	ch <- notifyDesc
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -123,4 +139,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(truncatedDesc, prometheus.CounterValue, float64(c.s.counters.truncated.Load()))
 	ch <- prometheus.MustNewConstMetric(versionDesc, prometheus.GaugeValue, float64(c.s.table.Load().version))
+	if c.s.xfr.on() {
+		k := &c.s.counters
+		ch <- prometheus.MustNewConstMetric(transfersDesc, prometheus.CounterValue, float64(k.xfrServed.Load()), "served")
+		ch <- prometheus.MustNewConstMetric(transfersDesc, prometheus.CounterValue, float64(k.xfrRefused.Load()), "refused")
+		ch <- prometheus.MustNewConstMetric(notifyDesc, prometheus.CounterValue, float64(k.notifySent.Load()), "sent")
+		ch <- prometheus.MustNewConstMetric(notifyDesc, prometheus.CounterValue, float64(k.notifyFailed.Load()), "failed")
+	}
 }

@@ -46,6 +46,11 @@ type Server struct {
 	counters counters
 	// noFast turns the UDP fast path off (benchmarks compare both).
 	noFast bool
+	// xfr are the hidden primary's settings; hist the zones of the last
+	// tables when transfers or NOTIFY are on, and notify sends NOTIFY.
+	xfr    xfrSettings
+	hist   history
+	notify *notifier
 
 	mu      sync.Mutex
 	state   int // 0 new, 1 started, 2 closed
@@ -84,6 +89,27 @@ func New(cfg *config.DNSPublisher, hub *publish.Hub, logger hclog.Logger) (*Serv
 		return nil, fmt.Errorf("dns publisher: ttl %d is out of range (0 to 2147483647)", cfg.TTL)
 	}
 	st := settings{zone: zone, ttl: uint32(cfg.TTL), failClosed: cfg.FailClosed}
+	if cfg.RName != "" {
+		r := dns.Fqdn(strings.ToLower(cfg.RName))
+		if _, ok := dns.IsDomainName(r); !ok {
+			return nil, fmt.Errorf("dns publisher: rname %q is not a domain name", cfg.RName)
+		}
+		st.rname = r
+	}
+	for _, t := range []struct {
+		name string
+		v    int
+		into *uint32
+	}{{"soa_refresh", cfg.SOARefresh, &st.refresh}, {"soa_retry", cfg.SOARetry, &st.retry}, {"soa_expire", cfg.SOAExpire, &st.expire}} {
+		if t.v < 0 || int64(t.v) > int64(^uint32(0)>>1) {
+			return nil, fmt.Errorf("dns publisher: %s %d is out of range (1 to 2147483647)", t.name, t.v)
+		}
+		*t.into = uint32(t.v)
+	}
+	xfr, err := xfrFromConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dns publisher: %w", err)
+	}
 	for _, n := range cfg.NS {
 		n = dns.Fqdn(strings.ToLower(n))
 		if _, ok := dns.IsDomainName(n); !ok {
@@ -104,7 +130,7 @@ func New(cfg *config.DNSPublisher, hub *publish.Hub, logger hclog.Logger) (*Serv
 			st.nsAddrs[n] = append(st.nsAddrs[n], a.WithZone("").Unmap())
 		}
 	}
-	s := &Server{st: st, listen: cfg.Listen, hub: hub, log: logger.Named("dns")}
+	s := &Server{st: st, listen: cfg.Listen, hub: hub, log: logger.Named("dns"), xfr: xfr}
 	for _, n := range st.ns {
 		if inZone(n, zone) && len(st.nsAddrs[n]) == 0 {
 			s.log.Warn("in-zone name server has no address: it answers NXDOMAIN and resolvers cannot reach it; give ns_addresses", "ns", n)
@@ -117,7 +143,14 @@ func New(cfg *config.DNSPublisher, hub *publish.Hub, logger hclog.Logger) (*Serv
 // swap builds the table for snap and makes it the one queries read.
 func (s *Server) swap(snap *publication.Snapshot) {
 	t, notes := build(s.st, snap)
+	var z *zoneState
+	if s.xfr.on() {
+		z = newZoneState(t)
+	}
 	s.table.Store(t)
+	if z != nil && s.hist.add(z) {
+		s.notify.changed(z)
+	}
 	for _, n := range notes {
 		s.log.Warn("not published in DNS", "version", snap.Version, "detail", n)
 	}
@@ -153,8 +186,13 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	started := make(chan struct{}, 2)
 	errc := make(chan error, 2)
+	var tsig map[string]string
+	if s.xfr.key != "" {
+		tsig = map[string]string{s.xfr.key: s.xfr.secret}
+	}
 	mk := func() *dns.Server {
 		return &dns.Server{
+			TsigSecret:        tsig,
 			Handler:           dns.HandlerFunc(s.serveDNS),
 			DecorateReader:    s.decorateReader,
 			UDPSize:           readBuffer,
@@ -191,6 +229,13 @@ func (s *Server) Start(ctx context.Context) error {
 	s.state = 1
 	wctx, cancel := context.WithCancel(ctx)
 	s.cancel = cancel
+	s.startNotifier(wctx)
+	if s.xfr.on() {
+		// Secondaries learn of a restart at once.
+		if cur, _ := s.hist.find(0); cur != nil {
+			s.notify.changed(cur)
+		}
+	}
 	s.wg.Go(func() { s.follow(wctx) })
 	s.wg.Go(func() {
 		<-wctx.Done()

@@ -12,10 +12,10 @@ import (
 	"github.com/vigilcdn/vigil/sdk/publication"
 )
 
-// SOA timers. vigil serves no zone transfers, so refresh, retry and expire
-// only matter to tools that read them; the negative-caching TTL (minimum)
-// is the configured ttl, so an NXDOMAIN or NODATA is cached no longer than
-// a positive answer.
+// SOA timers by default (soa_refresh, soa_retry and soa_expire set them):
+// they matter to the secondaries of a hidden primary; the negative-caching
+// TTL (minimum) is the configured ttl, so an NXDOMAIN or NODATA is cached
+// no longer than a positive answer.
 const (
 	soaRefresh = 3600
 	soaRetry   = 600
@@ -83,6 +83,10 @@ type settings struct {
 	// nsAddrs are the addresses of in-zone name servers, by name.
 	nsAddrs    map[string][]netip.Addr
 	failClosed bool
+	// rname is the SOA's mailbox ("" is hostmaster.<zone>); refresh,
+	// retry and expire its timers (0 is the default).
+	rname                  string
+	refresh, retry, expire uint32
 }
 
 // inZone reports whether the lower-case fully qualified name is the zone
@@ -160,14 +164,23 @@ func build(st settings, snap *publication.Snapshot) (*table, []string) {
 	if len(st.ns) > 0 {
 		mname = st.ns[0]
 	}
+	if st.rname != "" {
+		mbox = st.rname
+	}
+	or := func(v, def uint32) uint32 {
+		if v == 0 {
+			return def
+		}
+		return v
+	}
 	t.soa = []dns.RR{&dns.SOA{
 		Hdr:     hdr(st.zone, dns.TypeSOA),
 		Ns:      mname,
 		Mbox:    mbox,
 		Serial:  uint32(snap.Version), // RFC 1982 arithmetic copes with the wrap
-		Refresh: soaRefresh,
-		Retry:   soaRetry,
-		Expire:  soaExpire,
+		Refresh: or(st.refresh, soaRefresh),
+		Retry:   or(st.retry, soaRetry),
+		Expire:  or(st.expire, soaExpire),
 		Minttl:  st.ttl,
 	}}
 	for _, n := range st.ns {
