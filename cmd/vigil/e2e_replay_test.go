@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -30,7 +32,11 @@ func TestEndToEndHistoryReplay(t *testing.T) {
 		t.Skip("end-to-end test builds and runs the real binaries")
 	}
 	a1 := demoorigin.New("a1")
-	srvA := httptest.NewServer(a1)
+	var a1Probes atomic.Int64 // requests a1 served: one a round (one source)
+	srvA := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a1Probes.Add(1)
+		a1.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srvA.Close)
 	srvB := httptest.NewServer(demoorigin.New("b1"))
 	t.Cleanup(srvB.Close)
@@ -90,17 +96,24 @@ source "carry" {
 		return o["a1"].(map[string]any)["state"] == "healthy" && o["b1"].(map[string]any)["state"] == "healthy"
 	}
 	waitFor(t, "both origins healthy", 30*time.Second, healthy)
-	a1.SetMode(demoorigin.Failing)
-	waitFor(t, "the failover", 30*time.Second, func() bool { return level() == 2 })
-	// Keep a1 down long enough for the stricter threshold too: counted in
-	// verdicts, not seconds (a loaded machine runs fewer rounds).
-	a1Counter := func(name string) float64 {
-		return agent.site(t, "www")["origins"].(map[string]any)["a1"].(map[string]any)[name].(float64)
+	round := func() float64 { return agent.site(t, "www")["round"].(float64) }
+	// a round after the one running now has ended
+	nextRound := func(what string) {
+		r := round()
+		waitFor(t, what, 10*time.Second, func() bool { return round() > r })
 	}
-	waitFor(t, "a1's sixth down verdict in a row", 30*time.Second, func() bool { return a1Counter("failures") >= 6 })
+	a1.SetMode(demoorigin.Failing)
+	failing := a1Probes.Load() // every probe counted from here on fails
+	waitFor(t, "the failover", 30*time.Second, func() bool { return level() == 2 })
+	// Keep a1 down long enough for the stricter threshold too: six failed
+	// probes, counted at a1, not seconds (a loaded machine runs fewer
+	// rounds), and the round of the last one over.
+	waitFor(t, "six failed probes of a1", 30*time.Second, func() bool { return a1Probes.Load() >= failing+6 })
+	nextRound("the round of a1's sixth failed probe to end")
 	a1.SetMode(demoorigin.Healthy)
 	waitFor(t, "the failback", 30*time.Second, func() bool { return level() == 1 })
-	waitFor(t, "two more up verdicts after the failback", 30*time.Second, func() bool { return a1Counter("successes") >= 4 })
+	nextRound("a round after the failback")
+	nextRound("a second round after the failback")
 	_ = agent.cmd.Process.Signal(syscall.SIGTERM)
 	<-agent.done
 
