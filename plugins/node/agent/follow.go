@@ -63,6 +63,13 @@ func (a *Agent) follow(ctx context.Context) {
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, publication.ErrNotModified):
+			// It answered: nothing to avoid at the next pick.
+			if failing {
+				a.log.Info("control plane reachable again", "control_plane", target)
+				failing = false
+			}
+			misses = 0
+			b.Reset()
 			rediscover = multi
 			continue
 		case err != nil:
