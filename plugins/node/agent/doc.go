@@ -15,7 +15,12 @@
 //     the node as soon as the control plane publishes it, with no polling
 //     interval. Every snapshot is written atomically to -state-dir and loaded
 //     at start, so the node keeps serving the last known levels while the
-//     control plane is away, across its own restarts too.
+//     control plane is away, across its own restarts too. Given a cluster's
+//     agents (-control-plane A,B,C), it follows the one GET /v1/cluster
+//     says leads, moves at once to another that answers when it fails, and
+//     never goes back to an older version unless the acting leader (or a
+//     lone agent) offers it (follow.go, cluster.go). Given a cluster's
+//     gateways (-gateway GA,GB,GC), it attaches to each.
 //   - With -proxy-listen it serves visitor traffic through package proxy,
 //     for every published site, picked by Host header.
 //
