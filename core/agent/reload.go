@@ -169,7 +169,13 @@ func (a *Agent) Reload(cfg *config.Config) (ReloadResult, error) {
 			return res, fmt.Errorf("%w: %v", ErrReloadRefused, err)
 		}
 	}
-	if d := a.engine.Reload(a.ctx, cfg); d.HasErrors() {
+	// A SIGHUP of an unchanged file hands back the very sites and sources
+	// in force (config.Unchanged): the engine keeps what it built from
+	// them. The tokens and the certificate above are read again all the
+	// same.
+	if config.Unchanged(old, cfg) {
+		res.Applied = append(res.Applied, "sites and sources kept: the configuration is unchanged")
+	} else if d := a.engine.Reload(a.ctx, cfg); d.HasErrors() {
 		if ln != nil {
 			ln.Close()
 		}
