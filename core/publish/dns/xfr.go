@@ -262,7 +262,7 @@ func (s *Server) serveTransfer(w dns.ResponseWriter, req *dns.Msg) bool {
 	}
 	client := w.RemoteAddr().String()
 	refuse := func(rcode int, why string) bool {
-		s.counters.xfrRefused.Add(1)
+		s.counters.xfrRefused.Add(1) // before the answer leaves, as served
 		s.log.Warn("zone transfer refused", "client", client, "type", dns.TypeToString[q.Qtype], "reason", why)
 		m := new(dns.Msg)
 		m.SetRcode(req, rcode)
@@ -341,12 +341,14 @@ func (s *Server) sendTransfer(w dns.ResponseWriter, req *dns.Msg, msgs [][]dns.R
 		n += len(m)
 	}
 	close(ch)
+	// Counted before the first message leaves: a client that has read
+	// the whole answer finds it counted.
+	s.counters.xfrServed.Add(1)
 	tr := new(dns.Transfer)
 	if err := tr.Out(w, req, ch); err != nil {
 		s.log.Warn("zone transfer failed", "client", w.RemoteAddr().String(), "type", kind, "error", err)
 		return true
 	}
-	s.counters.xfrServed.Add(1)
 	s.log.Info("zone transferred", "client", w.RemoteAddr().String(), "type", kind, "records", n, "note", note)
 	return true
 }
