@@ -43,7 +43,7 @@ dist:
 DEB_DEPS := protoc:protobuf-compiler chromium:chromium etcd:etcd-server \
 	python3.grpc:python3-grpcio python3.cryptography:python3-cryptography \
 	promtool:prometheus amtool:prometheus-alertmanager haproxy:haproxy nginx:nginx \
-	zonemaster-cli:zonemaster-cli \
+	zonemaster-cli:zonemaster-cli knotd:knot nsd:nsd named:bind9 \
 	systemd-analyze:systemd dpkg-deb:dpkg buildah:buildah
 
 deps:
