@@ -168,7 +168,7 @@ func topHelp() string {
 	for _, n := range names {
 		fmt.Fprintf(&b, "  %-15s %s\n", n, commands[n].synopsis)
 	}
-	b.WriteString("\nRun 'vigil help COMMAND' or 'vigil COMMAND -h' for a command's flags;\n'vigil -version' prints the version.\n")
+	b.WriteString("\nRun 'vigil help COMMAND' or 'vigil COMMAND -h' for a command's flags;\n'vigil -version' prints the version; 'vigil -autocomplete-install' sets up\nshell completion of the commands (bash, zsh, fish).\n")
 	return b.String()
 }
 
@@ -179,27 +179,13 @@ func main() {
 // run runs vigil with args (without the program name). Exit codes: 0 done,
 // 1 failed, 2 usage error (an unknown command, flag or value).
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		usage(stderr)
-		return 2
-	}
-	if args[0] == "help" { // vigil help [COMMAND [SUBCOMMAND]]
-		if len(args) == 1 {
-			usage(stdout)
-			return 0
+	// A shell asking for completions (after vigil -autocomplete-install)
+	// runs vigil with COMP_LINE set: hashicorp/cli answers it.
+	if os.Getenv("COMP_LINE") == "" {
+		var code int
+		if args, code = checkArgs(args, stdout, stderr); code >= 0 {
+			return code
 		}
-		args = append(append([]string{}, args[1:]...), "-help")
-	}
-	if name := args[0]; strings.HasPrefix(name, "-") {
-		switch name {
-		case "-h", "-help", "--help", "-v", "-version", "--version":
-		default:
-			fmt.Fprintf(stderr, "vigil: unknown flag %s: flags go after the command, as in 'vigil status -json'\nRun 'vigil help' for the commands.\n", name)
-			return 2
-		}
-	} else if _, ok := commands[name]; !ok {
-		fmt.Fprintf(stderr, "vigil: unknown command %q%s\nRun 'vigil help' for the commands.\n", name, didYouMean(name, commandWords()))
-		return 2
 	}
 	factories := make(map[string]cli.CommandFactory, len(commands))
 	for name, c := range commands {
@@ -207,13 +193,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 		factories[name] = func() (cli.Command, error) { return k, nil }
 	}
 	c := &cli.CLI{
-		Name:        "vigil",
-		Args:        args,
-		Version:     versionLine(),
-		Commands:    factories,
-		HelpFunc:    func(map[string]cli.CommandFactory) string { return strings.TrimRight(topHelp(), "\n") },
-		HelpWriter:  stdout,
-		ErrorWriter: stderr,
+		Name:     "vigil",
+		Args:     args,
+		Version:  versionLine(),
+		Commands: factories,
+		// Shell completion of the commands: vigil -autocomplete-install
+		// adds it to bash's, zsh's or fish's start-up file.
+		Autocomplete: true,
+		HelpFunc:     func(map[string]cli.CommandFactory) string { return strings.TrimRight(topHelp(), "\n") },
+		HelpWriter:   stdout,
+		ErrorWriter:  stderr,
 	}
 	code, err := c.Run()
 	if err != nil {
@@ -221,6 +210,35 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return code
+}
+
+// checkArgs answers what hashicorp/cli would get wrong: no command, "help
+// COMMAND", an unknown command or top-level flag. It returns the args to
+// run and -1, or the exit code when it answered.
+func checkArgs(args []string, stdout, stderr io.Writer) ([]string, int) {
+	if len(args) == 0 {
+		usage(stderr)
+		return nil, 2
+	}
+	if args[0] == "help" { // vigil help [COMMAND [SUBCOMMAND]]
+		if len(args) == 1 {
+			usage(stdout)
+			return nil, 0
+		}
+		args = append(append([]string{}, args[1:]...), "-help")
+	}
+	if name := args[0]; strings.HasPrefix(name, "-") {
+		switch name {
+		case "-h", "-help", "--help", "-v", "-version", "--version", "-autocomplete-install", "-autocomplete-uninstall":
+		default:
+			fmt.Fprintf(stderr, "vigil: unknown flag %s: flags go after the command, as in 'vigil status -json'\nRun 'vigil help' for the commands.\n", name)
+			return nil, 2
+		}
+	} else if _, ok := commands[name]; !ok {
+		fmt.Fprintf(stderr, "vigil: unknown command %q%s\nRun 'vigil help' for the commands.\n", name, didYouMean(name, commandWords()))
+		return nil, 2
+	}
+	return args, -1
 }
 
 // commandWords are the first words of the commands: what can follow
