@@ -192,6 +192,8 @@ func BenchmarkGatewayUnderFlood(b *testing.B) {
 	b.ReportMetric(float64(sentOff)/secs, "hb-sent/s-nolimits")
 	b.ReportMetric(float64(sentOn)/secs, "hb-sent/s-limits")
 	b.ReportMetric(float64(sessOn)/secs, "hb-redials/s-limits")
+	b.ReportMetric(perSec(hbOff)*1000*secs/max(float64(sentOff), 1), "cpu-us/heartbeat-nolimits")
+	b.ReportMetric(perSec(hbOn)*1000*secs/max(float64(sessOn), 1), "cpu-us/redial-limits")
 	b.ReportMetric(perSec(tokOff), "token-flood-cpu-ms/s-nolimits")
 	b.ReportMetric(perSec(tokOn), "token-flood-cpu-ms/s-limits")
 	b.ReportMetric(perSec(tokOff)/max(perSec(tokOn), 1e-3), "token-flood-cpu-ratio")
