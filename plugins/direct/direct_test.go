@@ -154,7 +154,9 @@ func TestStopsBeforeDeadline(t *testing.T) {
 	}
 	fast, slow := target("fast", srv.URL), target("slow", srv.URL)
 	slow.Path = "/health?slow=1"
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	// 4s: the source stops a tenth before it (400 ms of margin, which a
+	// loaded machine keeps), and the slow probe's 5s timeout has not passed.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
 	votes, err := src.Vote(ctx, sdk.Ballot{Targets: []sdk.Target{fast, slow}})
 	if err != nil {
