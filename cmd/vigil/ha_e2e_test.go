@@ -145,6 +145,15 @@ site "www" {
   }
 }
 `, hook.URL, addr["a1"], addr["a2"], addr["b1"])
+	// Many sites, not one: 150 more on an origin that stays healthy, so
+	// that the first rounds' commits are too large for one etcd
+	// transaction at its defaults (split commits, core/store/etcd), and
+	// every round of the test carries them.
+	filler := httptest.NewServer(demoorigin.New("f1"))
+	t.Cleanup(filler.Close)
+	for i := range 150 {
+		body += fmt.Sprintf("site \"f%03d\" {\n  hostname = \"f%03d.example.com\"\n  origin \"f1\" { address = %q }\n  origin \"f2\" { address = %q }\n}\n", i, i, filler.URL, filler.URL)
+	}
 	var procs []*agentProc
 	for _, id := range []string{"cp-a", "cp-b", "cp-c"} {
 		procs = append(procs, startMember(t, id, srv.Endpoint, "active-standby", body))
