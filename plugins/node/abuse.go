@@ -2,6 +2,8 @@ package node
 
 import (
 	"container/list"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 )
 
@@ -59,7 +62,7 @@ const (
 const (
 	refusedHelloTimeout = "hello_timeout"   // no hello within hello_timeout
 	refusedWrongToken   = "wrong_token"     // missing or wrong token
-	refusedBadCert      = "bad_certificate" // the client certificate does not name the node id
+	refusedBadCert      = "bad_certificate" // no client certificate, one client_ca_file did not sign, or one not naming the node id
 	refusedBadHello     = "bad_hello"       // not a hello, wrong protocol, invalid id or labels
 	refusedCutOff       = "cut_off"         // the address failed too often and is refused for a while
 	refusedFlood        = "heartbeat_flood" // heartbeats far faster than the limit
@@ -303,6 +306,37 @@ func (l *guardedListener) Accept() (net.Conn, error) {
 		l.g.mu.Unlock()
 		return tc, nil
 	}
+}
+
+// credentials wraps the gateway's TLS credentials: a TLS handshake that
+// fails because the node's client certificate is missing or not signed by
+// client_ca_file is a failed attempt (bad_certificate) of its address.
+// Other handshake failures (a port scan, a dropped connection) are not
+// counted.
+func (g *guard) credentials(c credentials.TransportCredentials) credentials.TransportCredentials {
+	return guardedCreds{TransportCredentials: c, g: g}
+}
+
+type guardedCreds struct {
+	credentials.TransportCredentials
+	g *guard
+}
+
+func (c guardedCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	conn, info, err := c.TransportCredentials.ServerHandshake(raw)
+	var verify *tls.CertificateVerificationError
+	if err != nil && (errors.As(err, &verify) || strings.Contains(err.Error(), "didn't provide a certificate")) {
+		detail := "TLS handshake: no client certificate"
+		if verify != nil {
+			detail = "TLS handshake: the client certificate is not signed by client_ca_file: " + verify.Err.Error()
+		}
+		c.g.refuse(peerKey(raw.RemoteAddr()), raw.RemoteAddr().String(), "", refusedBadCert, detail, true)
+	}
+	return conn, info, err
+}
+
+func (c guardedCreds) Clone() credentials.TransportCredentials {
+	return guardedCreds{TransportCredentials: c.TransportCredentials.Clone(), g: c.g}
 }
 
 // isCutOff reports whether key is cut off now.

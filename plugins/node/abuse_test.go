@@ -2,10 +2,14 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -456,6 +461,69 @@ func TestPeerKey(t *testing.T) {
 			}
 			if got := peerKey(addr); got != tt.want {
 				t.Errorf("peerKey(%s) = %q, want %q", tt.addr, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestBadCertificates: with mTLS, a client certificate another CA signed,
+// none at all, or one naming another node id is a failed attempt
+// (bad_certificate) of the address, logged; a bare TCP connection that
+// closes before its handshake (a port scan) is not counted.
+func TestBadCertificates(t *testing.T) {
+	ca, other := newTestCA(t), newTestCA(t)
+	dir := t.TempDir()
+	certFile, keyFile := writePEM(t, dir, "gateway", ca.issue(t, "gateway", true))
+	caFile := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(caFile, ca.pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs logBuffer
+	gw := startGateway(t, map[string]any{"tls_cert_file": certFile, "tls_key_file": keyFile, "client_ca_file": caFile},
+		withClock(newTestClock()), withLog(t, &logs), func(s *Source) { s.guard.burst = 100 })
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.cert)
+
+	// A port scan: connect, close.
+	c, err := net.Dial("tcp", gw.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+
+	tests := []struct {
+		name   string
+		certs  []tls.Certificate
+		id     string
+		want   codes.Code
+		detail string
+	}{
+		{"another CA", []tls.Certificate{other.issue(t, "edge-1", false)}, "edge-1", codes.Unavailable, "not signed by client_ca_file"},
+		{"no certificate", nil, "edge-1", codes.Unavailable, "no client certificate"},
+		{"another node's", []tls.Certificate{ca.issue(t, "edge-9", false)}, "edge-1", codes.PermissionDenied, "does not name this node id"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			creds := credentials.NewTLS(&tls.Config{RootCAs: roots, Certificates: tt.certs, MinVersion: tls.VersionTLS12})
+			cc, err := grpc.NewClient("passthrough:///"+gw.Addr().String(), grpc.WithTransportCredentials(creds))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cc.Close() })
+			if code := tryAttach(t, cc, testToken, tt.id); code != tt.want {
+				t.Errorf("code %v, want %v", code, tt.want)
+			}
+			// The gateway counts before it answers; a failed handshake
+			// may reach the client first: wait for the count.
+			deadline := time.Now().Add(hangGuard)
+			for gw.Refusals()[refusedBadCert] != uint64(i+1) && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if n := gw.Refusals()[refusedBadCert]; n != uint64(i+1) {
+				t.Errorf("bad_certificate counted %d, want %d (a port scan not counted)", n, i+1)
+			}
+			if n := logs.count(tt.detail); i == 0 && n != 1 {
+				t.Errorf("%d log lines saying %q, want 1", n, tt.detail)
 			}
 		})
 	}

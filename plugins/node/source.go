@@ -97,7 +97,7 @@ func (s *Source) Configure(_ context.Context, cfg sdk.Config) error {
 		opts = append(opts, grpc.ConnectionTimeout(st.helloTimeout))
 	}
 	if st.tlsConfig != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(st.tlsConfig)))
+		opts = append(opts, grpc.Creds(s.guard.credentials(credentials.NewTLS(st.tlsConfig))))
 	}
 	srv := grpc.NewServer(opts...)
 	pb.RegisterNodeGatewayServer(srv, &gatewayServer{log: s.log, reg: s.reg, settings: s.settings, guard: s.guard, report: s.passiveReport})
@@ -239,7 +239,8 @@ func (s *Source) serveNodes(w http.ResponseWriter, _ *http.Request) {
 }
 
 // Refusals counts the streams the gateway refused since it started, by
-// reason: "wrong_token", "bad_certificate", "bad_hello" (not a hello, an
+// reason: "wrong_token", "bad_certificate" (none, one client_ca_file did
+// not sign, or one not naming the node id), "bad_hello" (not a hello, an
 // invalid id or labels, another protocol version), "hello_timeout" (no
 // hello within hello_timeout), "cut_off" (the address failed too often and
 // is refused for AuthBackoff), "heartbeat_flood" (closed for sending
