@@ -152,6 +152,13 @@ func (m *loadMemo) reuse(key string, files []fileSource) (*Config, hcl.Diagnosti
 		}
 		cfg.Files[f.name] = &hcl.File{Bytes: f.src, Nav: old.Nav}
 	}
+	// The copy is what the caller keeps from now on, and the one the next
+	// call finds: the caller may drop prev.
+	m.mu.Lock()
+	if m.key == key {
+		m.cfg = weak.Make(cfg)
+	}
+	m.mu.Unlock()
 	return cfg, diags, true
 }
 

@@ -303,6 +303,16 @@ func TestLoadCachedUnchangedIsShared(t *testing.T) {
 	if second.Site("s00001") != second.Sites[1] {
 		t.Fatal("the shared Config's site index is wrong")
 	}
+	// The caller keeps the copy and drops the first: a third SIGHUP still
+	// finds the configuration in force.
+	sites := first.Sites
+	first = nil
+	runtime.GC()
+	runtime.GC()
+	if again, _ := LoadCached(path); again.Sites[0] != second.Sites[0] || !Unchanged(second, again) {
+		t.Fatal("after the first Config was dropped, an unchanged load did not share the second's")
+	}
+	first = &Config{Sites: sites}
 
 	if err := os.WriteFile(filepath.Join(dir, "ca.pem"), append(ca, '\n'), 0o600); err != nil {
 		t.Fatal(err)
