@@ -124,7 +124,13 @@ type DNSPublisher struct {
 	// NOTIFY is signed with; TSIGAlgorithm is its algorithm; the secret
 	// is read from the environment variable TSIGSecretEnv at start.
 	TSIGKey, TSIGAlgorithm, TSIGSecretEnv string
-	DeclRange                             hcl.Range
+	// RRLRate is the UDP answers per second one client network (a /24,
+	// a /56) gets, 0 for no limit; past it every RRLSlip-th answer is
+	// sent empty and truncated (0: none) and the rest dropped. Clients in
+	// RRLExempt (prefixes) are not limited.
+	RRLRate, RRLSlip int
+	RRLExempt        []string
+	DeclRange        hcl.Range
 }
 
 // Control is the `control` block.

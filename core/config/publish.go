@@ -20,6 +20,7 @@ var dnsSchema = &hcl.BodySchema{
 		{Name: "rname"}, {Name: "soa_refresh"}, {Name: "soa_retry"}, {Name: "soa_expire"},
 		{Name: "allow_transfer"}, {Name: "notify"},
 		{Name: "tsig_key"}, {Name: "tsig_algorithm"}, {Name: "tsig_secret_env"},
+		{Name: "rrl_rate"}, {Name: "rrl_slip"}, {Name: "rrl_exempt"},
 	},
 }
 
@@ -68,7 +69,36 @@ func (l *loader) publish(b *hcl.Block) {
 	l.nsAddresses(content.Attributes["ns_addresses"], d)
 	l.boolean(content.Attributes, "fail_closed", &d.FailClosed)
 	l.hiddenPrimary(content.Attributes, d)
+	l.rrl(content.Attributes, d)
 	l.cfg.DNS = d
+}
+
+// Response rate limiting defaults: NSD's rate, BIND's and NSD's slip, and
+// loopback clients exempt.
+var (
+	DefaultRRLRate   = 200
+	DefaultRRLSlip   = 2
+	DefaultRRLExempt = []string{"127.0.0.0/8", "::1/128"}
+)
+
+// rrl decodes response rate limiting: rrl_rate, rrl_slip, rrl_exempt.
+func (l *loader) rrl(attrs hcl.Attributes, d *DNSPublisher) {
+	d.RRLRate, d.RRLSlip, d.RRLExempt = DefaultRRLRate, DefaultRRLSlip, slices.Clone(DefaultRRLExempt)
+	l.integer(attrs, "rrl_rate", 0, &d.RRLRate)
+	l.integer(attrs, "rrl_slip", 0, &d.RRLSlip)
+	if attr := attrs["rrl_exempt"]; attr != nil {
+		var list []string
+		if l.decode(attr, &list) {
+			for _, a := range list {
+				if _, err := ParsePrefix(a); err != nil {
+					l.add(attr.Expr.Range(), "Invalid rrl_exempt entry",
+						fmt.Sprintf("rrl_exempt entries are IP addresses or prefixes, such as \"192.0.2.0/24\" or \"2001:db8::/56\"; got %q.", a))
+					return
+				}
+			}
+			d.RRLExempt = list
+		}
+	}
 }
 
 // TSIG algorithms a publish "dns" block accepts, by their HCL spelling.

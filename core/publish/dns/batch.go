@@ -189,6 +189,7 @@ func (f *fastReader) serveBatch(u *udpSocket) error {
 	}
 	f.slots = min(max(2*n, minBatch), batchSize)
 	f.send = f.send[:0]
+	now := f.s.rrl.now()
 	for i := range f.in[:n] {
 		msg := &f.in[i]
 		addr, _ := msg.Addr.(*net.UDPAddr)
@@ -200,6 +201,19 @@ func (f *fastReader) serveBatch(u *udpSocket) error {
 			oob = f.replyOOB(msg.OOB[:msg.NN])
 		}
 		m := msg.Buffers[0][:msg.N]
+		// Response rate limiting (rrl.go), for the fast path and the
+		// normal one alike: every UDP query of this socket comes here.
+		switch f.s.rrl.action(addr.IP, now) {
+		case rrlDrop:
+			continue
+		case rrlSlip:
+			if reply := slipReply(m); reply != nil {
+				b := f.sendBuf[i]
+				b[0] = reply
+				f.send = append(f.send, ipv4.Message{Buffers: b, OOB: oob, Addr: addr})
+			}
+			continue
+		}
 		if reply, ok := f.answer(m, &f.out[i]); ok {
 			if reply != nil {
 				b := f.sendBuf[i]

@@ -26,6 +26,18 @@ func (s *Server) serveDNS(w dns.ResponseWriter, req *dns.Msg) {
 		return
 	}
 	_, tcp := w.RemoteAddr().(*net.TCPAddr)
+	if ua, udp := w.RemoteAddr().(*net.UDPAddr); udp && s.noFast {
+		// With the fast path on, its read loop limits every UDP query.
+		switch s.rrl.action(ua.IP, s.rrl.now()) {
+		case rrlDrop:
+			return
+		case rrlSlip:
+			if !req.Response {
+				_ = w.WriteMsg(slipMsg(req))
+			}
+			return
+		}
+	}
 	var ts *dns.TSIG
 	if s.xfr.key != "" {
 		ts = req.IsTsig()

@@ -81,6 +81,9 @@ type Stats struct {
 	// IXFR); NotifySent and NotifyFailed count NOTIFY messages answered
 	// by a secondary and given up on after the retries.
 	TransfersServed, TransfersRefused, NotifySent, NotifyFailed uint64
+	// RRLDropped and RRLSlipped count the UDP answers response rate
+	// limiting dropped, and those it sent empty and truncated.
+	RRLDropped, RRLSlipped uint64
 }
 
 // Stats returns a copy of the counters.
@@ -88,6 +91,9 @@ func (s *Server) Stats() Stats {
 	st := Stats{Queries: make(map[QueryKey]uint64), Truncated: s.counters.truncated.Load(), Version: s.table.Load().version,
 		TransfersServed: s.counters.xfrServed.Load(), TransfersRefused: s.counters.xfrRefused.Load(),
 		NotifySent: s.counters.notifySent.Load(), NotifyFailed: s.counters.notifyFailed.Load()}
+	if s.rrl != nil {
+		st.RRLDropped, st.RRLSlipped = s.rrl.dropped.Load(), s.rrl.slipped.Load()
+	}
 	for i := range typeLabels {
 		for j := range rcodeLabels {
 			if v := s.counters.queries[i][j].Load(); v > 0 {
@@ -108,6 +114,8 @@ var (
 		"Publication version the DNS answers follow.", nil, nil)
 	transfersDesc = prometheus.NewDesc("vigil_dns_transfers_total",
 		"Zone transfers (AXFR, IXFR) asked of vigil, by result: served or refused.", []string{"result"}, nil)
+	rrlDesc = prometheus.NewDesc("vigil_dns_rrl_limited_total",
+		"UDP answers held back by response rate limiting, by action: dropped, or slipped (sent empty with the TC bit).", []string{"action"}, nil)
 	notifyDesc = prometheus.NewDesc("vigil_dns_notify_total",
 		"NOTIFY messages to secondaries, by result: sent (answered) or failed (given up after retries).", []string{"result"}, nil)
 )
@@ -117,7 +125,8 @@ type collector struct{ s *Server }
 
 // Collector returns the server's Prometheus metrics: vigil_dns_queries_total
 // {type, rcode}, vigil_dns_truncated_total, vigil_dns_publication_version,
-// vigil_dns_transfers_total{result} and vigil_dns_notify_total{result}.
+// vigil_dns_transfers_total{result}, vigil_dns_notify_total{result} and
+// vigil_dns_rrl_limited_total{action}.
 // Register it once, for example with prometheus.MustRegister.
 func (s *Server) Collector() prometheus.Collector { return collector{s} }
 
@@ -127,6 +136,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- versionDesc
 	ch <- transfersDesc
 	ch <- notifyDesc
+	ch <- rrlDesc
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -139,6 +149,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(truncatedDesc, prometheus.CounterValue, float64(c.s.counters.truncated.Load()))
 	ch <- prometheus.MustNewConstMetric(versionDesc, prometheus.GaugeValue, float64(c.s.table.Load().version))
+	if l := c.s.rrl; l != nil {
+		ch <- prometheus.MustNewConstMetric(rrlDesc, prometheus.CounterValue, float64(l.dropped.Load()), "dropped")
+		ch <- prometheus.MustNewConstMetric(rrlDesc, prometheus.CounterValue, float64(l.slipped.Load()), "slipped")
+	}
 	if c.s.xfr.on() {
 		k := &c.s.counters
 		ch <- prometheus.MustNewConstMetric(transfersDesc, prometheus.CounterValue, float64(k.xfrServed.Load()), "served")

@@ -51,6 +51,8 @@ type Server struct {
 	xfr    xfrSettings
 	hist   history
 	notify *notifier
+	// rrl limits UDP answers per client network (nil: off).
+	rrl *limiter
 
 	mu      sync.Mutex
 	state   int // 0 new, 1 started, 2 closed
@@ -130,7 +132,11 @@ func New(cfg *config.DNSPublisher, hub *publish.Hub, logger hclog.Logger) (*Serv
 			st.nsAddrs[n] = append(st.nsAddrs[n], a.WithZone("").Unmap())
 		}
 	}
-	s := &Server{st: st, listen: cfg.Listen, hub: hub, log: logger.Named("dns"), xfr: xfr}
+	rrl, err := rrlFromConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dns publisher: %w", err)
+	}
+	s := &Server{st: st, listen: cfg.Listen, hub: hub, log: logger.Named("dns"), xfr: xfr, rrl: newLimiter(rrl)}
 	for _, n := range st.ns {
 		if inZone(n, zone) && len(st.nsAddrs[n]) == 0 {
 			s.log.Warn("in-zone name server has no address: it answers NXDOMAIN and resolvers cannot reach it; give ns_addresses", "ns", n)
