@@ -378,6 +378,17 @@ site "www" {
 			stale++
 			t.Errorf("%s serves publication version %d (before the kill %d, the new leader's %d)", n.id, got, before[n.id], want)
 		}
+		// It followed the leader, and then the new one: the publication
+		// did not reach it by chance through a standby it was left on.
+		var moved bool
+		for _, line := range strings.Split(n.logText(), "\n") {
+			if strings.Contains(line, "following the publication of another control plane") && strings.Contains(line, "control_plane="+next.api) {
+				moved = true
+			}
+		}
+		if !moved {
+			t.Errorf("%s never logged that it follows %s", n.id, next.api)
+		}
 		if strings.Contains(n.logText(), "refused an older publication") {
 			t.Logf("%s refused an older publication on the way (a standby not caught up yet)", n.id)
 		}
