@@ -46,15 +46,23 @@ const (
 	// RefusalLogInterval: the gateway logs a refused address at most once
 	// per interval, with a count of the refusals it did not log.
 	RefusalLogInterval = time.Minute
-	// HeartbeatsPerTimeout is how many heartbeats (and passive reports) a
-	// node may send per online_timeout, with a burst of HeartbeatBurst;
-	// vigil-node sends 3. Excess ones are dropped unread.
+	// HeartbeatsPerTimeout is how many heartbeats (and late or unknown
+	// batch results) a node may send per online_timeout, with a burst of
+	// HeartbeatBurst; vigil-node sends 3. Excess ones are dropped, not
+	// processed.
 	HeartbeatsPerTimeout = 30
 	// HeartbeatBurst is how many heartbeats a node may send at once.
 	HeartbeatBurst = 20
-	// MaxDroppedHeartbeats: a node whose dropped heartbeats outrun the
-	// heartbeat rate by this many is disconnected (ResourceExhausted) and
-	// its address charged one failed attempt.
+	// PassiveReportsPerSecond is how many passive reports (the passive
+	// trigger) a node may send per second, with a burst of
+	// PassiveReportBurst; vigil-node sends at most 4 (one per 250ms poll).
+	// Excess ones are dropped like heartbeats.
+	PassiveReportsPerSecond = 10
+	// PassiveReportBurst is how many passive reports a node may send at once.
+	PassiveReportBurst = 20
+	// MaxDroppedHeartbeats: a node whose dropped heartbeats and passive
+	// reports outrun both rates together by this many is disconnected
+	// (ResourceExhausted) and its address charged one failed attempt.
 	MaxDroppedHeartbeats = 200
 )
 
@@ -378,11 +386,14 @@ func counts[V int | uint64](m map[string]V) string {
 	return b.String()
 }
 
-// heartbeatLimit is one node's limit on heartbeats and passive reports: it
-// is read by the stream's receive loop only.
+// heartbeatLimit is one node's limit on unsolicited messages: heartbeats
+// (and late or unknown results, and messages this release does not know)
+// at HeartbeatsPerTimeout per online_timeout, passive reports at
+// PassiveReportsPerSecond. It is used by the stream's receive loop only.
 type heartbeatLimit struct {
-	rate    float64 // per second
+	rate    float64 // heartbeats per second
 	allowed bucket
+	reports bucket
 	drops   bucket // drops the node may make before it is disconnected
 }
 
@@ -390,11 +401,12 @@ func newHeartbeatLimit(onlineTimeout time.Duration) *heartbeatLimit {
 	return &heartbeatLimit{rate: HeartbeatsPerTimeout / onlineTimeout.Seconds()}
 }
 
-// admit reports whether a heartbeat at now is processed (ok) and, when it
+// admit reports whether a message at now is processed (ok) and, when it
 // is not, whether the node has dropped so many that it must go (flood).
-func (h *heartbeatLimit) admit(now time.Time) (ok, flood bool) {
-	if h.allowed.take(now, h.rate, HeartbeatBurst) {
+// report says it is a passive report.
+func (h *heartbeatLimit) admit(now time.Time, report bool) (ok, flood bool) {
+	if report && h.reports.take(now, PassiveReportsPerSecond, PassiveReportBurst) || !report && h.allowed.take(now, h.rate, HeartbeatBurst) {
 		return true, false
 	}
-	return false, !h.drops.take(now, h.rate, MaxDroppedHeartbeats)
+	return false, !h.drops.take(now, h.rate+PassiveReportsPerSecond, MaxDroppedHeartbeats)
 }

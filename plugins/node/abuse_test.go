@@ -387,28 +387,41 @@ func TestMalformedHello(t *testing.T) {
 }
 
 // TestHeartbeatLimit: the limit lets a vigil-node's pace and ten times it
-// through, drops a faster one, and disconnects a flood.
+// through, passive reports at the agent's fastest (one per 250ms poll)
+// beside, drops a faster one, and disconnects a flood.
 func TestHeartbeatLimit(t *testing.T) {
 	const timeout = DefaultOnlineTimeout
 	tests := []struct {
 		name      string
 		every     time.Duration
-		n         int
+		reports   time.Duration // a passive report every (0: none)
 		wantDrops bool
 		wantFlood bool
 	}{
-		{"vigil-node pace", timeout / 3, 10000, false, false},
-		{"the limit", timeout / HeartbeatsPerTimeout, 10000, false, false},
-		{"twice the limit", timeout / HeartbeatsPerTimeout / 2, 10000, true, false},
-		{"a flood", time.Microsecond, 10000, true, true},
+		{"vigil-node pace", timeout / 3, 0, false, false},
+		{"vigil-node pace with passive reports every poll", timeout / 3, 250 * time.Millisecond, false, false},
+		{"the limit", timeout / HeartbeatsPerTimeout, 0, false, false},
+		{"the limit, with the report limit", timeout / HeartbeatsPerTimeout, time.Second / PassiveReportsPerSecond, false, false},
+		{"twice the limit", timeout / HeartbeatsPerTimeout / 2, 0, true, false},
+		{"reports twice their limit", timeout / 3, time.Second / PassiveReportsPerSecond / 2, true, false},
+		{"a flood", time.Microsecond, 0, true, true},
+		{"a flood of reports", timeout / 3, time.Microsecond, true, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHeartbeatLimit(timeout)
-			now := time.Unix(1e9, 0)
+			start := time.Unix(1e9, 0)
+			nextBeat, nextReport := start, start
 			drops, flood := 0, false
-			for range tt.n {
-				ok, f := h.admit(now)
+			for range 20000 {
+				now, report := nextBeat, false
+				if tt.reports > 0 && nextReport.Before(nextBeat) {
+					now, report = nextReport, true
+					nextReport = nextReport.Add(tt.reports)
+				} else {
+					nextBeat = nextBeat.Add(tt.every)
+				}
+				ok, f := h.admit(now, report)
 				if !ok {
 					drops++
 				}
@@ -416,7 +429,6 @@ func TestHeartbeatLimit(t *testing.T) {
 					flood = true
 					break
 				}
-				now = now.Add(tt.every)
 			}
 			if drops > 0 != tt.wantDrops || flood != tt.wantFlood {
 				t.Errorf("drops %d, flood %v; want drops %v, flood %v", drops, flood, tt.wantDrops, tt.wantFlood)

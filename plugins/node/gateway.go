@@ -487,7 +487,7 @@ func (g *gatewayServer) Attach(stream grpc.BidiStreamingServer[pb.NodeMessage, p
 			g.guard.heartbeats.Add(1)
 			now := g.reg.now()
 			if !g.guard.off {
-				ok, flood := hb.admit(now)
+				ok, flood := hb.admit(now, m.GetPassiveReport() != nil)
 				if !ok {
 					g.guard.dropped.Add(1)
 					if flood {
