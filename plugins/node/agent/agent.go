@@ -311,7 +311,9 @@ func New(cfg Config) (*Agent, error) {
 		opts := cfg.Edge
 		opts.Drivers, opts.ControlPlane, opts.Token, opts.Registerer = cfg.Edges, cfg.ControlPlane, cfg.ControlPlaneToken, cfg.Registry
 		if a.cp != nil {
-			opts.ControlPlane, opts.Client = a.cp.list(), a.cp.client
+			// The edge's reads of GET /v1/sites ask the listed agents in
+			// turn, each within topologyTimeout.
+			opts.ControlPlane, opts.Client = a.cp.list(), &http.Client{Transport: a.cp.client.Transport, Timeout: topologyTimeout}
 		}
 		if opts.Log == nil {
 			opts.Log = cfg.Log.Named("edge")

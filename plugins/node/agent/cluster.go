@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vigilcdn/vigil/sdk/publication"
@@ -99,6 +100,9 @@ type controlPlanes struct {
 	urls   []string
 	token  string
 	client *http.Client
+	// following is the URL the publication is followed from now (set by
+	// follow), asked first by the reads of GET /v1/sites.
+	following atomic.Pointer[string]
 }
 
 // newControlPlanes builds the client of the listed control planes; tc,
@@ -112,9 +116,23 @@ func newControlPlanes(urls []string, token string, tc *tls.Config, wait time.Dur
 	return &controlPlanes{urls: urls, token: token, client: &http.Client{Transport: tr, Timeout: wait + 10*time.Second}}
 }
 
-// list is the URLs as Config.ControlPlane gives them (comma-separated),
-// what edge.FetchTopology reads.
-func (c *controlPlanes) list() string { return strings.Join(c.urls, ",") }
+// list is the URLs separated by commas, what edge.FetchTopology reads:
+// the one the publication is followed from first (it answers: a dead
+// agent listed first would cost every read a timeout), then the others
+// in their order.
+func (c *controlPlanes) list() string {
+	first := c.urls[0]
+	if f := c.following.Load(); f != nil {
+		first = *f
+	}
+	out := []string{first}
+	for _, u := range c.urls {
+		if u != first {
+			out = append(out, u)
+		}
+	}
+	return strings.Join(out, ",")
+}
 
 // info asks base for GET /v1/cluster. clustered is false, with a nil
 // error, when base answers 404: a lone control plane, not part of a

@@ -342,3 +342,17 @@ func TestFollowPick(t *testing.T) {
 		t.Fatalf("pick = %q (%d errors), want none", got, len(errs))
 	}
 }
+
+// TestControlPlanesList: the reads of GET /v1/sites ask the agent the
+// publication is followed from first, then the others in their order.
+func TestControlPlanesList(t *testing.T) {
+	cp := newControlPlanes([]string{"http://a:1", "http://b:1", "http://c:1"}, "", nil, time.Second)
+	if got := cp.list(); got != "http://a:1,http://b:1,http://c:1" {
+		t.Fatalf("list = %s before following any", got)
+	}
+	b := "http://b:1"
+	cp.following.Store(&b)
+	if got := cp.list(); got != "http://b:1,http://a:1,http://c:1" {
+		t.Fatalf("list = %s following b", got)
+	}
+}

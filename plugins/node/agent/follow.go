@@ -51,6 +51,7 @@ func (a *Agent) follow(ctx context.Context) {
 				a.log.Info("following the publication of another control plane", "control_plane", u, "was", target)
 				a.metrics.cpSwitches.Inc()
 				target = u
+				cp.following.Store(&u)
 			}
 		}
 		after := uint64(0)
