@@ -157,7 +157,12 @@ type Follower struct {
 // blocks up to Wait; when nothing changed it returns ErrNotModified. When
 // the control plane's history restarted (its versions are all below after),
 // it returns the control plane's current snapshot at once, whose Version is
-// then below after: apply it all the same.
+// then below after: apply it all the same when following one control
+// plane. A reader of a cluster (several agents sharing one store) gets the
+// same answer from a standby that has not yet caught up with the newest
+// commit: versions are the cluster's, so it should apply an older version
+// only from the instance that says, at GET /v1/cluster, that it is the
+// acting leader, as vigil-node does (vigil's docs/ha.md).
 func (f *Follower) Next(ctx context.Context, after uint64) (*Snapshot, error) {
 	wait := f.Wait
 	if wait <= 0 {
