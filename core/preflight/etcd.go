@@ -117,7 +117,11 @@ func Notes(cfg *config.Config) []string {
 	}
 	note := fmt.Sprintf("state in etcd: a round is saved in one transaction while it fits in max_txn_ops = %d operations", ec.MaxTxnOps)
 	if ops <= ec.MaxTxnOps {
-		return []string{note + fmt.Sprintf("; the largest round here (%d sites, about %d operations) always does.", n, ops)}
+		sites := fmt.Sprintf("%d sites", n)
+		if n == 1 {
+			sites = "1 site"
+		}
+		return []string{note + fmt.Sprintf("; the largest round here (%s, about %d operations) always does.", sites, ops)}
 	}
 	chunks := (ops + ec.MaxTxnOps - 2) / (ec.MaxTxnOps - 1)
 	return []string{note + fmt.Sprintf(". A larger one is split: the largest round here (%d sites changing at once, about %d operations) is staged in about %d transactions, then made visible whole by one commit marker, so readers and standbys see all of it or none of it (docs/ha.md). The agent asks etcd its limit when it joins and splits by the smaller.",
