@@ -78,6 +78,10 @@ type conn struct {
 	// windows (it proxies) and sends them to a gateway announcing it.
 	passive bool
 	seen    atomic.Int64 // unix nanoseconds of the last message
+	// unsolicited counts the heartbeats, passive reports and other
+	// messages that answer no batch read from the node; dropped, those of
+	// them dropped over the node's limit.
+	unsolicited, dropped atomic.Uint64
 	out     chan *pb.GatewayMessage
 	done    chan struct{} // closed when the stream ended
 }
@@ -485,11 +489,13 @@ func (g *gatewayServer) Attach(stream grpc.BidiStreamingServer[pb.NodeMessage, p
 			// a message this release does not know: unsolicited, so
 			// limited.
 			g.guard.heartbeats.Add(1)
+			c.unsolicited.Add(1)
 			now := g.reg.now()
 			if !g.guard.off {
 				ok, flood := hb.admit(now, m.GetPassiveReport() != nil)
 				if !ok {
 					g.guard.dropped.Add(1)
+					c.dropped.Add(1)
 					if flood {
 						recvErr <- errFlood
 						return
