@@ -601,6 +601,12 @@ func TestReferenceDefaults(t *testing.T) {
 		`notify "alertmanager".timeout`:              dur(cfg.Notifiers[1].Timeout),
 		`publish "dns".ttl`:                          strconv.Itoa(cfg.DNS.TTL),
 		`publish "dns".fail_closed`:                  strconv.FormatBool(cfg.DNS.FailClosed),
+		`publish "dns".soa_refresh`:                  strconv.Itoa(cfg.DNS.SOARefresh),
+		`publish "dns".soa_retry`:                    strconv.Itoa(cfg.DNS.SOARetry),
+		`publish "dns".soa_expire`:                   strconv.Itoa(cfg.DNS.SOAExpire),
+		`publish "dns".tsig_algorithm`:               q(cfg.DNS.TSIGAlgorithm),
+		`publish "dns".rrl_rate`:                     strconv.Itoa(cfg.DNS.RRLRate),
+		`publish "dns".rrl_slip`:                     strconv.Itoa(cfg.DNS.RRLSlip),
 	}
 	// max_body left out is 0: the probe's own default.
 	if hc.MaxBody == 0 && probe.DefaultMaxBody == 1<<20 {
