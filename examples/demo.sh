@@ -67,6 +67,12 @@ for b in vigil vigil-node vigil-demo-origin vigil-fake-dnspup vigil-source-node 
   [ -x "$BIN/$b" ] || die "$BIN/$b is missing: run make build (or make demo, which builds first)"
 done
 
+# Relative paths in a configuration are taken from its file's folder: the
+# derived configuration names the demo's folders absolutely.
+DATA_ABS=$DATA BIN_ABS=$BIN
+[[ $DATA_ABS == /* ]] || DATA_ABS=$PWD/$DATA
+[[ $BIN_ABS == /* ]] || BIN_ABS=$PWD/$BIN
+
 # The settings of examples/quickstart.hcl the demo depends on, as NAME
 # DEFAULT NEW: each NAME = "DEFAULT" must be in the file (spaced as it may be).
 settings=(
@@ -76,8 +82,8 @@ settings=(
   address http://127.0.0.1:18001 "http://127.0.0.1:$A1_PORT"
   address http://127.0.0.1:18002 "http://127.0.0.1:$A2_PORT"
   address http://127.0.0.1:18003 "http://127.0.0.1:$B1_PORT"
-  data_dir data/quickstart "$DATA/quickstart"
-  plugin_dir bin "$BIN"
+  data_dir ../data/quickstart "$DATA_ABS/quickstart"
+  plugin_dir ../bin "$BIN_ABS"
 )
 sed_re() { printf '%s' "$1" | sed 's/[][\\.*^$|]/\\&/g'; }
 sed_repl() { printf '%s' "$1" | sed 's/[\\&|]/\\&/g'; }

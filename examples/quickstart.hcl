@@ -19,8 +19,8 @@
 control {
   round_interval  = "2s"
   sites_per_round = 500
-  data_dir        = "data/quickstart"
-  plugin_dir      = "bin"
+  data_dir        = "../data/quickstart" # relative paths: from this file's folder
+  plugin_dir      = "../bin"
 
   api {
     listen    = "127.0.0.1:8470"

@@ -96,8 +96,8 @@ func leaderOf(t *testing.T, procs []*agentProc) *agentProc {
 }
 
 // TestHALeaderKilledAndPaused: three agents, one leader. The leader fails
-// a site over, is killed with SIGKILL; another takes over within lease_ttl
-// and a round, fails the site back; every switch is journaled once and
+// a site over, is killed with SIGKILL; another takes over (the time it
+// took is logged as a figure, not asserted), fails the site back; every switch is journaled once and
 // notified once. Then the new leader is paused past its lease: on SIGCONT
 // it does not act, and nothing it does reaches etcd.
 func TestHALeaderKilledAndPaused(t *testing.T) {
@@ -207,11 +207,11 @@ site "www" {
 	}
 	var next *agentProc
 	waitFor(t, "a new leader", 10*time.Second, func() bool { next = leaderOf(t, rest); return next != nil })
+	// The takeover time is a figure, not an assertion (no timed tests):
+	// the wait above only catches a hang. docs/ha.md reports it.
 	takeover := time.Since(killed)
-	t.Logf("takeover after SIGKILL: %s (lease_ttl %s, round_interval %s)", takeover.Round(time.Millisecond), haLeaseTTL, haRound)
-	if takeover > haLeaseTTL+haRound+time.Second {
-		t.Errorf("takeover took %s; want within lease_ttl + one round (+1s slack)", takeover)
-	}
+	t.Logf("figure: takeover after SIGKILL: %s (lease_ttl %s, round_interval %s; bound lease_ttl + one round = %s)",
+		takeover.Round(time.Millisecond), haLeaseTTL, haRound, haLeaseTTL+haRound)
 	origins["a1"].SetMode(demoorigin.Healthy)
 	origins["a2"].SetMode(demoorigin.Healthy)
 	waitFor(t, "the failback by the new leader", 20*time.Second, func() bool { return next.site(t, "www")["level"] == float64(1) })

@@ -41,8 +41,8 @@ func (l *loader) control(b *hcl.Block) {
 			}
 		}
 	}
-	l.nonEmpty(content.Attributes, "data_dir", &c.DataDir)
-	l.nonEmpty(content.Attributes, "plugin_dir", &c.PluginDir)
+	l.pathAttr(content.Attributes, "data_dir", &c.DataDir)
+	l.pathAttr(content.Attributes, "plugin_dir", &c.PluginDir)
 	for _, ab := range content.Blocks {
 		if ab.Type == "store" {
 			l.store(ab)
@@ -64,11 +64,11 @@ func (l *loader) control(b *hcl.Block) {
 		l.diags = append(l.diags, diags...)
 		l.nonEmpty(ac.Attributes, "listen", &c.API.Listen)
 		l.str(ac.Attributes, "token_env", &c.API.TokenEnv)
-		l.str(ac.Attributes, "token_file", &c.API.TokenFile)
+		l.optionalPathAttr(ac.Attributes, "token_file", &c.API.TokenFile)
 		l.str(ac.Attributes, "read_token_env", &c.API.ReadTokenEnv)
-		l.str(ac.Attributes, "read_token_file", &c.API.ReadTokenFile)
+		l.optionalPathAttr(ac.Attributes, "read_token_file", &c.API.ReadTokenFile)
 		l.str(ac.Attributes, "node_token_env", &c.API.NodeTokenEnv)
-		l.str(ac.Attributes, "node_token_file", &c.API.NodeTokenFile)
+		l.optionalPathAttr(ac.Attributes, "node_token_file", &c.API.NodeTokenFile)
 		for _, tb := range ac.Blocks {
 			l.apiTLS(tb, &c.API)
 		}

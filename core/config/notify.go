@@ -88,7 +88,7 @@ func (l *loader) webhook(b *hcl.Block, n *Notifier) {
 		}
 	}
 	l.nonEmptyIf(content.Attributes, "url_env", &n.URLEnv)
-	l.nonEmptyIf(content.Attributes, "url_file", &n.URLFile)
+	l.pathAttr(content.Attributes, "url_file", &n.URLFile)
 	if attr := content.Attributes["format"]; attr != nil {
 		var f string
 		if l.decode(attr, &f) {

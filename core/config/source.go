@@ -32,6 +32,10 @@ func (l *loader) source(b *hcl.Block) {
 	l.diags = append(l.diags, diags...)
 	s := &Source{Name: name, MinVotes: 1, Tally: vote.TallyOwn, DeclRange: b.DefRange}
 	l.nonEmpty(content.Attributes, "plugin", &s.Plugin)
+	if strings.Contains(s.Plugin, "/") {
+		// A path, not a name looked up in plugin_dir.
+		s.Plugin = fromFile(content.Attributes["plugin"], s.Plugin)
+	}
 	l.integer(content.Attributes, "min_votes", 1, &s.MinVotes)
 	if attr := content.Attributes["tally"]; attr != nil {
 		var t string
