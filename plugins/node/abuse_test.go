@@ -543,3 +543,35 @@ func TestBadCertificates(t *testing.T) {
 		})
 	}
 }
+
+// TestHeartbeatsDroppedShown: a node a little over its limit keeps its
+// stream; its dropped heartbeats show in its status detail and on the
+// status page.
+func TestHeartbeatsDroppedShown(t *testing.T) {
+	gw := startGateway(t, map[string]any{"status_listen": "127.0.0.1:0"}, withClock(newTestClock()))
+	n := attachRaw(t, gw.Addr().String(), "eager", nil)
+	const over = 5
+	for range HeartbeatBurst + over {
+		if err := n.stream.Send(heartbeatMsg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gw.reg.mu.Lock()
+	c := gw.reg.nodes["eager"]
+	gw.reg.mu.Unlock()
+	deadline := time.Now().Add(hangGuard) // catches a hang only
+	for c.unsolicited.Load() < HeartbeatBurst+over && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	st, err := gw.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%d heartbeats dropped over its limit", over)
+	if len(st.Items) != 1 || st.Items[0].State != "online" || !strings.Contains(st.Items[0].Detail, want) {
+		t.Errorf("status items %+v: want eager online, its detail saying %q", st.Items, want)
+	}
+	if p := getStatusPage(t, gw); len(p.Nodes) != 1 || p.Nodes[0].HeartbeatsDropped != over {
+		t.Errorf("status page nodes %+v: want eager with %d heartbeats dropped", p.Nodes, over)
+	}
+}

@@ -262,7 +262,7 @@ func (r *registry) list() []NodeStatus {
 	for _, c := range r.nodes {
 		seen := c.lastSeen()
 		n := NodeStatus{ID: c.id, Labels: c.labels, Online: seen.After(now.Add(-timeout)), State: "online", Remote: c.remote,
-			AgentVersion: c.version, Since: c.since, LastSeen: seen}
+			AgentVersion: c.version, Since: c.since, LastSeen: seen, HeartbeatsDropped: c.dropped.Load()}
 		if !n.Online {
 			n.State, n.OfflineSince, n.OfflineReason = "offline", seen.Add(timeout), offlineHeartbeat
 			n.OfflineDetail = "no heartbeat within online_timeout " + timeout.String() + ", stream still open"

@@ -196,6 +196,9 @@ type NodeStatus struct {
 	// OfflineDetail says what exactly happened, such as "node closed the
 	// connection".
 	OfflineDetail string `json:"offline_detail,omitempty"`
+	// HeartbeatsDropped counts, for an attached node, the heartbeats and
+	// passive reports dropped over its limit on its current stream.
+	HeartbeatsDropped uint64 `json:"heartbeats_dropped,omitempty"`
 }
 
 // Nodes lists the nodes, sorted by id: the attached ones and those that

@@ -39,6 +39,9 @@ func (s *Source) Status(context.Context) (sdk.Status, error) {
 // first, then what it is.
 func detail(n NodeStatus) string {
 	what := fmt.Sprintf("agent %s from %s, attached since %s", n.AgentVersion, n.Remote, stamp(n.Since))
+	if n.HeartbeatsDropped > 0 {
+		what += fmt.Sprintf("; %d heartbeats dropped over its limit", n.HeartbeatsDropped)
+	}
 	if n.Online {
 		return what
 	}
