@@ -575,3 +575,13 @@ func BenchmarkBuildIDBySum(b *testing.B) {
 	}
 	b.ReportMetric(float64(st.Size())/(1<<20), "exe-MiB")
 }
+
+// BenchmarkReadBuildID is BuildID's work for an executable with a Go
+// build ID note (every Go build on Linux): it reads the ELF note only.
+func BenchmarkReadBuildID(b *testing.B) {
+	for b.Loop() {
+		if readBuildID() == "" {
+			b.Fatal("no build ID")
+		}
+	}
+}
