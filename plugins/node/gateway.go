@@ -78,12 +78,13 @@ type conn struct {
 	// windows (it proxies) and sends them to a gateway announcing it.
 	passive bool
 	seen    atomic.Int64 // unix nanoseconds of the last message
+	out     chan *pb.GatewayMessage
+	done    chan struct{} // closed when the stream ended
+
 	// unsolicited counts the heartbeats, passive reports and other
 	// messages that answer no batch read from the node; dropped, those of
 	// them dropped over the node's limit.
 	unsolicited, dropped atomic.Uint64
-	out     chan *pb.GatewayMessage
-	done    chan struct{} // closed when the stream ended
 }
 
 func (c *conn) lastSeen() time.Time { return time.Unix(0, c.seen.Load()) }
