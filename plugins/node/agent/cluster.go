@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -166,52 +165,79 @@ func (c *controlPlanes) info(ctx context.Context, base string) (info clusterInfo
 	return info, true, nil
 }
 
+// pickGrace is how long pick waits for the other agents once one has
+// answered without leading: a dead machine that drops packets must not
+// hold the node for clusterTimeout at every pick.
+const pickGrace = time.Second
+
 // pick chooses the control plane to follow: of the listed ones, asked at
-// once, the one that says it is the acting leader; else the leader that
-// an answer names as confirmed (listed or not: the node learns the
-// cluster from it); else the first listed one that answered (a standby
-// mirrors the leader's publication, and in sharded mode every instance
-// serves the whole of it). avoid, when another one answers, is not
-// picked: the URL that just failed. "" when none answered; errs says why.
+// once, the one that says it is the acting leader (as soon as it says
+// so); else the leader that an answer names as confirmed (listed or not:
+// the node learns the cluster from it); else the first listed one that
+// answered (a standby mirrors the leader's publication, and in sharded
+// mode every instance serves the whole of it). avoid, when another one
+// answers, is not picked: the URL that just failed. "" when none
+// answered; errs says why. Once one has answered, the others get
+// pickGrace more.
 func (c *controlPlanes) pick(ctx context.Context, avoid string) (string, []error) {
 	type answer struct {
+		i         int
 		info      clusterInfo
 		clustered bool
 		err       error
 	}
-	answers := make([]answer, len(c.urls))
-	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch := make(chan answer, len(c.urls))
 	for i, u := range c.urls {
-		wg.Go(func() {
-			a := &answers[i]
-			a.info, a.clustered, a.err = c.info(ctx, u)
-		})
+		go func() {
+			info, clustered, err := c.info(ctx, u)
+			ch <- answer{i, info, clustered, err}
+		}()
 	}
-	wg.Wait()
+	answers := make([]*answer, len(c.urls))
 	var errs []error
-	var leader, named, first string
-	for i, a := range answers {
-		u := c.urls[i]
+	var grace <-chan time.Time
+collect:
+	for range c.urls {
+		var a answer
+		select {
+		case a = <-ch:
+		case <-grace:
+			break collect
+		}
 		if a.err != nil {
 			errs = append(errs, a.err)
 			continue
 		}
-		if u == avoid {
+		if c.urls[a.i] == avoid {
 			continue
 		}
-		if a.info.leads() && leader == "" {
-			leader = u
+		if a.info.leads() {
+			return c.urls[a.i], errs
+		}
+		answers[a.i] = &a
+		if grace == nil {
+			t := time.NewTimer(pickGrace)
+			defer t.Stop()
+			grace = t.C
+		}
+	}
+	var named, first string
+	for i, a := range answers {
+		if a == nil {
+			continue
 		}
 		if a.clustered && a.info.LeaderConfirmed && a.info.Leader != nil && named == "" {
-			if l := strings.TrimSuffix(a.info.Leader.URL, "/"); l != "" && l != avoid {
+			if l := strings.TrimSuffix(a.info.Leader.URL, "/"); l != "" && c.listed(l) != avoid {
 				named = c.listed(l)
 			}
 		}
 		if first == "" {
-			first = u
+			first = c.urls[i]
 		}
 	}
-	for _, u := range []string{leader, named, first} {
+	for _, u := range []string{named, first} {
 		if u != "" {
 			return u, errs
 		}
