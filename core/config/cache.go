@@ -270,7 +270,11 @@ func dataDirOf(files []fileSource) string {
 					if d.HasErrors() || v.Type() != cty.String || v.IsNull() || !v.IsKnown() {
 						return DefaultDataDir
 					}
-					dir = v.AsString()
+					// Relative to the file that names it, as the loader
+					// takes it (paths.go).
+					if dir = v.AsString(); !filepath.IsAbs(dir) {
+						dir = filepath.Join(filepath.Dir(f.name), dir)
+					}
 				}
 			}
 		}
