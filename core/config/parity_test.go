@@ -491,3 +491,70 @@ func TestConfigDiffCatchesADifference(t *testing.T) {
 		})
 	}
 }
+
+// TestHealthChecksSharedOnlyWhenEqual: the loader shares one health check
+// among sites whose blocks mean the same (hcKey, healthcheck.go, a list of
+// the fields by hand); two blocks that differ in any attribute or nested
+// block of the reference must not be shared, or a site would be probed
+// with another's settings.
+func TestHealthChecksSharedOnlyWhenEqual(t *testing.T) {
+	dir := refDir(t)
+	ref := config.Reference()
+	type variant struct{ name, body string }
+	var variants []variant
+	for _, b := range ref {
+		switch {
+		case b.Path == "site.health_check":
+			for _, a := range b.Attributes {
+				switch {
+				case a.Name == "path":
+				case a.Type == "bool": // both values: the example may be the default
+					variants = append(variants, variant{a.Name + " true", a.Name + " = true"}, variant{a.Name + " false", a.Name + " = false"})
+				default:
+					variants = append(variants, variant{a.Name, a.Name + " = " + a.Example})
+				}
+			}
+		case b.Parent == "site.health_check":
+			var body strings.Builder
+			for _, a := range b.Attributes {
+				fmt.Fprintf(&body, "%s = %s\n", a.Name, a.Example)
+			}
+			variants = append(variants, variant{b.Type, b.Type + " {\n" + body.String() + "}"})
+		}
+	}
+	if len(variants) < 15 {
+		t.Fatalf("found only %d health_check attributes and blocks in the reference", len(variants))
+	}
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			site := func(name, extra string) string {
+				return fmt.Sprintf("site %q {\n  hostname = \"%s.example.com\"\n  health_check {\n    path = \"/p\"\n    %s\n  }\n  origin \"a1\" { address = \"https://203.0.113.10\" }\n  origin \"a2\" { address = \"https://203.0.113.11\" }\n}\n", name, name, extra)
+			}
+			src := "source \"direct\" { plugin = \"vigil-source-direct\" }\n" + site("x", v.body) + site("y", "") + site("z", "")
+			cfg, diags := config.Parse(filepath.Join(dir, "vigil.hcl"), []byte(src))
+			if diags.HasErrors() {
+				t.Fatalf("%v\n%s", diags.Errs(), src)
+			}
+			x, y, z := cfg.Site("x").HealthCheck, cfg.Site("y").HealthCheck, cfg.Site("z").HealthCheck
+			if y != z {
+				t.Fatal("two equal health_check blocks are not shared: the test cannot tell sharing from not")
+			}
+			if x == y && !reflect.DeepEqual(healthCheckAlone(t, dir, site("x", v.body)), healthCheckAlone(t, dir, site("x", ""))) {
+				t.Fatalf("a health_check with %s is shared with one without it: hcKey leaves it out", v.body)
+			}
+		})
+	}
+}
+
+// healthCheckAlone is the health check of the one site in src, loaded
+// without any other site to share it with.
+func healthCheckAlone(t *testing.T, dir, src string) config.HealthCheck {
+	t.Helper()
+	cfg, diags := config.Parse(filepath.Join(dir, "vigil.hcl"), []byte("source \"direct\" { plugin = \"vigil-source-direct\" }\n"+src))
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	hc := *cfg.Sites[0].HealthCheck
+	hc.TimeoutRange, hc.ConfirmRange = hcl.Range{}, hcl.Range{}
+	return hc
+}
