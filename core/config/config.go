@@ -100,7 +100,10 @@ type DNSPublisher struct {
 	// Zone is a fully qualified zone name, such as "cdn.example.net.".
 	Zone string
 	TTL  int
-	NS   []string
+	// TransitionTTL is the TTL of a site's records while it is failed
+	// over, ramping back or has an origin down (0: the same as TTL).
+	TransitionTTL int
+	NS            []string
 	// NSAddresses are the addresses of the name servers in NS that lie
 	// inside Zone (fully qualified name -> IPv4 and IPv6 addresses),
 	// answered as their A and AAAA records and as glue.

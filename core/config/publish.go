@@ -16,7 +16,7 @@ import (
 var dnsSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "listen", Required: true}, {Name: "zone", Required: true}, {Name: "ttl"},
-		{Name: "ns"}, {Name: "ns_addresses"}, {Name: "fail_closed"},
+		{Name: "ns"}, {Name: "ns_addresses"}, {Name: "fail_closed"}, {Name: "transition_ttl"},
 		{Name: "rname"}, {Name: "soa_refresh"}, {Name: "soa_retry"}, {Name: "soa_expire"},
 		{Name: "allow_transfer"}, {Name: "notify"},
 		{Name: "tsig_key"}, {Name: "tsig_algorithm"}, {Name: "tsig_secret_env"},
@@ -52,6 +52,13 @@ func (l *loader) publish(b *hcl.Block) {
 		}
 	}
 	l.integer(content.Attributes, "ttl", 0, &d.TTL)
+	// The seed's rule: 30 s when settled, 15 s during a failover.
+	d.TransitionTTL = d.TTL / 2
+	l.integer(content.Attributes, "transition_ttl", 1, &d.TransitionTTL)
+	if d.TransitionTTL > d.TTL {
+		l.add(content.Attributes["transition_ttl"].Expr.Range(), "Invalid transition_ttl",
+			fmt.Sprintf("transition_ttl (%d) is the TTL while a site moves, and must not be longer than ttl (%d); lower it, or remove it for half of ttl.", d.TransitionTTL, d.TTL))
+	}
 	if attr := content.Attributes["ns"]; attr != nil {
 		var ns []string
 		if l.decode(attr, &ns) {

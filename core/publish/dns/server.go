@@ -90,7 +90,13 @@ func New(cfg *config.DNSPublisher, hub *publish.Hub, logger hclog.Logger) (*Serv
 	if cfg.TTL < 0 || int64(cfg.TTL) > int64(^uint32(0)>>1) {
 		return nil, fmt.Errorf("dns publisher: ttl %d is out of range (0 to 2147483647)", cfg.TTL)
 	}
-	st := settings{zone: zone, ttl: uint32(cfg.TTL), failClosed: cfg.FailClosed}
+	st := settings{zone: zone, ttl: uint32(cfg.TTL), failClosed: cfg.FailClosed, transitionTTL: uint32(cfg.TTL)}
+	if cfg.TransitionTTL > 0 {
+		if int64(cfg.TransitionTTL) > int64(^uint32(0)>>1) {
+			return nil, fmt.Errorf("dns publisher: transition_ttl %d is out of range (0 to 2147483647)", cfg.TransitionTTL)
+		}
+		st.transitionTTL = uint32(cfg.TransitionTTL)
+	}
 	if cfg.RName != "" {
 		r := dns.Fqdn(strings.ToLower(cfg.RName))
 		if _, ok := dns.IsDomainName(r); !ok {

@@ -87,6 +87,25 @@ type settings struct {
 	// retry and expire its timers (0 is the default).
 	rname                  string
 	refresh, retry, expire uint32
+	// transitionTTL is the TTL of a site's records while it is in
+	// transition (inTransition): resolvers come back sooner for the next
+	// move.
+	transitionTTL uint32
+}
+
+// inTransition reports whether a site is not settled: failed over (its
+// level is not level 1), ramping back, or with an origin of its current
+// level confirmed down. Its records get the transition TTL.
+func inTransition(site *publication.Site) bool {
+	if site.Ramp != nil || site.Level > 1 {
+		return true
+	}
+	for _, o := range site.Origins {
+		if o.State == "unhealthy" {
+			return true
+		}
+	}
+	return false
 }
 
 // inZone reports whether the lower-case fully qualified name is the zone
@@ -222,13 +241,17 @@ func build(st settings, snap *publication.Snapshot) (*table, []string) {
 			continue
 		}
 		published[name] = site.Name
-		n, siteNotes := siteNode(st, name, site)
+		sst := st
+		if inTransition(site) {
+			sst.ttl = st.transitionTTL
+		}
+		n, siteNotes := siteNode(sst, name, site)
 		for _, s := range siteNotes {
 			notes = append(notes, fmt.Sprintf("site %q: %s", site.Name, s))
 		}
 		if r := site.Ramp; r != nil && r.Weight > 0 && r.Weight < 100 {
 			fromSite := publication.Site{Name: site.Name, Hostname: site.Hostname, Level: r.From, Origins: r.FromOrigins}
-			from, fromNotes := siteNode(st, name, &fromSite)
+			from, fromNotes := siteNode(sst, name, &fromSite)
 			for _, s := range fromNotes {
 				notes = append(notes, fmt.Sprintf("site %q, ramp from level %d: %s", site.Name, r.From, s))
 			}
