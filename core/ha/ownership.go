@@ -2,11 +2,15 @@ package ha
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"sort"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/vigilcdn/vigil/core/engine"
 )
 
 // ownership (sharded) keeps this node's share: each site goes to the live
@@ -104,22 +108,12 @@ func (n *Node) reconcile(ctx context.Context, lease clientv3.LeaseID) {
 			n.log.Warn("cannot hand sites over yet: the reload before the release failed; retrying", "sites", len(release), "error", err)
 			return
 		}
-		for _, s := range release {
-			_, err := n.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(n.key("owners", s)), "=", held[s])).
-				Then(clientv3.OpDelete(n.key("owners", s))).Commit()
-			if err != nil {
-				n.setErr(err)
-				return
-			}
-			n.mu.Lock()
-			delete(n.held, s)
-			delete(n.owned, s)
-			delete(n.releasing, s)
-			n.mu.Unlock()
+		if err := n.release(ctx, release, held); err != nil {
+			n.setErr(err)
+			return
 		}
 		n.log.Info("released sites to other members", "sites", len(release))
 	}
-	var acquired []string
 	names := make([]string, 0, len(want))
 	for s := range want {
 		if _, ok := held[s]; !ok {
@@ -127,57 +121,221 @@ func (n *Node) reconcile(ctx context.Context, lease clientv3.LeaseID) {
 		}
 	}
 	sort.Strings(names)
-	for _, s := range names {
-		k := n.key("owners", s)
-		resp, err := n.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).
-			Then(clientv3.OpPut(k, n.opts.ID, clientv3.WithLease(lease))).Commit()
-		if err != nil {
-			n.setErr(err)
-			break
-		}
-		if !resp.Succeeded {
-			continue // still held by its previous owner: retried on its release
-		}
-		n.mu.Lock()
-		n.held[s] = resp.Header.Revision
-		n.mu.Unlock()
-		acquired = append(acquired, s)
-	}
+	// The sites held but not owned yet: a reload that failed earlier.
 	n.mu.Lock()
+	var pending []string
 	for s := range n.held {
-		if want[s] && !n.owned[s] && !contains(acquired, s) {
-			acquired = append(acquired, s) // a reload that failed earlier
+		if want[s] && !n.owned[s] {
+			pending = append(pending, s)
 		}
 	}
 	n.mu.Unlock()
-	if len(acquired) > 0 {
-		set := map[string]bool{}
-		for _, s := range acquired {
-			set[s] = true
+	// Claimed sites are reloaded and probed as they come, not all at the
+	// end: at most every refreshEvery while claims go on.
+	every := n.refreshEvery()
+	last := time.Now()
+	total := 0
+	err := n.acquire(ctx, lease, names, func(claimed []string) bool {
+		pending = append(pending, claimed...)
+		if time.Since(last) < every {
+			return true
 		}
-		// The new owner reloads a site before it probes it.
-		n.refreshMu.Lock()
-		err := eng.RefreshSites(ctx, func(site string) bool { return set[site] })
-		n.refreshMu.Unlock()
-		if err != nil {
-			n.log.Error("cannot reload acquired sites; not probing them yet", "error", err)
-			return
-		}
-		n.mu.Lock()
-		for _, s := range acquired {
-			n.owned[s] = true
-		}
-		n.mu.Unlock()
-		n.log.Info("acquired sites", "sites", len(acquired))
+		ok := n.own(ctx, eng, pending)
+		total += len(pending)
+		pending, last = nil, time.Now()
+		return ok
+	})
+	if err != nil {
+		n.setErr(err)
+	}
+	if len(pending) > 0 && n.own(ctx, eng, pending) {
+		total += len(pending)
+	}
+	if total > 0 {
+		n.log.Info("acquired sites", "sites", total)
 	}
 	n.metrics.update()
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
+// ownersPage is how many owner keys one read returns.
+const ownersPage = 10000
+
+// refreshEvery is how often sites claimed in a long run of claims are
+// reloaded and handed to the rounds: a cold start of many sites probes
+// the first ones while it still claims the rest.
+func (n *Node) refreshEvery() time.Duration {
+	return min(max(n.ttl/8, 100*time.Millisecond), time.Second)
+}
+
+// batchSize is how many guarded operations one transaction carries: what
+// etcd takes (max_txn_ops, or less when etcd said so).
+func (n *Node) batchSize() int {
+	return max(n.opts.Store.MaxTxnOps(), 1)
+}
+
+// own reloads claimed sites from the store and marks them owned: only
+// then are they probed. It reports whether the reload went through.
+func (n *Node) own(ctx context.Context, eng *engine.Engine, sites []string) bool {
+	set := make(map[string]bool, len(sites))
+	for _, s := range sites {
+		set[s] = true
+	}
+	// The new owner reloads a site before it probes it.
+	n.refreshMu.Lock()
+	err := eng.RefreshSites(ctx, func(site string) bool { return set[site] })
+	n.refreshMu.Unlock()
+	if err != nil {
+		n.log.Error("cannot reload acquired sites; not probing them yet", "sites", len(sites), "error", err)
+		return false
+	}
+	n.mu.Lock()
+	for _, s := range sites {
+		if _, ok := n.held[s]; ok {
+			n.owned[s] = true
 		}
 	}
-	return false
+	n.mu.Unlock()
+	n.metrics.update()
+	return true
+}
+
+// taken returns the sites whose owner key exists: one paged read
+// of the owner keys at one revision, keys only.
+func (n *Node) taken(ctx context.Context) (map[string]bool, error) {
+	prefix := n.key("owners") + "/"
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	out := map[string]bool{}
+	from := prefix
+	var rev int64
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(ownersPage),
+			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
+		if rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := n.cli.Get(ctx, from, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("reading the owner keys under %s: %w", prefix, err)
+		}
+		rev = resp.Header.Revision
+		for _, kv := range resp.Kvs {
+			out[strings.TrimPrefix(string(kv.Key), prefix)] = true
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return out, nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// acquire claims the owner keys of names that no one holds, up to
+// batchSize guarded puts a transaction: each put needs its key absent
+// (create revision 0), so the transaction claims all of its sites or
+// none. One that fails says, in its else branch, which keys exist now;
+// the free ones are claimed again. A site held by another member is left
+// alone: its release (a watched delete) wakes the reconcile again.
+// claimed runs after each transaction that claimed sites; it returns
+// false to stop.
+func (n *Node) acquire(ctx context.Context, lease clientv3.LeaseID, names []string, claimed func([]string) bool) error {
+	if len(names) == 0 {
+		return nil
+	}
+	taken, err := n.taken(ctx)
+	if err != nil {
+		return err
+	}
+	free := make([]string, 0, len(names))
+	for _, s := range names {
+		if !taken[s] {
+			free = append(free, s)
+		}
+	}
+	size := n.batchSize()
+	for tries := 0; len(free) > 0; {
+		chunk := free[:min(size, len(free))]
+		cmps := make([]clientv3.Cmp, len(chunk))
+		puts := make([]clientv3.Op, len(chunk))
+		gets := make([]clientv3.Op, len(chunk))
+		for i, s := range chunk {
+			k := n.key("owners", s)
+			cmps[i] = clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
+			puts[i] = clientv3.OpPut(k, n.opts.ID, clientv3.WithLease(lease))
+			gets[i] = clientv3.OpGet(k, clientv3.WithKeysOnly())
+		}
+		resp, err := n.cli.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
+		if err != nil {
+			return fmt.Errorf("claiming %d sites (%s...): %w", len(chunk), chunk[0], err)
+		}
+		if !resp.Succeeded {
+			// Some were claimed by another member meanwhile: keep the rest.
+			var still []string
+			for i, r := range resp.Responses {
+				if rr := r.GetResponseRange(); rr != nil && len(rr.Kvs) == 0 {
+					still = append(still, chunk[i])
+				}
+			}
+			if len(still) == len(chunk) {
+				if tries++; tries > 3 {
+					return fmt.Errorf("claiming %d sites (%s...): the claim kept failing though their keys are free", len(chunk), chunk[0])
+				}
+			}
+			free = append(still, free[len(chunk):]...)
+			continue
+		}
+		tries = 0
+		free = free[len(chunk):]
+		// Every key of the transaction was created at its revision.
+		n.mu.Lock()
+		for _, s := range chunk {
+			n.held[s] = resp.Header.Revision
+		}
+		n.mu.Unlock()
+		if !claimed(chunk) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// release deletes the owner keys of sites, each only if it still has the
+// create revision held says (the key of this node's claim), up to
+// batchSize a transaction. A transaction that fails (a key already gone
+// with an expired lease) is done again one site at a time.
+func (n *Node) release(ctx context.Context, sites []string, held map[string]int64) error {
+	size := n.batchSize()
+	forget := func(done []string) {
+		n.mu.Lock()
+		for _, s := range done {
+			delete(n.held, s)
+			delete(n.owned, s)
+			delete(n.releasing, s)
+		}
+		n.mu.Unlock()
+	}
+	for len(sites) > 0 {
+		chunk := sites[:min(size, len(sites))]
+		sites = sites[len(chunk):]
+		cmps := make([]clientv3.Cmp, len(chunk))
+		dels := make([]clientv3.Op, len(chunk))
+		for i, s := range chunk {
+			k := n.key("owners", s)
+			cmps[i] = clientv3.Compare(clientv3.CreateRevision(k), "=", held[s])
+			dels[i] = clientv3.OpDelete(k)
+		}
+		resp, err := n.cli.Txn(ctx).If(cmps...).Then(dels...).Commit()
+		if err != nil {
+			return fmt.Errorf("releasing %d sites (%s...): %w", len(chunk), chunk[0], err)
+		}
+		if !resp.Succeeded {
+			for _, s := range chunk {
+				k := n.key("owners", s)
+				if _, err := n.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", held[s])).
+					Then(clientv3.OpDelete(k)).Commit(); err != nil {
+					return fmt.Errorf("releasing site %s: %w", s, err)
+				}
+			}
+		}
+		forget(chunk)
+	}
+	return nil
 }
