@@ -55,7 +55,11 @@ func TestBlackHolesThroughNode(t *testing.T) {
 		t.Fatalf("%d votes for %d targets", len(votes), targets)
 	}
 	for _, v := range votes {
-		if v.Value != sdk.Down || v.Reason != sdk.ReasonTimeout || v.Voter != "edge-1" {
+		// On a loaded machine the black hole's accept queue fills and a
+		// dial may time out first: the node reports that as connect_failed
+		// with an i/o timeout (a down all the same).
+		dialTimeout := v.Reason == sdk.ReasonConnectFailed && strings.Contains(v.Detail, "i/o timeout")
+		if v.Value != sdk.Down || (v.Reason != sdk.ReasonTimeout && !dialTimeout) || v.Voter != "edge-1" {
 			t.Fatalf("vote %+v, want down: timeout by edge-1", v)
 		}
 	}
@@ -80,13 +84,13 @@ func TestInterruptedProbeIsNotADown(t *testing.T) {
 }
 
 // TestCutJobsRotate: a batch too big for its budget (one probe in flight,
-// each taking 100ms, ten of them in under a second) gets abstentions out of
+// each taking 300ms, ten of them in a 3s call) gets abstentions out of
 // time for what was cut, with the node as voter, never a down; the jobs cut
 // differ from round to round (the node starts the ones it cut last time
 // first), so every origin gets probed.
 func TestCutJobsRotate(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(100 * time.Millisecond) // every probe takes a while
+		time.Sleep(300 * time.Millisecond) // every probe takes a while
 	}))
 	t.Cleanup(srv.Close)
 	gw := startGateway(t, nil)
@@ -95,7 +99,7 @@ func TestCutJobsRotate(t *testing.T) {
 	src := sdktest.InProcess(t, gw)
 	ballot := sdk.Ballot{}
 	for i := range 10 {
-		tg := healthTarget(fmt.Sprint("o", i), srv.URL, 300*time.Millisecond)
+		tg := healthTarget(fmt.Sprint("o", i), srv.URL, 900*time.Millisecond)
 		tg.Path = fmt.Sprintf("/health?o=%d", i)
 		ballot.Targets = append(ballot.Targets, tg)
 	}
@@ -103,7 +107,9 @@ func TestCutJobsRotate(t *testing.T) {
 	var cuts [][]string
 	for round := range 4 {
 		ballot.Round = uint64(round + 1)
-		votes := vote(t, src, ballot, time.Second)
+		// 3s, not 1s: the gateway answers a tenth before the deadline, and
+		// 100 ms of margin was within a loaded machine's delays.
+		votes := vote(t, src, ballot, 3*time.Second)
 		sdktest.CheckVotes(t, ballot, votes)
 		if len(votes) != len(ballot.Targets) {
 			t.Fatalf("round %d: %d votes for %d targets: %+v", round, len(votes), len(ballot.Targets), votes)
@@ -160,7 +166,9 @@ func TestStartsAreSpread(t *testing.T) {
 	awaitOnline(t, gw, 1)
 	ballot := sdk.Ballot{}
 	for i := range 40 {
-		tg := healthTarget(fmt.Sprint("o", i), srv.URL, 200*time.Millisecond)
+		// 1s: the origin answers at once, but a connect on a loaded
+		// machine took more than 200 ms.
+		tg := healthTarget(fmt.Sprint("o", i), srv.URL, time.Second)
 		tg.Path = fmt.Sprintf("/health?o=%d", i)
 		ballot.Targets = append(ballot.Targets, tg)
 	}
@@ -170,7 +178,7 @@ func TestStartsAreSpread(t *testing.T) {
 		arrivals, order = nil, nil
 		mu.Unlock()
 		ballot.Round = uint64(round + 1)
-		votes := vote(t, gw, ballot, 2*time.Second)
+		votes := vote(t, gw, ballot, 4*time.Second)
 		for _, v := range votes {
 			if v.Value != sdk.Up {
 				t.Fatalf("round %d: vote %+v", round, v)
@@ -183,10 +191,11 @@ func TestStartsAreSpread(t *testing.T) {
 		first, last := slices.MinFunc(arrivals, time.Time.Compare), slices.MaxFunc(arrivals, time.Time.Compare)
 		orders = append(orders, order)
 		mu.Unlock()
-		// Half of the node's 1.6s, less the probe timeout: the starts span
-		// most of 0.8s.
-		if span := last.Sub(first); span < 500*time.Millisecond {
-			t.Errorf("round %d: 40 probe starts spanned %v; want them spread over about 0.8s", round, span)
+		// Half of the node's 3.2s, within its share less the probe
+		// timeout: the starts span most of 1.6s (a late start only
+		// widens it; half of it leaves room for a late first one).
+		if span := last.Sub(first); span < 800*time.Millisecond {
+			t.Errorf("round %d: 40 probe starts spanned %v; want them spread over about 1.6s", round, span)
 		}
 	}
 	if slices.Equal(orders[0], orders[1]) {
@@ -241,7 +250,9 @@ func TestTargetSettingsReachProbe(t *testing.T) {
 	private := sdk.TLSSettings{ServerName: "origin.internal", CA: "private"}
 	token := map[string]string{"X-Probe-Token": "s3cret"}
 	tg := func(origin, path string, tls sdk.TLSSettings, headers map[string]string) sdk.Target {
-		t := healthTarget(origin, addr, 2*time.Second)
+		// Timeouts far above need: every verdict here is about a setting,
+		// none about time, and TLS handshakes are slow on a loaded machine.
+		t := healthTarget(origin, addr, 10*time.Second)
 		t.Path, t.TLS, t.Headers = path, tls, headers
 		return t
 	}
@@ -274,7 +285,7 @@ func TestTargetSettingsReachProbe(t *testing.T) {
 		"no-header":      {sdk.Down, sdk.ReasonHTTP5xx},
 		"no-server-name": {sdk.Down, sdk.ReasonTLSFailed},
 	}
-	votes := vote(t, sdktest.InProcess(t, gw), ballot, 5*time.Second)
+	votes := vote(t, sdktest.InProcess(t, gw), ballot, 30*time.Second)
 	sdktest.CheckVotes(t, ballot, votes)
 	if len(votes) != len(want) {
 		t.Fatalf("%d votes, want %d: %+v", len(votes), len(want), votes)
