@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -342,5 +344,60 @@ func waitFor(t testing.TB, cond func() error) {
 			t.Fatal(err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestNginxDefaultServer: with the shipped template, a Host no site names
+// gets nginx's own 421, never an origin's answer; the site's Host still
+// reaches its origins.
+func TestNginxDefaultServer(t *testing.T) {
+	bin := peer(t, "nginx")
+	dir := t.TempDir()
+	listen := testnet.Addr(t)
+	if err := os.MkdirAll(filepath.Join(dir, "conf.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	confPath := filepath.Join(dir, "nginx.conf")
+	writeFile(t, confPath, nginxConfig(dir, "1", 64, "    include "+dir+"/conf.d/*.conf;"))
+	text, err := templates.Get("nginx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err := edge.NewTemplate(edge.TemplateOptions{Name: "nginx", Files: []edge.File{{Text: text, Dest: filepath.Join(dir, "conf.d", "vigil.conf")}},
+		Check: fmt.Sprintf("%s -p %s -c %s -e %s/error.log -t -q", bin, dir, confPath, dir)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newLevels(t)
+	v, _ := edge.Build(snapshotOf(1, l.site(1)), nil, "", map[string]string{"listen": listen})
+	if _, err := tm.Write(context.Background(), v); err != nil {
+		t.Fatal(err)
+	}
+	daemon(t, dir, bin, "-p", dir, "-c", confPath, "-e", dir+"/error.log")
+	url := "http://" + listen + "/"
+	waitServing(t, url, l.names(1))
+	client := &http.Client{Timeout: 5 * time.Second}
+	for _, host := range []string{"unknown.example.org", "example.com", listen} {
+		t.Run("host="+host, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodGet, url, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Host = host
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusMisdirectedRequest {
+				t.Errorf("Host %q: HTTP %d %q, want nginx's 421", host, resp.StatusCode, b)
+			}
+			for _, name := range []string{"a1", "a2", "b1"} {
+				if strings.TrimSpace(string(b)) == name {
+					t.Errorf("Host %q was answered by origin %s", host, name)
+				}
+			}
+		})
 	}
 }

@@ -97,7 +97,7 @@ func TestShippedTemplatesRender(t *testing.T) {
 			}
 		})
 	}
-	if _, err := templates.Get("varnish"); err == nil {
+	if _, err := templates.Get("nosuch"); err == nil {
 		t.Error("an unknown template was found")
 	}
 }
