@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -141,21 +142,51 @@ func (s *Store) check() error {
 // The records of committed split commits not yet copied to their keys
 // are read from their staged sets (doc.go).
 func (s *Store) Load(ctx context.Context) (*store.State, error) {
+	st, _, err := s.LoadSince(ctx, 0)
+	return st, err
+}
+
+// LoadSince is Load of what changed after etcd revision since: the
+// counters and the delivery cursors whole, and only the sites whose
+// record was written after since, on its key or in a split commit
+// committed after since. A site whose record did not change is absent
+// from State.Sites (and so is one whose probe mark alone changed: probe
+// times are not state). rev is the revision it read at: the since of
+// the next call. since 0 reads everything, as Load.
+//
+// A shard follows the others' commits with it: each commit costs it the
+// sites that commit wrote, not the whole store.
+func (s *Store) LoadSince(ctx context.Context, since int64) (*store.State, int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	if err := s.check(); err != nil {
-		return nil, err
+		return nil, 0, err
+	}
+	var changed []clientv3.OpOption
+	if since > 0 {
+		changed = []clientv3.OpOption{clientv3.WithMinModRev(since + 1)}
 	}
 	resp, err := s.cli.Txn(ctx).Then(
 		clientv3.OpGet(s.MetaKey()),
-		clientv3.OpGet(s.SitesPrefix(), clientv3.WithPrefix()),
+		clientv3.OpGet(s.SitesPrefix(), append([]clientv3.OpOption{clientv3.WithPrefix()}, changed...)...),
 		clientv3.OpGet(s.CursorsPrefix(), clientv3.WithPrefix()),
-		clientv3.OpGet(s.ProbedPrefix(), clientv3.WithPrefix()),
+		clientv3.OpGet(s.ProbedPrefix(), append([]clientv3.OpOption{clientv3.WithPrefix()}, changed...)...),
 		clientv3.OpGet(s.ApplyingPrefix(), clientv3.WithPrefix()),
 	).Commit()
 	if err != nil {
-		return nil, fmt.Errorf("store: loading the state from etcd under %s: %w", s.prefix, err)
+		return nil, 0, fmt.Errorf("store: loading the state from etcd under %s: %w", s.prefix, err)
 	}
+	st, err := s.decodeState(ctx, resp, since)
+	if err != nil {
+		return nil, 0, err
+	}
+	return st, resp.Header.Revision, nil
+}
+
+// decodeState is the state Load and LoadSince read: a site's committed
+// split record wins over its key unless the key was written after the
+// set's marker; since > 0 keeps the sets committed after since only.
+func (s *Store) decodeState(ctx context.Context, resp *clientv3.TxnResponse, since int64) (*store.State, error) {
 	st := &store.State{Sites: map[string]store.Site{}, Cursors: map[string]uint64{}}
 	metaKVs := resp.Responses[0].GetResponseRange().Kvs
 	var rev int64
@@ -168,6 +199,12 @@ func (s *Store) Load(ctx context.Context) (*store.State, error) {
 	ms, err := s.markers(resp.Responses[4].GetResponseRange().Kvs)
 	if err != nil {
 		return nil, err
+	}
+	all := len(ms) > 0
+	if since > 0 {
+		// An older set was read by the call that returned since (its
+		// later copy to the keys shows as a change of the keys).
+		ms = slices.DeleteFunc(ms, func(m marker) bool { return m.rev <= since })
 	}
 	var stagedSites, stagedProbes map[string]stagedSite
 	if len(ms) > 0 {
@@ -227,7 +264,7 @@ func (s *Store) Load(ctx context.Context) (*store.State, error) {
 	}
 	s.mu.Lock()
 	s.metaRev = rev
-	if len(ms) > 0 {
+	if all {
 		s.pendingSets = true // the next commit copies them to their keys
 	}
 	s.mu.Unlock()
