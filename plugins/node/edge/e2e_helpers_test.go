@@ -351,10 +351,15 @@ func (l *load) stop() (total int, failed []error) {
 // switches runs failover and failback n times each under load through url
 // and reports the switch times and the failed requests.
 func switches(t *testing.T, edgeName, url string, cp *fakecp.Server, l *levels, n int) {
+	switchesAt(t, edgeName, url, cp, l, n, 300, 12)
+}
+
+// switchesAt is switches under rps GETs a second from workers goroutines.
+func switchesAt(t *testing.T, edgeName, url string, cp *fakecp.Server, l *levels, n, rps, workers int) {
 	waitServing(t, url, l.names(1))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(n)*8*time.Second+10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(n)*16*time.Second+10*time.Second)
 	defer cancel()
-	ld := startLoad(ctx, url, 300, 12)
+	ld := startLoad(ctx, url, rps, workers)
 	time.Sleep(300 * time.Millisecond)
 	var over, back []time.Duration
 	for range n {
@@ -379,7 +384,7 @@ func switches(t *testing.T, edgeName, url string, cp *fakecp.Server, l *levels, 
 	if len(failed) > 0 {
 		t.Logf("first failure: %v", failed[0])
 	}
-	if total < 300 {
+	if total < rps {
 		t.Errorf("only %d requests were sent: the load loop is starved", total)
 	}
 	report(edgeName, all, len(failed), total)

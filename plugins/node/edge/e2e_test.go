@@ -376,8 +376,15 @@ func TestNginxDefaultServer(t *testing.T) {
 	daemon(t, dir, bin, "-p", dir, "-c", confPath, "-e", dir+"/error.log")
 	url := "http://" + listen + "/"
 	waitServing(t, url, l.names(1))
+	unknownHost(t, url)
+}
+
+// unknownHost checks that Hosts no site names get the edge's own 421,
+// never an origin's answer.
+func unknownHost(t *testing.T, url string) {
+	t.Helper()
 	client := &http.Client{Timeout: 5 * time.Second}
-	for _, host := range []string{"unknown.example.org", "example.com", listen} {
+	for _, host := range []string{"unknown.example.org", "example.com", strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/")} {
 		t.Run("host="+host, func(t *testing.T) {
 			req, err := http.NewRequest(http.MethodGet, url, nil)
 			if err != nil {

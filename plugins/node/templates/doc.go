@@ -38,6 +38,8 @@ func tmplExt(name string) string {
 		return ".conf.tmpl"
 	case "haproxy":
 		return ".cfg.tmpl"
+	case "varnish":
+		return ".vcl.tmpl"
 	}
 	return ".tmpl"
 }
