@@ -31,10 +31,16 @@ func (p *prober) failed(err error, status int, bodyBytes int64) (Result, error) 
 	if p.ctx.Err() == nil && isDeadline(err) {
 		// A socket deadline set from a context can fire a hair before the
 		// context itself ends: wait for it, so that the caller's deadline
-		// is never read as the origin's timeout (a false down).
-		select {
-		case <-p.ctx.Done():
-		case <-time.After(50 * time.Millisecond):
+		// is never read as the origin's timeout (a false down). When the
+		// context's deadline is (all but) reached, its end is certain and
+		// only late on a loaded machine: wait for it however long.
+		if dl, ok := p.ctx.Deadline(); ok && time.Until(dl) < 50*time.Millisecond {
+			<-p.ctx.Done()
+		} else {
+			select {
+			case <-p.ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
 		}
 	}
 	if p.ctx.Err() != nil {
