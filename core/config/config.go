@@ -35,6 +35,8 @@ type Config struct {
 	Notifiers []*Notifier
 	// DNS is the `publish "dns"` block, nil when absent.
 	DNS *DNSPublisher
+	// DNSUpdate is the `publish "dns_update"` block, nil when absent.
+	DNSUpdate *DNSUpdatePublisher
 	// Files holds the parsed files, for printing diagnostics with source
 	// snippets.
 	Files map[string]*hcl.File
@@ -134,6 +136,25 @@ type DNSPublisher struct {
 	RRLRate, RRLSlip int
 	RRLExempt        []string
 	DeclRange        hcl.Range
+}
+
+// DNSUpdatePublisher is the `publish "dns_update"` block: RFC 2136
+// dynamic updates of each site's addresses into Zone, which the
+// operator's primary at Server serves.
+type DNSUpdatePublisher struct {
+	// Server is the primary's address and port.
+	Server string
+	// Zone is the zone updated, fully qualified.
+	Zone string
+	// TTL and TransitionTTL are the records' TTL when the site is settled
+	// and while it moves (0: TTL).
+	TTL, TransitionTTL int
+	// TSIGKey, TSIGAlgorithm and TSIGSecretEnv are the TSIG key updates
+	// are signed with, as in DNSPublisher.
+	TSIGKey, TSIGAlgorithm, TSIGSecretEnv string
+	// Timeout is the deadline of one exchange with the primary.
+	Timeout   time.Duration
+	DeclRange hcl.Range
 }
 
 // Control is the `control` block.

@@ -24,11 +24,22 @@ var dnsSchema = &hcl.BodySchema{
 	},
 }
 
+var dnsUpdateSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "server", Required: true}, {Name: "zone", Required: true}, {Name: "ttl"}, {Name: "transition_ttl"},
+		{Name: "tsig_key"}, {Name: "tsig_algorithm"}, {Name: "tsig_secret_env"}, {Name: "timeout"},
+	},
+}
+
 func (l *loader) publish(b *hcl.Block) {
 	kind := b.Labels[0]
+	if kind == "dns_update" {
+		l.dnsUpdate(b)
+		return
+	}
 	if kind != "dns" {
 		l.add(b.LabelRanges[0], "Unknown publisher kind",
-			fmt.Sprintf("Publisher kind %q is not known; the kinds are \"dns\". (Nodes follow the publication through the API without a block.)", kind))
+			fmt.Sprintf("Publisher kind %q is not known; the kinds are \"dns\" and \"dns_update\". (Nodes follow the publication through the API without a block.)", kind))
 		return
 	}
 	if l.cfg.DNS != nil {
@@ -158,35 +169,7 @@ func (l *loader) hiddenPrimary(attrs hcl.Attributes, d *DNSPublisher) {
 			d.Notify = list
 		}
 	}
-	if attr := attrs["tsig_key"]; attr != nil {
-		var k string
-		if l.decode(attr, &k) {
-			if !strings.HasSuffix(k, ".") || checkHostname(strings.TrimSuffix(k, ".")) != nil {
-				l.add(attr.Expr.Range(), "Invalid tsig_key",
-					fmt.Sprintf("tsig_key is the key's name, fully qualified (ending in a dot), such as \"vigil-xfr.\"; got %q.", k))
-			} else {
-				d.TSIGKey = strings.ToLower(k)
-			}
-		}
-	}
-	d.TSIGAlgorithm = "hmac-sha256"
-	if attr := attrs["tsig_algorithm"]; attr != nil {
-		var a string
-		if l.decode(attr, &a) {
-			a = strings.ToLower(strings.TrimSuffix(a, "."))
-			if !slices.Contains(tsigAlgorithms, a) {
-				l.add(attr.Expr.Range(), "Invalid tsig_algorithm",
-					fmt.Sprintf("tsig_algorithm must be one of %s; got %q.", strings.Join(tsigAlgorithms, ", "), a))
-			} else {
-				d.TSIGAlgorithm = a
-			}
-		}
-	}
-	l.nonEmptyIf(attrs, "tsig_secret_env", &d.TSIGSecretEnv)
-	if (d.TSIGKey == "") != (d.TSIGSecretEnv == "") {
-		l.add(d.DeclRange, "Incomplete TSIG key",
-			"tsig_key and tsig_secret_env go together: tsig_key names the key, tsig_secret_env the environment variable holding its base64 secret. Set both, or neither.")
-	}
+	d.TSIGKey, d.TSIGAlgorithm, d.TSIGSecretEnv = l.tsig(attrs, d.DeclRange)
 	if len(d.Notify) > 0 && len(d.AllowTransfer) == 0 {
 		l.diags = append(l.diags, &hcl.Diagnostic{
 			Severity: hcl.DiagWarning,
@@ -319,4 +302,84 @@ func (l *loader) dnsWarnings() {
 func inZone(host, zone string) bool {
 	host = strings.TrimSuffix(host, ".") + "."
 	return host == zone || strings.HasSuffix(host, "."+zone)
+}
+
+// tsig decodes tsig_key, tsig_algorithm (hmac-sha256 by default) and
+// tsig_secret_env, which go together.
+func (l *loader) tsig(attrs hcl.Attributes, decl hcl.Range) (key, algo, env string) {
+	if attr := attrs["tsig_key"]; attr != nil {
+		var k string
+		if l.decode(attr, &k) {
+			if !strings.HasSuffix(k, ".") || checkHostname(strings.TrimSuffix(k, ".")) != nil {
+				l.add(attr.Expr.Range(), "Invalid tsig_key",
+					fmt.Sprintf("tsig_key is the key's name, fully qualified (ending in a dot), such as \"vigil-xfr.\"; got %q.", k))
+			} else {
+				key = strings.ToLower(k)
+			}
+		}
+	}
+	algo = "hmac-sha256"
+	if attr := attrs["tsig_algorithm"]; attr != nil {
+		var a string
+		if l.decode(attr, &a) {
+			a = strings.ToLower(strings.TrimSuffix(a, "."))
+			if !slices.Contains(tsigAlgorithms, a) {
+				l.add(attr.Expr.Range(), "Invalid tsig_algorithm",
+					fmt.Sprintf("tsig_algorithm must be one of %s; got %q.", strings.Join(tsigAlgorithms, ", "), a))
+			} else {
+				algo = a
+			}
+		}
+	}
+	l.nonEmptyIf(attrs, "tsig_secret_env", &env)
+	if (key == "") != (env == "") {
+		l.add(decl, "Incomplete TSIG key",
+			"tsig_key and tsig_secret_env go together: tsig_key names the key, tsig_secret_env the environment variable holding its base64 secret. Set both, or neither.")
+	}
+	return key, algo, env
+}
+
+// dnsUpdate decodes a publish "dns_update" block.
+func (l *loader) dnsUpdate(b *hcl.Block) {
+	if l.cfg.DNSUpdate != nil {
+		l.add(b.DefRange, "Duplicate publish \"dns_update\" block",
+			fmt.Sprintf("A publish \"dns_update\" block was already declared at %s; merge them.", l.cfg.DNSUpdate.DeclRange))
+		return
+	}
+	content, diags := b.Body.Content(dnsUpdateSchema)
+	l.diags = append(l.diags, diags...)
+	d := &DNSUpdatePublisher{TTL: 30, Timeout: 5 * time.Second, DeclRange: b.DefRange}
+	if attr := content.Attributes["server"]; attr != nil {
+		var srv string
+		if l.decode(attr, &srv) {
+			host, port, err := net.SplitHostPort(srv)
+			if _, perr := netip.ParseAddr(host); err != nil || perr != nil || port == "" {
+				l.add(attr.Expr.Range(), "Invalid server",
+					fmt.Sprintf("server is the primary's IP address and port, such as \"192.0.2.53:53\"; got %q.", srv))
+			} else {
+				d.Server = srv
+			}
+		}
+	}
+	if attr := content.Attributes["zone"]; attr != nil {
+		var z string
+		if l.decode(attr, &z) {
+			if err := checkHostname(strings.TrimSuffix(z, ".")); err != nil || !strings.HasSuffix(z, ".") {
+				l.add(attr.Expr.Range(), "Invalid zone",
+					fmt.Sprintf("zone must be a fully qualified DNS name ending in a dot, such as \"cdn.example.net.\"; got %q.", z))
+			} else {
+				d.Zone = strings.ToLower(z)
+			}
+		}
+	}
+	l.integer(content.Attributes, "ttl", 0, &d.TTL)
+	d.TransitionTTL = d.TTL / 2
+	l.integer(content.Attributes, "transition_ttl", 1, &d.TransitionTTL)
+	if d.TransitionTTL > d.TTL {
+		l.add(content.Attributes["transition_ttl"].Expr.Range(), "Invalid transition_ttl",
+			fmt.Sprintf("transition_ttl (%d) is the TTL while a site moves, and must not be longer than ttl (%d); lower it, or remove it for half of ttl.", d.TransitionTTL, d.TTL))
+	}
+	d.TSIGKey, d.TSIGAlgorithm, d.TSIGSecretEnv = l.tsig(content.Attributes, d.DeclRange)
+	l.duration(content.Attributes, "timeout", &d.Timeout)
+	l.cfg.DNSUpdate = d
 }

@@ -473,7 +473,7 @@ func Reference() []RefBlock {
 		},
 		{
 			Path: `publish "dns"`, Type: "publish",
-			Labels:  []RefLabel{{Name: "kind", Fixed: "dns", Meaning: `The publisher kind; "dns" is the only one (nodes follow the publication through the API without a block).`}},
+			Labels:  []RefLabel{{Name: "kind", Fixed: "dns", Meaning: `The publisher kind: vigil's own authoritative server, alone or as a hidden primary (nodes follow the publication through the API without a block).`}},
 			Repeat:  "At most one.",
 			Meaning: "An authoritative DNS server inside the agent, for one zone: a site whose hostname is in the zone gets A and AAAA records for the origins of its current level that are not unhealthy (a CNAME when they are all host names).",
 			Attributes: []RefAttribute{
@@ -536,6 +536,38 @@ func Reference() []RefBlock {
 					Example: `["127.0.0.0/8", "::1/128", "192.0.2.0/24"]`},
 			},
 		},
+		{
+			Path: `publish "dns_update"`, Type: "publish",
+			Labels:  []RefLabel{{Name: "kind", Fixed: "dns_update", Meaning: `The publisher kind: RFC 2136 dynamic updates into a zone the operator's own primary serves.`}},
+			Repeat:  "At most one.",
+			Meaning: "Pushes each site whose hostname is in the zone to the operator's primary (BIND, Knot, PowerDNS) with signed dynamic updates: the A and AAAA records publish \"dns\" would answer (IP origins only). The prerequisites are the records vigil last wrote, so a hand edit is reported as a conflict, not overwritten. Network errors and SERVFAIL are retried with backoff; failures are logged and counted in vigil_dns_update_total and vigil_dns_update_failing.",
+			Attributes: []RefAttribute{
+				{Name: "server", Type: "string", Required: true,
+					Meaning: "The primary's IP address and port; updates go over TCP.",
+					Example: `"192.0.2.53:53"`},
+				{Name: "zone", Type: "string", Required: true,
+					Meaning: "The zone updated, fully qualified (ending in a dot); sites outside it are not pushed.",
+					Example: `"example.net."`},
+				{Name: "ttl", Type: "whole number", Default: "30",
+					Meaning: "TTL in seconds of the records of a settled site. At least 0.",
+					Example: `30`},
+				{Name: "transition_ttl", Type: "whole number", DefaultNote: "half of ttl (15 with the default ttl)",
+					Meaning: "TTL in seconds of a site's records while it is failed over, ramping back or has an origin down. From 1 to ttl.",
+					Example: `15`},
+				{Name: "tsig_key", Type: "string", DefaultNote: "none: updates are not signed",
+					Meaning: "Name of the TSIG key (fully qualified) updates are signed with; the primary must allow updates with it. Needs tsig_secret_env.",
+					Example: `"vigil-update."`},
+				{Name: "tsig_algorithm", Type: "string", Default: `"hmac-sha256"`,
+					Meaning: "The TSIG key's algorithm: hmac-sha256, hmac-sha384, hmac-sha512, hmac-sha224 or hmac-sha1.",
+					Example: `"hmac-sha256"`},
+				{Name: "tsig_secret_env", Type: "string", DefaultNote: "none",
+					Meaning: "Environment variable holding the TSIG key's base64 secret, read at start; never logged. Needs tsig_key.",
+					Example: `"VIGIL_UPDATE_SECRET"`},
+				{Name: "timeout", Type: "duration", Default: `"5s"`,
+					Meaning: "Deadline of one exchange with the primary. Greater than 0.",
+					Example: `"5s"`},
+			},
+		},
 	}
 }
 
@@ -562,6 +594,7 @@ func Schemas() map[string]*hcl.BodySchema {
 		`notify "webhook"`:       webhookSchema,
 		`notify "alertmanager"`:  alertmanagerSchema,
 		`publish "dns"`:          dnsSchema,
+		`publish "dns_update"`:   dnsUpdateSchema,
 	}
 	out := make(map[string]*hcl.BodySchema, len(loader))
 	for path, s := range loader {

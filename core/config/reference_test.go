@@ -607,6 +607,9 @@ func TestReferenceDefaults(t *testing.T) {
 		`publish "dns".tsig_algorithm`:               q(cfg.DNS.TSIGAlgorithm),
 		`publish "dns".rrl_rate`:                     strconv.Itoa(cfg.DNS.RRLRate),
 		`publish "dns".rrl_slip`:                     strconv.Itoa(cfg.DNS.RRLSlip),
+		`publish "dns_update".ttl`:                   strconv.Itoa(cfg.DNSUpdate.TTL),
+		`publish "dns_update".tsig_algorithm`:        q(cfg.DNSUpdate.TSIGAlgorithm),
+		`publish "dns_update".timeout`:               dur(cfg.DNSUpdate.Timeout),
 	}
 	// max_body left out is 0: the probe's own default.
 	if hc.MaxBody == 0 && probe.DefaultMaxBody == 1<<20 {
