@@ -58,7 +58,8 @@ type partitionDetector struct {
 
 	mem   partition.Memory
 	tally partition.Tally
-	fleet *fleet.Fleet // the fleet the memory was last checked against
+	susp  []partition.Streak // the buffer of one origin's suspicions
+	fleet *fleet.Fleet       // the fleet the memory was last checked against
 }
 
 // partSuspect is a suspicion as a round record keeps it for the views.
@@ -151,9 +152,8 @@ func (e *Engine) partitionEvents(f *fleet.Fleet, rec *roundRecord, rs *roundSite
 			}
 			p.tally.Add(partition.GroupName(src, p.label, val), v.value == uint8(sdk.Up))
 		}
-		var susp []partition.Streak
-		out, susp = p.mem.Observe(partition.Origin{Site: site, Origin: s.Spec.Origins[oi].Name}, &p.tally, p.rounds, at, out)
-		for _, st := range susp {
+		out, p.susp = p.mem.Observe(partition.Origin{Site: site, Origin: s.Spec.Origins[oi].Name}, &p.tally, p.rounds, at, out, p.susp[:0])
+		for _, st := range p.susp {
 			if rec.partitions == nil {
 				rec.partitions = map[int32][]partSuspect{}
 			}

@@ -1,10 +1,6 @@
 package partition
 
-import (
-	"sort"
-
-	"github.com/vigilcdn/vigil/core/decide"
-)
+import "github.com/vigilcdn/vigil/core/decide"
 
 // GroupName is the name of the group of a voter of source whose label
 // has value: "node/pop=eu", or the source's name alone ("direct") for a
@@ -104,16 +100,17 @@ func (m *Memory) Len() int { return len(m.streaks) }
 // Observe applies the rule to one origin's tally in a probed round of its
 // site starting at at (any time unit; it comes back as a Streak's
 // Since): rounds is how many rounds in a row make a suspicion. It appends
-// the start and end events of suspicions to events and returns them with
-// the origin's suspicions in force after the round (sorted by group, nil
-// when none; a fresh slice, made only while a suspicion lasts).
+// the start and end events of suspicions to events, and the origin's
+// suspicions in force after the round to susp (in the order the groups
+// were first alone), and returns both. A round in which every group
+// agrees allocates nothing.
 //
 // Call it once per probed round for every origin the round judged: a
 // round that does not probe the site neither counts nor resets.
-func (m *Memory) Observe(key Origin, t *Tally, rounds int, at int64, events []decide.Event) ([]decide.Event, []Streak) {
+func (m *Memory) Observe(key Origin, t *Tally, rounds int, at int64, events []decide.Event, susp []Streak) ([]decide.Event, []Streak) {
 	streaks := m.streaks[key]
 	if len(streaks) == 0 && !t.anyAlone() {
-		return events, nil
+		return events, susp
 	}
 	for i := range streaks {
 		streaks[i].seen = false
@@ -141,13 +138,12 @@ func (m *Memory) Observe(key Origin, t *Tally, rounds int, at int64, events []de
 		}
 	}
 	kept := streaks[:0]
-	nsusp := 0
 	for _, st := range streaks {
 		switch {
 		case st.seen:
 			kept = append(kept, st)
 			if st.Suspected {
-				nsusp++
+				susp = append(susp, st)
 			}
 		case st.Suspected:
 			events = append(events, decide.Event{Kind: decide.KindPathPartitionSuspected, Origin: key.Origin, Group: st.Group, Rounds: st.Rounds, Suspected: false})
@@ -155,22 +151,12 @@ func (m *Memory) Observe(key Origin, t *Tally, rounds int, at int64, events []de
 	}
 	if len(kept) == 0 {
 		delete(m.streaks, key)
-		return events, nil
+		return events, susp
 	}
 	if m.streaks == nil {
 		m.streaks = map[Origin][]Streak{}
 	}
 	m.streaks[key] = kept
-	if nsusp == 0 {
-		return events, nil
-	}
-	susp := make([]Streak, 0, nsusp)
-	for _, st := range kept {
-		if st.Suspected {
-			susp = append(susp, st)
-		}
-	}
-	sort.Slice(susp, func(a, b int) bool { return susp[a].Group < susp[b].Group })
 	return events, susp
 }
 

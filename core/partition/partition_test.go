@@ -75,7 +75,7 @@ func TestObserve(t *testing.T) {
 					tally.Add(v.group, v.up)
 				}
 				var events []decide.Event
-				events, susp = m.Observe(key, &tally, tc.rounds, int64(100+r), nil)
+				events, susp = m.Observe(key, &tally, tc.rounds, int64(100+r), nil, nil)
 				want := tc.want[r]
 				if len(events) != len(want) {
 					t.Fatalf("round %d: events %v, want %v", r, events, want)
@@ -106,7 +106,7 @@ func TestSinceIsTheFirstRound(t *testing.T) {
 		tally.Reset()
 		tally.Add("node/pop=eu", false)
 		tally.Add("node/pop=us", true)
-		_, susp = m.Observe(key, &tally, 2, int64(1000+r), nil)
+		_, susp = m.Observe(key, &tally, 2, int64(1000+r), nil, nil)
 	}
 	if len(susp) != 1 || susp[0].Since != 1000 || susp[0].Rounds != 3 {
 		t.Fatalf("suspicions %+v, want node/pop=eu since 1000 for 3 rounds", susp)
@@ -120,7 +120,7 @@ func TestPrune(t *testing.T) {
 		tally.Reset()
 		tally.Add("node/pop=eu", false)
 		tally.Add("direct", true)
-		m.Observe(partition.Origin{Site: "www", Origin: o}, &tally, 3, 1, nil)
+		m.Observe(partition.Origin{Site: "www", Origin: o}, &tally, 3, 1, nil, nil)
 	}
 	if m.Len() != 2 {
 		t.Fatalf("memory holds %d origins, want 2", m.Len())

@@ -42,7 +42,7 @@ func (p *partitionRule) events(f *fleet.Fleet, s *fleet.Site, st Step, at int64,
 				p.tally.Add(partition.GroupName(src, p.label, value), v == vote.VerdictUp)
 			}
 		}
-		out, _ = p.mem.Observe(partition.Origin{Site: s.Spec.Name, Origin: o.Name}, &p.tally, p.rounds, at, out)
+		out, _ = p.mem.Observe(partition.Origin{Site: s.Spec.Name, Origin: o.Name}, &p.tally, p.rounds, at, out, nil)
 	}
 	if len(out) == 0 {
 		return events
