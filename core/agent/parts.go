@@ -29,6 +29,7 @@ type parts struct {
 	dns          *dns.Server
 	dnsCfg       *config.DNSPublisher
 	dnsCollector prometheus.Collector
+	dnsUpdate    *dns.Updater
 }
 
 // Committed makes parts an engine.Observer: it wakes the notifiers (this
@@ -68,7 +69,32 @@ func (p *parts) start(ctx context.Context, eng *engine.Engine) error {
 		}
 	}()
 	d.Wake() // deliver what an earlier run left undelivered
+	if err := p.startDNSUpdate(ctx, eng, p.cfg.DNSUpdate); err != nil {
+		return err
+	}
 	return p.startDNS(ctx, eng, p.cfg.DNS)
+}
+
+// startDNSUpdate starts the dynamic updates of publish "dns_update" (a
+// single instance only: in a cluster every instance would push). A
+// reload does not change it; a restart does.
+func (p *parts) startDNSUpdate(ctx context.Context, eng *engine.Engine, c *config.DNSUpdatePublisher) error {
+	if c == nil {
+		return nil
+	}
+	u, err := dns.NewUpdater(c, eng.Hub(), p.a.log)
+	if err != nil {
+		return fmt.Errorf("DNS update publisher: %w", err)
+	}
+	if err := p.a.reg.Register(u.Collector()); err != nil {
+		p.a.log.Warn("DNS update metrics not registered", "error", err)
+	}
+	u.Start(ctx)
+	p.mu.Lock()
+	p.dnsUpdate = u
+	p.mu.Unlock()
+	p.a.log.Info("DNS update publisher started", "server", c.Server, "zone", c.Zone)
+	return nil
 }
 
 func (p *parts) startDNS(ctx context.Context, eng *engine.Engine, c *config.DNSPublisher) error {
@@ -172,7 +198,15 @@ func (p *parts) stopDNS() {
 	}
 }
 
-func (p *parts) stop() { p.stopDNS() }
+func (p *parts) stop() {
+	p.stopDNS()
+	p.mu.Lock()
+	u := p.dnsUpdate
+	p.mu.Unlock()
+	if u != nil {
+		u.Close()
+	}
+}
 
 // reload applies a new configuration to the notifiers and the DNS
 // publisher and says what changed, or what could not be applied.
