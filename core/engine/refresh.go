@@ -30,6 +30,14 @@ func (e *Engine) RefreshSites(ctx context.Context, pick func(site string) bool) 
 	if err != nil {
 		return fmt.Errorf("refreshing from the store: %w", err)
 	}
+	return e.RefreshLoaded(ctx, st, pick)
+}
+
+// RefreshLoaded is RefreshSites from a state the caller read: a shard
+// passes the sites another shard's commit wrote (etcd store, LoadSince)
+// and picks only those, so that a commit costs it what changed. With a
+// state that holds only some sites, pick must accept only sites it holds.
+func (e *Engine) RefreshLoaded(ctx context.Context, st *store.State, pick func(site string) bool) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	old, oldInfo, oldLast := e.fleet, e.info, e.last

@@ -18,6 +18,7 @@ import (
 	"github.com/vigilcdn/vigil/api"
 	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/core/engine"
+	"github.com/vigilcdn/vigil/core/store"
 	etcdstore "github.com/vigilcdn/vigil/core/store/etcd"
 )
 
@@ -64,6 +65,11 @@ type Node struct {
 	refreshMu sync.Mutex
 	// reloads counts the reloads of the state caused by the watch (tests).
 	reloads atomic.Int64
+	// partialReloads counts a shard's reloads of only what changed (tests).
+	partialReloads atomic.Int64
+	// seenRev is the etcd revision of a shard's last reload of the sites
+	// it does not own (under refreshMu): the next reads what changed since.
+	seenRev int64
 	// watched counts the watch answers on the state that were handled
 	// (tests).
 	watched atomic.Int64
@@ -734,7 +740,7 @@ func (n *Node) refreshOthers(ctx context.Context) {
 	var err error
 	switch {
 	case sharded:
-		err = n.reloadUnowned(ctx, eng)
+		err = n.reloadChanged(ctx, eng)
 	case !ready:
 		err = eng.Refresh(ctx)
 	default:
@@ -747,14 +753,52 @@ func (n *Node) refreshOthers(ctx context.Context) {
 	n.reloads.Add(1)
 }
 
-// reloadUnowned reloads the sites this instance does not own. Called with
-// refreshMu held.
+// reloadUnowned reloads the sites this instance does not own, all of
+// them. Called with refreshMu held.
 func (n *Node) reloadUnowned(ctx context.Context, eng *engine.Engine) error {
-	return eng.RefreshSites(ctx, func(site string) bool {
+	st, rev, err := n.opts.Store.LoadSince(ctx, 0)
+	if err != nil {
+		return fmt.Errorf("refreshing from the store: %w", err)
+	}
+	if err := eng.RefreshLoaded(ctx, st, n.unowned(nil)); err != nil {
+		return err
+	}
+	n.seenRev = rev
+	return nil
+}
+
+// reloadChanged reloads the sites this instance does not own that were
+// written since the last reload (LoadSince): another shard's commit costs
+// this one the sites it wrote, not the whole store. The first reload is
+// whole. Called with refreshMu held.
+func (n *Node) reloadChanged(ctx context.Context, eng *engine.Engine) error {
+	if n.seenRev == 0 {
+		return n.reloadUnowned(ctx, eng)
+	}
+	st, rev, err := n.opts.Store.LoadSince(ctx, n.seenRev)
+	if err != nil {
+		return fmt.Errorf("refreshing from the store: %w", err)
+	}
+	if err := eng.RefreshLoaded(ctx, st, n.unowned(st.Sites)); err != nil {
+		return err
+	}
+	n.seenRev = rev
+	n.partialReloads.Add(1)
+	return nil
+}
+
+// unowned picks the sites this instance does not own (of in, when in is
+// not nil). A site being released counts as another's already: a round
+// that planned it is discarded (the handover's barrier).
+func (n *Node) unowned(in map[string]store.Site) func(site string) bool {
+	return func(site string) bool {
+		if in != nil {
+			if _, ok := in[site]; !ok {
+				return false
+			}
+		}
 		n.mu.Lock()
 		defer n.mu.Unlock()
-		// A site being released counts as another's already: a round
-		// that planned it is discarded (the handover's barrier).
 		return !n.owned[site] || n.releasing[site]
-	})
+	}
 }

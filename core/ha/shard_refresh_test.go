@@ -81,4 +81,8 @@ func TestShardedRoundsAreNotDiscarded(t *testing.T) {
 	waitFor(t, "cp-a's view of cp-b's site "+theirs, 10*time.Second, func() bool {
 		return a.eng.Views().Site(theirs).Origins["a"].State == want
 	})
+	// It read only what cp-b's commits wrote, not the whole store.
+	if a.node.partialReloads.Load() == 0 {
+		t.Errorf("cp-a followed cp-b's commits with %d reloads, none of only what changed", a.node.reloads.Load())
+	}
 }
