@@ -72,7 +72,7 @@ func (s *secondary) showLogs() string {
 
 // runSecondary starts cmd with its output in dir/NAME.out and stops it
 // when the test ends.
-func runSecondary(t testing.TB, name string, cmd *exec.Cmd, dir string, port int, logs ...string) *secondary {
+func runSecondary(t testing.TB, name string, cmd *exec.Cmd, dir, addr string, logs ...string) *secondary {
 	t.Helper()
 	outPath := filepath.Join(dir, name+".out")
 	out, err := os.Create(outPath)
@@ -84,20 +84,21 @@ func runSecondary(t testing.TB, name string, cmd *exec.Cmd, dir string, port int
 		t.Fatalf("starting %s: %v", name, err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); out.Close() })
-	return &secondary{name: name, addr: fmt.Sprintf("127.0.0.1:%d", port), logs: append([]string{outPath}, logs...)}
+	return &secondary{name: name, addr: addr, logs: append([]string{outPath}, logs...)}
 }
 
 // startKnotSecondary runs knotd as a secondary of primary for the zone,
 // transferring with the test TSIG key and taking NOTIFY from loopback
 // signed with it. Its journal and timers live in a temporary directory.
-func startKnotSecondary(t testing.TB, primary string, port int, secret string) *secondary {
+func startKnotSecondary(t testing.TB, primary, listen, secret string) *secondary {
 	bin := needDaemon(t, "knotd", "knot")
 	dir := t.TempDir()
 	host, pport, _ := net.SplitHostPort(primary)
+	lhost, lport, _ := net.SplitHostPort(listen)
 	conf := fmt.Sprintf(`server:
     rundir: "%[1]s"
     pidfile: "%[1]s/knot.pid"
-    listen: 127.0.0.1@%[2]d
+    listen: %[8]s@%[2]s
 control:
     listen: "%[1]s/knot.sock"
 database:
@@ -129,23 +130,24 @@ zone:
   - domain: %[7]s
     master: vigil
     acl: vigil-notify
-`, dir, port, xfrKey, secret, host, pport, zone)
+`, dir, lport, xfrKey, secret, host, pport, zone, lhost)
 	cfg := filepath.Join(dir, "knot.conf")
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return runSecondary(t, "knot", exec.Command(bin, "-c", cfg), dir, port)
+	return runSecondary(t, "knot", exec.Command(bin, "-c", cfg), dir, listen)
 }
 
 // startNSDSecondary runs nsd as a secondary of primary for the zone, as
 // startKnotSecondary does.
-func startNSDSecondary(t testing.TB, primary string, port int, secret string) *secondary {
+func startNSDSecondary(t testing.TB, primary, listen, secret string) *secondary {
 	bin := needDaemon(t, "nsd", "nsd")
 	dir := t.TempDir()
 	host, pport, _ := net.SplitHostPort(primary)
+	lhost, lport, _ := net.SplitHostPort(listen)
 	conf := fmt.Sprintf(`server:
-    ip-address: 127.0.0.1@%[2]d
-    port: %[2]d
+    ip-address: %[8]s@%[2]s
+    port: %[2]s
     username: ""
     chroot: ""
     zonesdir: "%[1]s"
@@ -167,12 +169,12 @@ zone:
     zonefile: "%[1]s/zone"
     request-xfr: %[5]s@%[6]s %[3]s
     allow-notify: 127.0.0.1 %[3]s
-`, dir, port, xfrKey, secret, host, pport, zone)
+`, dir, lport, xfrKey, secret, host, pport, zone, lhost)
 	cfg := filepath.Join(dir, "nsd.conf")
 	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return runSecondary(t, "nsd", exec.Command(bin, "-d", "-c", cfg), dir, port, filepath.Join(dir, "nsd.log"))
+	return runSecondary(t, "nsd", exec.Command(bin, "-d", "-c", cfg), dir, listen, filepath.Join(dir, "nsd.log"))
 }
 
 // awaitA polls sec until name's A records are want (sorted), and returns
@@ -219,7 +221,7 @@ func failover(version uint64, failed bool) *publication.Snapshot {
 // answers the new records. The time from the publication to the
 // secondary's new answer is logged; BenchmarkPropagation measures it.
 func TestSecondaries(t *testing.T) {
-	starts := map[string]func(testing.TB, string, int, string) *secondary{
+	starts := map[string]func(testing.TB, string, string, string) *secondary{
 		"knot": startKnotSecondary, "nsd": startNSDSecondary,
 	}
 	for _, name := range []string{"knot", "nsd"} {
@@ -229,7 +231,7 @@ func TestSecondaries(t *testing.T) {
 			port := loopbackPort(t)
 			cfg := primaryConfig(t, fmt.Sprintf("127.0.0.1:%d", port))
 			s, logs := startPrimary(t, cfg, hub)
-			sec := starts[name](t, s.Addr(), port, xfrSecret)
+			sec := starts[name](t, s.Addr(), fmt.Sprintf("127.0.0.1:%d", port), xfrSecret)
 			awaitA(t, sec, "www.cdn.example.net.", []string{"A 203.0.113.10"})
 
 			for _, step := range []struct {
@@ -264,7 +266,7 @@ func TestSecondaryWrongKey(t *testing.T) {
 	hub.Publish(failover(1, false))
 	port := loopbackPort(t)
 	s, logs := startPrimary(t, primaryConfig(t), hub)
-	sec := startKnotSecondary(t, s.Addr(), port, "d3Jvbmctc2VjcmV0LXdyb25nLXNlY3JldC0xMjM0NTY=")
+	sec := startKnotSecondary(t, s.Addr(), fmt.Sprintf("127.0.0.1:%d", port), "d3Jvbmctc2VjcmV0LXdyb25nLXNlY3JldC0xMjM0NTY=")
 	for deadline := time.Now().Add(90 * time.Second); s.Stats().TransfersRefused == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the wrong key was never refused:\n%s\n%s", logs.String(), sec.showLogs())
@@ -288,12 +290,12 @@ func TestSecondaryWrongKey(t *testing.T) {
 func BenchmarkPropagation(b *testing.B) {
 	for _, name := range []string{"knot", "nsd"} {
 		b.Run(name, func(b *testing.B) {
-			starts := map[string]func(testing.TB, string, int, string) *secondary{"knot": startKnotSecondary, "nsd": startNSDSecondary}
+			starts := map[string]func(testing.TB, string, string, string) *secondary{"knot": startKnotSecondary, "nsd": startNSDSecondary}
 			hub := publish.NewHub()
 			hub.Publish(failover(1, false))
 			port := loopbackPort(b)
 			s, _ := startPrimary(b, primaryConfig(b, fmt.Sprintf("127.0.0.1:%d", port)), hub)
-			sec := starts[name](b, s.Addr(), port, xfrSecret)
+			sec := starts[name](b, s.Addr(), fmt.Sprintf("127.0.0.1:%d", port), xfrSecret)
 			awaitA(b, sec, "www.cdn.example.net.", []string{"A 203.0.113.10"})
 			var total time.Duration
 			b.ResetTimer()

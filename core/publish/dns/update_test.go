@@ -79,7 +79,7 @@ zone "locked.net" {
 	if os.Geteuid() == 0 {
 		args = append(args, "-u", "root") // stay in the temporary directory's owner
 	}
-	sec := runSecondary(t, "named", exec.Command(bin, args...), dir, port)
+	sec := runSecondary(t, "named", exec.Command(bin, args...), dir, fmt.Sprintf("127.0.0.1:%d", port))
 	awaitA(t, sec, "www.example.net.", []string{"A 192.0.2.1"})
 	return sec
 }

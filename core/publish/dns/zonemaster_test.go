@@ -99,6 +99,56 @@ func TestZonemaster(t *testing.T) {
 		servers = append(servers, start(t, cfg(ip), hub))
 	}
 
+	checkZonemaster(t, bin, domain, addrs)
+	// Both servers were tested, over UDP and TCP alike (the counters do
+	// not tell them apart; Connectivity02 fails without TCP answers).
+	for i, s := range servers {
+		var n uint64
+		for _, v := range s.Stats().Queries {
+			n += v
+		}
+		if n < 20 {
+			t.Errorf("ns%d (%s) answered %d queries: Zonemaster did not test it", i+1, s.Addr(), n)
+		}
+	}
+}
+
+// freePort53 returns n loopback addresses on which port 53 is free on both
+// UDP and TCP, 127.0.0.1 first when it is; it skips (fails, with CI set)
+// when there are not n.
+func freePort53(t *testing.T, n int) []string {
+	var free []string
+	var last error
+	for _, ip := range []string{"127.0.0.1", "127.0.53.1", "127.0.53.2", "127.0.53.3", "127.0.53.4", "127.0.0.2", "127.0.0.3"} {
+		addr := net.JoinHostPort(ip, "53")
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			last = err
+			continue
+		}
+		ln, err := net.Listen("tcp", addr)
+		pc.Close()
+		if err != nil {
+			last = err
+			continue
+		}
+		ln.Close()
+		if free = append(free, ip); len(free) == n {
+			return free
+		}
+	}
+	msg := fmt.Sprintf("port 53 is not free on %d loopback addresses (Zonemaster queries no other port): %v", n, last)
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return nil
+}
+
+// checkZonemaster runs zonemaster-cli (bin) on domain, whose name servers
+// ns1, ns2... are on port 53 of addrs, and fails the test on any ERROR,
+// CRITICAL or WARNING but those of zonemasterSetupWarnings.
+func checkZonemaster(t *testing.T, bin, domain string, addrs []string) {
 	dir := t.TempDir()
 	hints := filepath.Join(dir, "hints")
 	if err := os.WriteFile(hints, []byte(".\t3600000\tIN\tNS\troot.invalid.\nroot.invalid.\t3600000\tIN\tA\t"+addrs[0]+"\n"), 0o644); err != nil {
@@ -144,47 +194,48 @@ func TestZonemaster(t *testing.T) {
 			t.Log(line)
 		}
 	}
-	// Both servers were tested, over UDP and TCP alike (the counters do
-	// not tell them apart; Connectivity02 fails without TCP answers).
-	for i, s := range servers {
-		var n uint64
-		for _, v := range s.Stats().Queries {
-			n += v
-		}
-		if n < 20 {
-			t.Errorf("ns%d (%s) answered %d queries: Zonemaster did not test it", i+1, s.Addr(), n)
-		}
-	}
 }
 
-// freePort53 returns n loopback addresses on which port 53 is free on both
-// UDP and TCP, 127.0.0.1 first when it is; it skips (fails, with CI set)
-// when there are not n.
-func freePort53(t *testing.T, n int) []string {
-	var free []string
-	var last error
-	for _, ip := range []string{"127.0.0.1", "127.0.53.1", "127.0.53.2", "127.0.53.3", "127.0.53.4", "127.0.0.2", "127.0.0.3"} {
-		addr := net.JoinHostPort(ip, "53")
-		pc, err := net.ListenPacket("udp", addr)
-		if err != nil {
-			last = err
-			continue
-		}
-		ln, err := net.Listen("tcp", addr)
-		pc.Close()
-		if err != nil {
-			last = err
-			continue
-		}
-		ln.Close()
-		if free = append(free, ip); len(free) == n {
-			return free
-		}
+// TestZonemasterHiddenPrimary runs Zonemaster against vigil as a hidden
+// primary: the zone's two name servers are a Knot and an NSD secondary on
+// port 53 of two loopback addresses, both transferring from vigil (on a
+// loopback port of its own, named by no NS record) with TSIG. No ERROR,
+// CRITICAL or WARNING but those of zonemasterSetupWarnings may be
+// reported. It skips as TestZonemaster does, and when knotd or nsd is
+// not installed (fails with CI set).
+func TestZonemasterHiddenPrimary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("zonemaster takes seconds; skipped with -short")
 	}
-	msg := fmt.Sprintf("port 53 is not free on %d loopback addresses (Zonemaster queries no other port): %v", n, last)
-	if os.Getenv("CI") != "" {
-		t.Fatal(msg)
+	bin, err := exec.LookPath("zonemaster-cli")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("zonemaster-cli is not installed (Debian's zonemaster-cli; make deps installs it)")
+		}
+		t.Skip("zonemaster-cli is not installed (make deps installs Debian's zonemaster-cli)")
 	}
-	t.Skip(msg)
-	return nil
+	needDaemon(t, "knotd", "knot")
+	needDaemon(t, "nsd", "nsd")
+	addrs := freePort53(t, 2)
+	const domain = zone // the secondaries' configuration names it
+	cfg := primaryConfig(t, net.JoinHostPort(addrs[0], "53"), net.JoinHostPort(addrs[1], "53"))
+	cfg.TTL = 300
+	cfg.NS = []string{"ns1." + domain, "ns2." + domain}
+	cfg.NSAddresses = map[string][]string{"ns1." + domain: {addrs[0]}, "ns2." + domain: {addrs[1]}}
+	cfg.RName = "hostmaster.example.net."
+	cfg.SOARefresh, cfg.SOARetry, cfg.SOAExpire = 3600, 600, 1209600
+	hub := publish.NewHub()
+	hub.Publish(&publication.Snapshot{Version: 2024060101, Sites: []publication.Site{
+		site("www.cdn.example.net", orig("a", "https://192.0.2.10", "healthy"), orig("b", "https://[2001:db8::10]", "healthy")),
+		site("img.cdn.example.net", orig("a", "https://img.example.org", "healthy")),
+	}})
+	primary, _ := startPrimary(t, cfg, hub)
+	secs := []*secondary{
+		startKnotSecondary(t, primary.Addr(), net.JoinHostPort(addrs[0], "53"), xfrSecret),
+		startNSDSecondary(t, primary.Addr(), net.JoinHostPort(addrs[1], "53"), xfrSecret),
+	}
+	for _, sec := range secs {
+		awaitA(t, sec, "www.cdn.example.net.", []string{"A 192.0.2.10"})
+	}
+	checkZonemaster(t, bin, domain, addrs)
 }
