@@ -356,3 +356,39 @@ func TestControlPlanesList(t *testing.T) {
 		t.Fatalf("list = %s following b", got)
 	}
 }
+
+// TestFollowPickLearnsTheLeader: a listed standby names a confirmed
+// leader that is not listed: the node follows it (it learns the cluster
+// from GET /v1/cluster).
+func TestFollowPickLearnsTheLeader(t *testing.T) {
+	listed, unlisted := newFakeMember(t), newFakeMember(t)
+	listed.set(func(m *fakeMember) { m.leader = unlisted.URL() })
+	cp := newControlPlanes([]string{listed.URL()}, "", nil, time.Second)
+	if got, _ := cp.pick(context.Background(), ""); got != unlisted.URL() {
+		t.Fatalf("pick = %s, want the named leader %s", got, unlisted.URL())
+	}
+}
+
+// TestExplainStatus: a refused token and plain http to an https API say
+// what to do; other errors pass unchanged.
+func TestExplainStatus(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"refused token", &publication.StatusError{Code: http.StatusUnauthorized, Status: "401 Unauthorized"},
+			"give -control-plane-token-env naming a variable that holds a token of the node scope"},
+		{"forbidden", &publication.StatusError{Code: http.StatusForbidden, Status: "403 Forbidden"}, "node scope"},
+		{"http to https", &publication.StatusError{Code: http.StatusBadRequest, Status: "400 Bad Request", Body: "Client sent an HTTP request to an HTTPS server."},
+			"use an https:// address in -control-plane"},
+		{"other status", &publication.StatusError{Code: http.StatusInternalServerError, Status: "500 Internal Server Error", Body: "boom"}, "500 Internal Server Error: boom"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := explainStatus(tt.err).Error(); !strings.Contains(got, tt.want) {
+				t.Fatalf("explainStatus = %q, want %q in it", got, tt.want)
+			}
+		})
+	}
+}
