@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -573,5 +574,29 @@ func TestHeartbeatsDroppedShown(t *testing.T) {
 	}
 	if p := getStatusPage(t, gw); len(p.Nodes) != 1 || p.Nodes[0].HeartbeatsDropped != over {
 		t.Errorf("status page nodes %+v: want eager with %d heartbeats dropped", p.Nodes, over)
+	}
+}
+
+// TestSilentConnectionClosed: a TCP connection that never starts its
+// HTTP/2 (or TLS) handshake is closed after hello_timeout.
+func TestSilentConnectionClosed(t *testing.T) {
+	gw := startGateway(t, map[string]any{"hello_timeout": 200 * time.Millisecond})
+	c, err := net.Dial("tcp", gw.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	_ = c.SetReadDeadline(time.Now().Add(hangGuard)) // catches a hang only
+	buf := make([]byte, 64)
+	for {
+		_, err := c.Read(buf) // the server's settings frame may come first
+		if err == nil {
+			continue
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("the connection was still open after %s", hangGuard)
+		}
+		return // closed by the gateway
 	}
 }
