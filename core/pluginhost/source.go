@@ -426,16 +426,33 @@ func (s *Source) failed(ctx, cctx context.Context, proc *process, err error) err
 		s.log.Warn("vote source timed out; killing it, it restarts on next use", "timeout", s.timeout())
 		s.drop(proc)
 		return fmt.Errorf("source %q: no answer within %v: the plugin was killed and restarts on next use", s.spec.Name, s.timeout())
-	case status.Code(err) == codes.Unknown:
-		s.stats.pluginErrors.Add(1)
-		s.log.Warn("vote source returned an error", "error", status.Convert(err).Message())
-		return fmt.Errorf("source %q: plugin error: %s", s.spec.Name, status.Convert(err).Message())
-	default:
+	case crashed(proc, err):
 		s.stats.crashes.Add(1)
 		s.log.Error("vote source crashed or broke the connection; it restarts on next use", "error", err)
 		s.drop(proc)
 		return fmt.Errorf("source %q: plugin crashed: %w", s.spec.Name, err)
+	default:
+		// Any other status is the plugin's answer for this round: it
+		// keeps running and is asked again next round.
+		st := status.Convert(err)
+		s.stats.pluginErrors.Add(1)
+		msg := st.Message()
+		if st.Code() != codes.Unknown {
+			msg += " (" + st.Code().String() + ")"
+		}
+		s.log.Warn("vote source returned an error", "error", msg)
+		return fmt.Errorf("source %q: plugin error: %s", s.spec.Name, msg)
 	}
+}
+
+// crashed reports whether a failed call means the plugin is broken and
+// must be restarted: its process is gone, or the call ended with
+// Unavailable, which is what gRPC says when the connection or the stream
+// broke (and what a plugin says when it cannot serve at all). Every other
+// status is an error the plugin answered on purpose (documented in
+// sdk/PROTOCOL.md, section 4).
+func crashed(proc *process, err error) bool {
+	return status.Code(err) == codes.Unavailable || proc.client.Exited()
 }
 
 // drop kills proc, if it is still the current process, and schedules the

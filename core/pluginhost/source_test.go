@@ -313,6 +313,58 @@ func TestPluginErrorKeepsProcess(t *testing.T) {
 	}
 }
 
+// TestStatusCodes holds the documented meaning of a failed Vote
+// (sdk/PROTOCOL.md, section 4): Unavailable or a dead process is a crash
+// and restarts the plugin; any other status is that round's error, with
+// its message, and the same process answers the next round.
+func TestStatusCodes(t *testing.T) {
+	for _, tc := range []struct {
+		mode    string
+		wantErr string
+		crash   bool
+	}{
+		{mode: "error", wantErr: `plugin error: upstream API said no`},
+		{mode: "exhausted", wantErr: `plugin error: quota exhausted (ResourceExhausted)`},
+		{mode: "unavailable", wantErr: "plugin crashed", crash: true},
+		{mode: "exit", wantErr: "plugin crashed", crash: true},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			src, _ := newSource(t, `voter = "v"`, nil)
+			pid := src.PID()
+			rounds := 3
+			if tc.crash {
+				rounds = 1 // the next restarts wait for the backoff
+			}
+			for round := range rounds {
+				_, err := src.Vote(context.Background(), ballot(tc.mode, 1))
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("round %d: err = %v, want %q", round+1, err, tc.wantErr)
+				}
+			}
+			votes, err := src.Vote(context.Background(), ballot("www", 1))
+			if err != nil || len(votes) != 1 {
+				t.Fatalf("Vote after the failures = %v, %v", votes, err)
+			}
+			st := src.Stats()
+			if tc.crash {
+				if st.Crashes != 1 || st.Restarts != 1 || st.PluginErrors != 0 {
+					t.Errorf("stats = %+v, want one crash and one restart", st)
+				}
+				if src.PID() == pid {
+					t.Errorf("plugin %d was not replaced after a crash", pid)
+				}
+				return
+			}
+			if st.PluginErrors != uint64(rounds) || st.Failures != uint64(rounds) || st.Crashes != 0 || st.Restarts != 0 || st.Starts != 1 {
+				t.Errorf("stats = %+v, want %d plugin errors and no restart", st, rounds)
+			}
+			if src.PID() != pid {
+				t.Errorf("plugin pid %d became %d: restarted after a status that is not a crash", pid, src.PID())
+			}
+		})
+	}
+}
+
 func TestGarbageVotes(t *testing.T) {
 	src, logs := newSource(t, `voter = "v"`, nil)
 	votes, err := src.Vote(context.Background(), ballot("garbage", 1))

@@ -7,6 +7,8 @@
 //	block    write ready_file, then block until the call is cancelled
 //	exit     exit the process in the middle of the call
 //	error    return an error
+//	exhausted  answer gRPC status RESOURCE_EXHAUSTED "quota exhausted"
+//	unavailable  answer gRPC status UNAVAILABLE (a crash: vigil restarts it)
 //	garbage  answer with invalid votes (and one valid one)
 //	env      vote Up with the environment's names in Detail
 //	pluginreason  one Down with a plugin reason, one with a malformed one
@@ -32,6 +34,9 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/vigilcdn/vigil/sdk"
 )
@@ -160,6 +165,10 @@ func (s *source) Vote(ctx context.Context, b sdk.Ballot) ([]sdk.Vote, error) {
 		os.Exit(3)
 	case "error":
 		return nil, errors.New("upstream API said no")
+	case "exhausted":
+		return nil, status.Error(codes.ResourceExhausted, "quota exhausted")
+	case "unavailable":
+		return nil, status.Error(codes.Unavailable, "cannot serve: lost my backend")
 	case "garbage":
 		t := b.Targets[0]
 		return []sdk.Vote{
