@@ -36,9 +36,20 @@
 // asks vigil, between rounds, to confirm a site early when the plugin saw
 // one of its origins fail.
 //
-// If the plugin crashes, hangs past the deadline or answers garbage, vigil
-// drops that source's votes for the round, logs and counts the failure, and
-// restarts the plugin with capped backoff before its next use.
+// Errors: an error returned by Vote is that round's error for the source.
+// vigil drops the source's votes for the round and shows the error's text
+// to operators (in the log, in `vigil probe`, in `vigil status` and on the
+// status page), and asks the same process again next round. Write it for
+// an operator: "quota exhausted until 14:00 UTC", not "error 429". A plain
+// error travels as gRPC status UNKNOWN; an error carrying a gRPC status
+// (GRPCStatus() method) keeps its code, shown next to the message.
+//
+// If the plugin crashes, hangs past the deadline, breaks the connection or
+// answers gRPC status UNAVAILABLE, vigil drops that source's votes for the
+// round, logs and counts a crash, and restarts the plugin with capped
+// backoff before its next use. Return UNAVAILABLE only to ask for that
+// restart. Garbage votes are dropped one by one, the valid ones kept.
+// sdk/PROTOCOL.md (section 4) has the full table.
 //
 // Logging: write through the [Logger] handed to the factory. It writes
 // JSON lines on stderr and vigil re-emits them in its own log under the
