@@ -38,7 +38,8 @@
 //     and the SOA in the authority section (NODATA); so do the names
 //     between a site and the apex (empty non-terminals, RFC 8020);
 //   - any other name in the zone gets NXDOMAIN with the SOA;
-//   - zone transfers (AXFR, IXFR) get REFUSED.
+//   - zone transfers (AXFR, IXFR) get REFUSED, unless the client is in
+//     allow_transfer (see Hidden primary below).
 //
 // # Failback ramps
 //
@@ -53,9 +54,40 @@
 // alone. The UDP fast path keeps both answers of a ramping question in its
 // cache and draws per query which one it sends (fast.go).
 //
-// Every record has the configured ttl; so has the SOA, whose minimum (the
-// negative-caching TTL) is the ttl too. Names are matched without regard
-// to case.
+// A settled site's records have the configured ttl; a site that moves
+// (failed over: its level is not 1; ramping back; or with an origin of its
+// current level unhealthy) has transition_ttl (half of ttl by default), so
+// that resolvers come back sooner (table.go, inTransition). The SOA has
+// the ttl, and so has its minimum (the negative-caching TTL); its rname
+// and timers are configurable. Names are matched without regard to case.
+//
+// # Hidden primary
+//
+// With allow_transfer, the server is the primary of the operator's own
+// secondaries (xfr.go): AXFR over TCP, and IXFR answered from the zones of
+// the last 32 publications (a condensed difference; the whole zone for a
+// serial no longer kept; the SOA alone when up to date or over UDP). With
+// tsig_key, transfers must be signed with that key (the secret comes from
+// the environment variable tsig_secret_env names), signed queries get
+// signed answers, and a bad signature gets NOTAUTH. Every publication that
+// changes the zone's records, and the start, sends NOTIFY to the
+// addresses of notify, retried with backoff. A ramping site is
+// transferred with the level it ramps to.
+//
+// # Response rate limiting
+//
+// UDP answers to one client network (a /24, a /56) are limited to
+// rrl_rate per second; past it every rrl_slip-th is sent empty with the TC
+// bit and the rest dropped (rrl.go). TCP is never limited; rrl_exempt
+// networks (loopback by default) neither. The fast path's read loop counts
+// every UDP query, for both paths.
+//
+// # Dynamic updates
+//
+// Updater (update.go) is the publish "dns_update" block: it pushes each
+// site's addresses, under the same rules, into a zone the operator's
+// primary serves, with RFC 2136 UPDATEs signed with TSIG, the records it
+// last wrote as prerequisites.
 //
 // # Transport and malformed requests
 //
@@ -88,8 +120,11 @@
 // # Metrics
 //
 // Stats returns the counters; Collector exposes them to Prometheus as
-// vigil_dns_queries_total{type,rcode}, vigil_dns_truncated_total and
-// vigil_dns_publication_version.
+// vigil_dns_queries_total{type,rcode}, vigil_dns_truncated_total,
+// vigil_dns_publication_version, vigil_dns_transfers_total{result},
+// vigil_dns_notify_total{result} and vigil_dns_rrl_limited_total{action}.
+// The Updater's Collector gives vigil_dns_update_total{result} and
+// vigil_dns_update_failing{name}.
 //
 // # Checks against other servers
 //
@@ -118,7 +153,9 @@
 //	  fail_closed = false
 //	}
 //
-// Without ns the apex has no NS records and the SOA names the zone apex as
-// its primary server. Keep ttl at or below the sites' detection time
+// docs/dns.md shows the three ways to publish (serve, hidden primary,
+// dynamic update) with worked examples and the measured propagation
+// times. Without ns the apex has no NS records and the SOA names the zone
+// apex as its primary server. Keep ttl at or below the sites' detection time
 // (unhealthy_threshold x round_interval); the loader warns otherwise.
 package dns
