@@ -6,6 +6,14 @@
 //
 //	vigil-node -id edge-par-1 -labels region=eu -gateway 10.0.0.5:8471 -token-env VIGIL_NODE_TOKEN \
 //	    -control-plane http://10.0.0.5:8470 -state-dir /var/lib/vigil-node -proxy-listen :80 -metrics-listen :9471
+//
+// With a cluster of agents, -control-plane and -gateway list them all,
+// in the same order; the node follows the leader's publication and
+// attaches to every gateway (docs/ha.md, "Nodes, TLS and tokens"):
+//
+//	vigil-node -id edge-par-1 -gateway 10.0.0.5:8471,10.0.0.6:8471 -token-env VIGIL_NODE_TOKEN \
+//	    -control-plane https://10.0.0.5:8470,https://10.0.0.6:8470 -control-plane-ca /etc/vigil-node/api-ca.pem \
+//	    -control-plane-token-env VIGIL_NODE_API_TOKEN -state-dir /var/lib/vigil-node -proxy-listen :80
 package main
 
 import (
