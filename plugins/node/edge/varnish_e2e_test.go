@@ -62,6 +62,11 @@ func startVarnish(t *testing.T, first []publication.Site, vars map[string]string
 	daemon(t, dir, bin, "-F", "-j", "none", "-n", work, "-a", ve.listen, "-T", testnet.Addr(t), "-f", ve.vcl,
 		"-s", "malloc,32m", "-t", "0", "-p", "default_grace=0", "-p", "default_keep=0",
 		"-p", "thread_pools=1", "-p", "thread_pool_min=10")
+	var names []string
+	for _, o := range first[0].Origins {
+		names = append(names, o.Name)
+	}
+	waitServing(t, "http://"+ve.listen+"/", names)
 	return ve
 }
 

@@ -40,6 +40,8 @@ func tmplExt(name string) string {
 		return ".cfg.tmpl"
 	case "varnish":
 		return ".vcl.tmpl"
+	case "caddy":
+		return ".Caddyfile.tmpl"
 	}
 	return ".tmpl"
 }
