@@ -42,7 +42,7 @@ dist:
 # Installed with apt-get (as root) only when missing.
 DEB_DEPS := protoc:protobuf-compiler chromium:chromium etcd:etcd-server \
 	python3.grpc:python3-grpcio python3.cryptography:python3-cryptography \
-	promtool:prometheus amtool:prometheus-alertmanager haproxy:haproxy nginx:nginx \
+	promtool:prometheus amtool:prometheus-alertmanager haproxy:haproxy nginx:nginx varnishd:varnish caddy:caddy \
 	zonemaster-cli:zonemaster-cli knotd:knot nsd:nsd named:bind9 \
 	systemd-analyze:systemd dpkg-deb:dpkg buildah:buildah
 
