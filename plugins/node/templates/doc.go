@@ -1,7 +1,13 @@
 // Package templates holds the edge templates vigil-node ships, for its
 // template mode (-template builtin:NAME:DEST): nginx.conf.tmpl (an
 // http-level include: an upstream per site, the next level as backup
-// servers, and a server block per hostname) and haproxy.cfg.tmpl (a whole
+// servers, a server block per hostname, and a default server answering
+// 421 to any other Host), varnish.vcl.tmpl (a whole VCL: a backend per
+// origin, a round-robin director per level and a fallback director to the
+// next level, probes, and retries of GET and HEAD), caddy.Caddyfile.tmpl
+// (a whole Caddyfile: a site per hostname whose current level's origins
+// are health-checked and whose GETs and HEADs that fail go to the next
+// level in handle_errors) and haproxy.cfg.tmpl (a whole
 // haproxy.cfg: one backend per site, a stats socket at level admin for the
 // runtime driver, the next level's origins as backup servers and the other
 // levels' as disabled servers, every server checked and observed, and GET
@@ -23,7 +29,8 @@ import (
 //go:embed *.tmpl
 var files embed.FS
 
-// Get returns the shipped template NAME ("nginx" or "haproxy").
+// Get returns the shipped template NAME ("nginx", "haproxy", "varnish" or
+// "caddy").
 func Get(name string) (string, error) {
 	b, err := files.ReadFile(name + tmplExt(name))
 	if err != nil {
