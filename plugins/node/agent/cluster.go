@@ -18,8 +18,12 @@ import (
 	"github.com/vigilcdn/vigil/sdk/publication"
 )
 
-// clusterTimeout bounds one GET /v1/cluster.
-const clusterTimeout = 5 * time.Second
+// clusterTimeout bounds one GET /v1/cluster, dialTimeout one connection
+// to a control plane.
+const (
+	clusterTimeout = 5 * time.Second
+	dialTimeout    = 5 * time.Second
+)
 
 // ParseControlPlanes splits -control-plane, a comma-separated list of the
 // cluster's API base URLs (one URL for a lone control plane), into its
@@ -109,6 +113,13 @@ type controlPlanes struct {
 // long-poll wait: a request may last that long and 10 seconds more.
 func newControlPlanes(urls []string, token string, tc *tls.Config, wait time.Duration) *controlPlanes {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// A long poll's connection is idle while it waits: TCP keepalives
+	// notice a dead machine (one that sends no reset) within about
+	// Idle + Count x Interval, 12 seconds, rather than at the end of the
+	// poll; a machine that does not answer a connection costs at most
+	// dialTimeout.
+	d := &net.Dialer{Timeout: dialTimeout, KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 3 * time.Second, Interval: 3 * time.Second, Count: 3}}
+	tr.DialContext = d.DialContext
 	if tc != nil {
 		tr.TLSClientConfig = tc.Clone()
 	}
@@ -196,6 +207,7 @@ func (c *controlPlanes) pick(ctx context.Context, avoid string) (string, []error
 		}()
 	}
 	answers := make([]*answer, len(c.urls))
+	failed := map[string]bool{}
 	var errs []error
 	var grace <-chan time.Time
 collect:
@@ -208,6 +220,7 @@ collect:
 		}
 		if a.err != nil {
 			errs = append(errs, a.err)
+			failed[c.urls[a.i]] = true
 			continue
 		}
 		if c.urls[a.i] == avoid {
@@ -229,8 +242,10 @@ collect:
 			continue
 		}
 		if a.clustered && a.info.LeaderConfirmed && a.info.Leader != nil && named == "" {
-			if l := strings.TrimSuffix(a.info.Leader.URL, "/"); l != "" && c.listed(l) != avoid {
-				named = c.listed(l)
+			// A leader that did not answer itself is not followed: a
+			// standby names a dead leader until its lease ends.
+			if l := c.listed(strings.TrimSuffix(a.info.Leader.URL, "/")); l != "" && l != avoid && !failed[l] {
+				named = l
 			}
 		}
 		if first == "" {

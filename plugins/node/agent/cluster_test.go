@@ -335,6 +335,12 @@ func TestFollowPick(t *testing.T) {
 	if got, errs := cp.pick(ctx, c.URL()); got != a.URL() || len(errs) != 1 {
 		t.Fatalf("pick = %s (%v), want the first that answered, %s", got, errs, a.URL())
 	}
+	// Not even asked to avoid it: a named leader that did not answer
+	// itself is not followed (a standby names a dead leader until its
+	// lease ends).
+	if got, _ := cp.pick(ctx, ""); got != a.URL() {
+		t.Fatalf("pick = %s, want %s, not the dead leader", got, a.URL())
+	}
 	// Nothing answers.
 	a.set(func(m *fakeMember) { m.down = http.StatusServiceUnavailable })
 	b.set(func(m *fakeMember) { m.down = http.StatusServiceUnavailable })
