@@ -46,8 +46,9 @@ import (
 )
 
 const (
-	// updateTries bounds the attempts of one name's UPDATE.
-	updateTries = 6
+	// updateTries bounds the attempts of one name's UPDATE: about 30 s
+	// of backoff, 5 s apart at most.
+	updateTries = 10
 	// updateTimeout is the default deadline of one exchange.
 	updateTimeout = 5 * time.Second
 )
@@ -85,10 +86,11 @@ type Updater struct {
 	// tried are the records vigil last tried to write, by name: a name
 	// whose update succeeded or met a conflict is not tried again until
 	// the records it should have change.
-	tried  map[string]rrsets
-	status map[string]*UpdateStatus
-	ok     atomic.Uint64
-	failed atomic.Uint64
+	tried   map[string]rrsets
+	status  map[string]*UpdateStatus
+	ok      atomic.Uint64
+	failed  atomic.Uint64
+	retries atomic.Uint64
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -257,22 +259,24 @@ func (u *Updater) update(ctx context.Context, version uint64, name string, want 
 		known = false // read what the hand edit left, and write over it now
 	}
 	u.mu.Unlock()
-	if !known {
-		cur, err := u.read(ctx, name)
-		if err != nil {
-			u.report(version, name, fmt.Errorf("reading the records of %s from %s: %w", name, u.server, err))
-			return
-		}
-		last = cur
-	}
 	b := &backoff.ExponentialBackOff{InitialInterval: 250 * time.Millisecond, RandomizationFactor: 0.2, Multiplier: 2, MaxInterval: 5 * time.Second}
 	_, err := backoff.Retry(ctx, func() (struct{}, error) {
 		if cur := u.hub.Current(); cur.Version > version {
 			// A newer publication will push its own records.
 			return struct{}{}, backoff.Permanent(errSuperseded)
 		}
+		if !known {
+			cur, err := u.read(ctx, name)
+			if err != nil {
+				return struct{}{}, fmt.Errorf("reading the records of %s from %s: %w", name, u.server, err)
+			}
+			last, known = cur, true
+		}
 		return struct{}{}, u.send(ctx, name, last, want)
-	}, backoff.WithBackOff(b), backoff.WithMaxTries(updateTries))
+	}, backoff.WithBackOff(b), backoff.WithMaxTries(updateTries), backoff.WithNotify(func(err error, next time.Duration) {
+		u.retries.Add(1)
+		u.log.Warn("dynamic update failed; retrying", "name", name, "version", version, "in", next, "error", err)
+	}))
 	if errors.Is(err, errSuperseded) || ctx.Err() != nil {
 		return
 	}

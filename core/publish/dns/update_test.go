@@ -27,10 +27,12 @@ const (
 // startBIND runs named as the primary of example.net. (dynamic: updates
 // signed with the test key allowed) and of locked.net. (no updates), on a
 // loopback port, its files in a temporary directory.
-func startBIND(t *testing.T) *secondary {
+func startBIND(t *testing.T) *secondary { return startBINDOn(t, loopbackPort(t)) }
+
+// startBINDOn is startBIND on a given loopback port.
+func startBINDOn(t *testing.T, port int) *secondary {
 	bin := needDaemon(t, "named", "bind9")
 	dir := t.TempDir()
-	port := loopbackPort(t)
 	zone := func(name string) string {
 		return fmt.Sprintf(`$ORIGIN %[1]s
 $TTL 300
@@ -240,4 +242,28 @@ func TestDynamicUpdateRefused(t *testing.T) {
 
 func hclogTo(w *lockedBuffer) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Output: w, Level: hclog.Debug})
+}
+
+// TestDynamicUpdateRetries: the primary is down when the first update is
+// due; the updater retries with backoff and succeeds once it is up.
+func TestDynamicUpdateRetries(t *testing.T) {
+	needDaemon(t, "named", "bind9")
+	port := loopbackPort(t)
+	hub := publish.NewHub()
+	hub.Publish(siteAt(1, true))
+	u, logs := startUpdater(t, updaterConfig(t, fmt.Sprintf("127.0.0.1:%d", port), updZone, updSecret), hub)
+	for deadline := time.Now().Add(90 * time.Second); u.retries.Load() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no retry while the primary is down:\n%s", logs.String())
+		}
+	}
+	bind := startBINDOn(t, port)
+	awaitStatus(t, u, "www.example.net.", 1, func(s UpdateStatus) bool { return s.OK })
+	awaitTTL(t, bind, "www.example.net.", "A 198.51.100.20", 15)
+	if !strings.Contains(logs.String(), "dynamic update failed; retrying") {
+		t.Errorf("the retries are not logged:\n%s", logs.String())
+	}
+	if st := u.Status()["www.example.net."]; st.Failures != 0 {
+		t.Errorf("an update that succeeded on retry counts %d failures", st.Failures)
+	}
 }
