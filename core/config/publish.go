@@ -277,13 +277,20 @@ func (l *loader) nsAddresses(attr *hcl.Attribute, d *DNSPublisher) {
 // (unhealthy_threshold x round_interval): resolvers would keep a dead
 // answer longer than vigil needs to notice the failure.
 func (l *loader) dnsWarnings() {
-	d := l.cfg.DNS
-	if d == nil {
-		return
+	if d := l.cfg.DNS; d != nil {
+		l.ttlWarnings(`publish "dns"`, d.TTL, d.Zone, d.DeclRange)
 	}
-	ttl := time.Duration(d.TTL) * time.Second
+	if d := l.cfg.DNSUpdate; d != nil {
+		l.ttlWarnings(`publish "dns_update"`, d.TTL, d.Zone, d.DeclRange)
+	}
+}
+
+// ttlWarnings warns, for the block named block, when ttl outlives the
+// detection time of a site in zone, naming the detection time computed.
+func (l *loader) ttlWarnings(block string, ttlSeconds int, zone string, decl hcl.Range) {
+	ttl := time.Duration(ttlSeconds) * time.Second
 	for _, s := range l.cfg.Sites {
-		if !s.HealthCheck.Enabled || !inZone(s.Hostname, d.Zone) {
+		if !s.HealthCheck.Enabled || !inZone(s.Hostname, zone) {
 			continue
 		}
 		detect := time.Duration(s.HealthCheck.UnhealthyThreshold) * l.cfg.Control.RoundInterval
@@ -291,9 +298,9 @@ func (l *loader) dnsWarnings() {
 			l.diags = append(l.diags, &hcl.Diagnostic{
 				Severity: hcl.DiagWarning,
 				Summary:  "DNS TTL longer than failure detection",
-				Detail: fmt.Sprintf("ttl is %s but site %q detects a failure in %s (unhealthy_threshold %d x round_interval %s): resolvers may keep serving a dead origin for up to %s after vigil notices. Lower ttl to %d or less.",
-					ttl, s.Name, detect, s.HealthCheck.UnhealthyThreshold, l.cfg.Control.RoundInterval, ttl-detect, int(detect.Seconds())),
-				Subject: d.DeclRange.Ptr(),
+				Detail: fmt.Sprintf("%s: ttl is %s but site %q detects a failure in %s (unhealthy_threshold %d x round_interval %s): resolvers may keep serving a dead origin for up to %s after vigil notices. Lower ttl to %d or less.",
+					block, ttl, s.Name, detect, s.HealthCheck.UnhealthyThreshold, l.cfg.Control.RoundInterval, ttl-detect, int(detect.Seconds())),
+				Subject: decl.Ptr(),
 			})
 		}
 	}
