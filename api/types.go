@@ -225,6 +225,15 @@ type ProbeResult struct {
 	Site     string        `json:"site"`
 	Hostname string        `json:"hostname"`
 	Origins  []ProbeOrigin `json:"origins"`
+	// Failed lists, in chain order, the sources that were asked and gave
+	// no answer: their origins passed on to the next source.
+	Failed []ProbeFailure `json:"failed,omitempty"`
+}
+
+// ProbeFailure is a source that failed in a probe, with its error.
+type ProbeFailure struct {
+	Source string `json:"source"`
+	Error  string `json:"error"`
 }
 
 // ProbeOrigin is one origin of a ProbeResult.
@@ -279,7 +288,23 @@ type SourceInfo struct {
 	Restarts uint64 `json:"restarts"`
 	Crashes  uint64 `json:"crashes"`
 	Failures uint64 `json:"failures"`
+	// LastError is the source's latest failure in a round (a crash, a
+	// timeout or the plugin's own error, with its message), and
+	// LastErrorAt when it happened; empty when it never failed.
+	LastError   string     `json:"last_error,omitempty"`
+	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
+	// FailingRounds counts the rounds in a row, up to the latest one that
+	// asked the source, in which it failed: more than 0 means the source
+	// is in trouble now. RecentFailures counts the failed rounds among
+	// its RecentRounds latest (at most 10).
+	FailingRounds  int `json:"failing_rounds"`
+	RecentRounds   int `json:"recent_rounds"`
+	RecentFailures int `json:"recent_failures"`
 }
+
+// Failing reports whether the source failed the latest round that asked
+// it.
+func (s SourceInfo) Failing() bool { return s.FailingRounds > 0 }
 
 // SourcesAnswer is the answer of GET /v1/sources, in chain order.
 type SourcesAnswer struct {

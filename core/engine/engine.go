@@ -152,7 +152,8 @@ type Engine struct {
 
 	statsMu     sync.Mutex
 	srcStats    []func() namedStats
-	liveSources []VoteSource // the sources in force, for status calls
+	liveSources []VoteSource  // the sources in force, for status calls
+	trouble     sourceTrouble // each source's recent failures (sourcetrouble.go)
 
 	views atomic.Pointer[Views]
 

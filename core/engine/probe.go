@@ -96,5 +96,10 @@ func probe(ctx context.Context, cfg *config.Config, site string, sources []VoteS
 		}
 		res.Origins = append(res.Origins, po)
 	}
+	for i, err := range asker.errs {
+		if err != nil {
+			res.Failed = append(res.Failed, api.ProbeFailure{Source: f.Chain[i].Name, Error: err.Error()})
+		}
+	}
 	return res, nil
 }

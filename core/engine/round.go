@@ -65,12 +65,16 @@ type chainAsker struct {
 	tallies [][2]int
 	// abstained[source] counts abstentions by reason.
 	abstained []map[sdk.Reason]int
-	failed    []bool
+	// asked[source] is true when the source got a ballot this round, and
+	// errs[source] is its error when it failed to answer.
+	asked []bool
+	errs  []error
 }
 
 func newAsker(f *fleet.Fleet, sources []VoteSource, log hclog.Logger, round uint64, flat func(vote.Target) int32, in *interner) *chainAsker {
 	return &chainAsker{fleet: f, sources: sources, log: log, round: round, flat: flat, intern: in,
-		tallies: make([][2]int, len(sources)), abstained: make([]map[sdk.Reason]int, len(sources)), failed: make([]bool, len(sources))}
+		tallies: make([][2]int, len(sources)), abstained: make([]map[sdk.Reason]int, len(sources)),
+		asked: make([]bool, len(sources)), errs: make([]error, len(sources))}
 }
 
 func (a *chainAsker) Ask(ctx context.Context, source int, targets []vote.Target, counts []vote.Counts) {
@@ -94,10 +98,11 @@ func (a *chainAsker) Ask(ctx context.Context, source int, targets []vote.Target,
 			ballot.CAs[hc.CAName] = hc.CA
 		}
 	}
+	a.asked[source] = true
 	votes, err := src.Vote(ctx, ballot)
 	ballot = sdk.Ballot{} // the targets are not needed any more: let them go
 	if err != nil {
-		a.failed[source] = true
+		a.errs[source] = err
 		a.log.Warn("vote source failed this round; its origins pass on to the next source", "source", name, "targets", len(targets), "error", err)
 		return
 	}
@@ -297,6 +302,9 @@ func (e *Engine) runRound(ctx context.Context, confirm bool) RoundResult {
 	e.mu.Unlock()
 
 	plan.Walk(ctx, asker)
+	if ctx.Err() == nil {
+		e.trouble.note(f.Chain, asker, e.opts.Now())
+	}
 
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -111,6 +111,7 @@ func (e *Engine) Sources() []api.SourceInfo {
 			x := st.Stats()
 			si.Starts, si.Restarts, si.Crashes, si.Failures = x.Starts, x.Restarts, x.Crashes, x.Failures
 		}
+		e.trouble.fill(&si)
 		out = append(out, si)
 	}
 	return out

@@ -21,6 +21,7 @@ type Source struct {
 	mu   sync.Mutex
 	down map[[2]string]bool
 	mute map[[2]string]bool
+	err  error
 	// Ballots counts Vote calls.
 	Ballots int
 }
@@ -44,6 +45,14 @@ func (s *Source) SetMute(site, origin string, mute bool) {
 	s.mute[[2]string{site, origin}] = mute
 }
 
+// SetError makes every Vote fail with err (nil: answer again), as a
+// plugin failing every round.
+func (s *Source) SetError(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.err = err
+}
+
 // Name implements engine.VoteSource.
 func (s *Source) Name() string { return s.name }
 
@@ -58,6 +67,9 @@ func (s *Source) Vote(_ context.Context, b sdk.Ballot) ([]sdk.Vote, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.Ballots++
+	if s.err != nil {
+		return nil, s.err
+	}
 	var out []sdk.Vote
 	for _, t := range b.Targets {
 		k := [2]string{t.Site, t.Origin}
