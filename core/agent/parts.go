@@ -236,10 +236,24 @@ func (p *parts) reload(ctx context.Context, eng *engine.Engine, cfg *config.Conf
 			applied = append(applied, "publish \"dns\"")
 		}
 	}
+	if oldCfg != nil && !sameDNSUpdate(oldCfg.DNSUpdate, cfg.DNSUpdate) {
+		failed = append(failed, fmt.Errorf("publish \"dns_update\" changed, and a reload does not apply it: restart the agent"))
+	}
 	p.mu.Lock()
 	p.cfg = cfg
 	p.mu.Unlock()
 	return applied, failed
+}
+
+// sameDNSUpdate reports whether two publish "dns_update" blocks say the
+// same, wherever they are written.
+func sameDNSUpdate(a, b *config.DNSUpdatePublisher) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	x, y := *a, *b
+	x.DeclRange = y.DeclRange
+	return x == y
 }
 
 // notifiersOf is what matters of the notifiers for a reload.
