@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/vigilcdn/vigil/plugins/node/edge"
 	"github.com/vigilcdn/vigil/plugins/node/proxy"
@@ -109,8 +110,15 @@ type Config struct {
 	// real traffic failed before it stopped serving it (0:
 	// DefaultCanaryInterval; NoCanaries: none). See canary.go.
 	CanaryInterval time.Duration
-	// MetricsListen serves /metrics (host:port); empty: none.
+	// MetricsListen serves /metrics, /healthz and /readyz (host:port);
+	// empty: none.
 	MetricsListen string
+	// Build is the node's build, the labels of vigil_node_build_info.
+	Build Build
+	// DrainTimeout bounds how long Run waits, once its context ends, for
+	// the proxy's requests in flight to end before it closes their
+	// connections (0: DefaultDrainTimeout; NoDrain: none waited for).
+	DrainTimeout time.Duration
 
 	// Edges are the edge software the node drives from each publication
 	// (HAProxy's runtime API, templates); empty: none.
@@ -190,6 +198,13 @@ type Agent struct {
 	heldSaved uint64
 	metrics   *agentMetrics
 	current   atomic.Pointer[publication.Snapshot]
+	// gatewayCreds is the gateway link's TLS credentials (nil without
+	// Config.GatewayTLS), probeRoots the probes' roots
+	// (Config.ProbeRootCAs): a reload replaces them (reload.go).
+	gatewayCreds *swapCreds
+	probeRoots   atomic.Pointer[x509.CertPool]
+	// serving is set once every listener of Run listens.
+	serving atomic.Bool
 	// backOff gives each reconnect loop its wait policy (newBackOff within
 	// MinBackoff and MaxBackoff); tests replace it.
 	backOff func() backoff.BackOff
@@ -277,6 +292,20 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{cfg: cfg, log: cfg.Log, metrics: newAgentMetrics(), inFlight: make(chan struct{}, inFlight),
 		published: make(chan struct{}, 1), canaryProbe: probe.Do,
 		backOff: func() backoff.BackOff { return newBackOff(cfg.MinBackoff, cfg.MaxBackoff) }, gateways: gateways}
+	a.probeRoots.Store(cfg.ProbeRootCAs)
+	if cfg.GatewayTLS != nil {
+		a.gatewayCreds = newSwapCreds(credentials.NewTLS(cfg.GatewayTLS))
+	}
+	switch {
+	case cfg.DrainTimeout == NoDrain:
+	case cfg.DrainTimeout < 0:
+		return nil, fmt.Errorf("-drain-timeout %v: use a positive duration such as 10s, or 0 to close visitors' connections at once", cfg.DrainTimeout)
+	case cfg.DrainTimeout == 0:
+		a.cfg.DrainTimeout = DefaultDrainTimeout
+	}
+	if err := cfg.Registry.Register(buildInfo(cfg.Build)); err != nil {
+		return nil, fmt.Errorf("agent metrics: %w", err)
+	}
 	if len(cps) > 0 {
 		wait := cfg.PollWait
 		if wait <= 0 {
@@ -423,7 +452,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		}()
 		return nil
 	}
+	var proxySrv *proxy.Server
 	defer func() {
+		if proxySrv != nil {
+			a.drain(proxySrv)
+		}
 		for _, s := range servers {
 			_ = s.Close()
 		}
@@ -431,6 +464,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.cfg.MetricsListen != "" {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(a.cfg.Registry, promhttp.HandlerOpts{}))
+		mux.HandleFunc("GET /healthz", a.healthz)
+		mux.HandleFunc("GET /readyz", a.readyz)
 		if err := serve(a.cfg.MetricsListen, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}, &a.metricsAddr); err != nil {
 			return fmt.Errorf("metrics listener: %w (pick a free -metrics-listen address)", err)
 		}
@@ -439,12 +474,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.proxy != nil {
 		// The proxy's own server: its raw path, and net/http for what
 		// that path leaves (both with these timeouts).
-		if err := serve(a.cfg.ProxyListen, a.proxy.NewServer(10*time.Second, 120*time.Second), &a.proxyAddr); err != nil {
+		proxySrv = a.proxy.NewServer(10*time.Second, 120*time.Second)
+		if err := serve(a.cfg.ProxyListen, proxySrv, &a.proxyAddr); err != nil {
 			return fmt.Errorf("proxy listener: %w (pick a free -proxy-listen address)", err)
 		}
 		a.log.Info("proxying visitor traffic", "address", a.ProxyAddr().String())
 		a.event(Event{Kind: EventListening, Addr: a.ProxyAddr()})
 	}
+	a.serving.Store(true)
 	var wg sync.WaitGroup
 	if a.edge != nil {
 		wg.Go(func() { a.edge.Run(ctx) })
@@ -495,6 +532,14 @@ func (m *agentMetrics) register(r prometheus.Registerer) error {
 	var errs []error
 	for _, c := range []prometheus.Collector{m.attached, m.jobs, m.version, m.followErrors, m.refused, m.cpSwitches, m.held, m.canaries} {
 		errs = append(errs, r.Register(c))
+	}
+	// Every labelled series exists at 0 from the start, so that the first
+	// results after a scrape show in increase().
+	for _, res := range []string{"up", "down", "not_run", "invalid"} {
+		m.jobs.WithLabelValues(res)
+	}
+	for _, res := range []string{"ok", "failed", "ignored", "invalid"} {
+		m.canaries.WithLabelValues(res)
 	}
 	return errors.Join(errs...)
 }

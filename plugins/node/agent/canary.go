@@ -117,7 +117,7 @@ func (a *Agent) canary(ctx context.Context, c canaryTarget) {
 		path = (&url.URL{Path: c.path}).EscapedPath()
 	}
 	res, err := a.canaryProbe(ctx, probe.Request{Address: c.address, Host: c.host, Path: path, Timeout: canaryTimeout,
-		UserAgent: CanaryUserAgent, RootCAs: a.cfg.ProbeRootCAs})
+		UserAgent: CanaryUserAgent, RootCAs: a.probeRootCAs()})
 	if ctx.Err() != nil {
 		return
 	}

@@ -103,6 +103,8 @@ type controlPlanes struct {
 	urls   []string
 	token  string
 	client *http.Client
+	// transport is client's, swapped by SetControlPlaneTLS.
+	transport *swapTransport
 	// following is the URL the publication is followed from now (set by
 	// follow), asked first by the reads of GET /v1/sites.
 	following atomic.Pointer[string]
@@ -120,10 +122,8 @@ func newControlPlanes(urls []string, token string, tc *tls.Config, wait time.Dur
 	// dialTimeout.
 	d := &net.Dialer{Timeout: dialTimeout, KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 3 * time.Second, Interval: 3 * time.Second, Count: 3}}
 	tr.DialContext = d.DialContext
-	if tc != nil {
-		tr.TLSClientConfig = tc.Clone()
-	}
-	return &controlPlanes{urls: urls, token: token, client: &http.Client{Transport: tr, Timeout: wait + 10*time.Second}}
+	st := newSwapTransport(tr, tc)
+	return &controlPlanes{urls: urls, token: token, transport: st, client: &http.Client{Transport: st, Timeout: wait + 10*time.Second}}
 }
 
 // list is the URLs separated by commas, what edge.FetchTopology reads:

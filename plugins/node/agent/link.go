@@ -14,7 +14,6 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -69,8 +68,8 @@ type link struct {
 func newLink(a *Agent, addr string) (*link, error) {
 	cfg := &a.cfg
 	creds := insecure.NewCredentials()
-	if cfg.GatewayTLS != nil {
-		creds = credentials.NewTLS(cfg.GatewayTLS)
+	if a.gatewayCreds != nil {
+		creds = a.gatewayCreds
 	}
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
@@ -386,7 +385,7 @@ func (a *Agent) runBatch(ctx context.Context, b *pb.Batch, received time.Time, r
 		mu.Lock()
 		started[i] = true
 		mu.Unlock()
-		res, err := a.cfg.Prober(ctx, request(jobs[i], roots, a.cfg.ProbeRootCAs))
+		res, err := a.cfg.Prober(ctx, request(jobs[i], roots, a.probeRootCAs()))
 		<-a.inFlight
 		var r *pb.ProbeResult
 		switch {

@@ -83,3 +83,14 @@ func (sm *siteMetrics) observer(m *metrics, site string) prometheus.Observer {
 	sm.duration.Store(&o)
 	return o
 }
+
+// init creates a new site's request counters of the classes 2xx to 5xx
+// and its retry and backup counters at 0, so that the first failures after
+// a scrape show in increase() rather than appearing from nothing.
+func (sm *siteMetrics) init(m *metrics, site string) {
+	for class := 2; class <= 5; class++ {
+		sm.code(m, site, class)
+	}
+	m.retries.WithLabelValues(site)
+	m.backups.WithLabelValues(site)
+}

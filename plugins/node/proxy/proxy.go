@@ -230,6 +230,7 @@ func (p *Proxy) SetSnapshot(snap *publication.Snapshot) {
 			s.m = prev.m
 		} else {
 			s.m = &siteMetrics{}
+			s.m.init(p.m, ps.Name)
 		}
 		add := func(o publication.Origin, level int) {
 			if level != ps.Level && s.listed(o.Address) {

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"time"
@@ -48,3 +49,9 @@ func (s *Server) Serve(ln net.Listener) error { return s.http.Serve(ln) }
 // net/http.Server.Close does: a request in flight sees its context end and
 // makes no new attempt.
 func (s *Server) Close() error { return s.http.Close() }
+
+// Shutdown drains the server: it closes the listeners and the idle
+// connections at once, then waits for the requests in flight to end and
+// closes their connections as each does. It returns nil once every one has
+// ended, or ctx's error when ctx ends first (Close then cuts the rest).
+func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ctx) }

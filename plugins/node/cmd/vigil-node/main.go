@@ -101,6 +101,7 @@ func run(args []string) error {
 		edgeResync   = fs.Duration("edge-resync", edge.DefaultResync, "re-apply the publication to the edges this often, to undo a restart or a hand edit")
 		logLevel     = fs.String("log-level", "info", "log level: debug, info, warn, error")
 		logJSON      = fs.Bool("log-json", false, "log JSON lines")
+		drainTimeout = fs.Duration("drain-timeout", agent.DefaultDrainTimeout, "on SIGTERM or SIGINT: how long the requests in flight on -proxy-listen get to end before their connections are closed (0: closed at once)")
 	)
 	var templates, tmplVars multiFlag
 	fs.Var(&templates, "template", "render `SRC:DEST` at every publication (SRC a Go text/template file, or builtin:nginx / builtin:haproxy); repeatable, one -template-check and -template-reload for all")
@@ -108,6 +109,9 @@ func run(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q: every setting is a flag (see -h)", fs.Args())
 	}
@@ -124,7 +128,15 @@ func run(args []string) error {
 		ProxyListen: *proxyListen, MetricsListen: *metrics, Concurrency: *concurrency,
 		Proxy: proxy.Options{FailCount: *failCount, FailWindow: *failWindow, SkipFor: *skipFor, Retries: *retries,
 			RetryBudget: *retryBudget, MaxReplayBody: *replayMax, ConnectTimeout: *connTimeout, ResponseTimeout: *respTimeout},
-		Log: log,
+		Log: log, Build: agent.Build{Version: version, Commit: buildCommit()},
+	}
+	switch {
+	case *drainTimeout < 0:
+		return fmt.Errorf("-drain-timeout %v: use a positive duration such as 10s, or 0 to close visitors' connections at once", *drainTimeout)
+	case *drainTimeout == 0:
+		cfg.DrainTimeout = agent.NoDrain
+	default:
+		cfg.DrainTimeout = *drainTimeout
 	}
 	edges, err := edgeDrivers(edgeFlags{haSocket: *haSocket, haSrvArgs: *haSrvArgs, haTLSArgs: *haTLSArgs, haFallback: *haFallback,
 		haFbCheck: *haFbCheck, haFbReload: *haFbReload, templates: templates, check: *tmplCheck, reload: *tmplReload, minInterval: *reloadMin,
@@ -178,29 +190,8 @@ func run(args []string) error {
 			return fmt.Errorf("-control-plane-token-env %s: the variable is empty or not set", *cpTokenEnv)
 		}
 	}
-	if *tlsCA != "" || *tlsCert != "" {
-		tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: *tlsName}
-		if *tlsCA != "" {
-			pem, err := os.ReadFile(*tlsCA)
-			if err != nil {
-				return fmt.Errorf("-tls-ca: %w", err)
-			}
-			tc.RootCAs = x509.NewCertPool()
-			if !tc.RootCAs.AppendCertsFromPEM(pem) {
-				return fmt.Errorf("-tls-ca %s: no PEM certificate in it", *tlsCA)
-			}
-		}
-		if (*tlsCert == "") != (*tlsKey == "") {
-			return fmt.Errorf("give both -tls-cert and -tls-key, or neither")
-		}
-		if *tlsCert != "" {
-			cert, err := tls.LoadX509KeyPair(*tlsCert, *tlsKey)
-			if err != nil {
-				return fmt.Errorf("-tls-cert/-tls-key: %w", err)
-			}
-			tc.Certificates = []tls.Certificate{cert}
-		}
-		cfg.GatewayTLS = tc
+	if cfg.GatewayTLS, err = gatewayTLS(*tlsCA, *tlsCert, *tlsKey, *tlsName); err != nil {
+		return err
 	}
 	if cfg.ControlPlaneTLS, err = controlPlaneTLS(*cpCA, *cpCert, *cpKey); err != nil {
 		return err
@@ -222,9 +213,59 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	// SIGHUP (systemctl reload, a logrotate hook, a closed terminal)
+	// re-reads the files that can change without a restart and never ends
+	// the process; SIGTERM and SIGINT drain the visitors and end it.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return a.Run(ctx)
+	files := reloadFiles{tlsCA: *tlsCA, tlsCert: *tlsCert, tlsKey: *tlsKey, tlsName: *tlsName,
+		cpCA: *cpCA, cpCert: *cpCert, cpKey: *cpKey, originCA: *originCA}
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				files.reload(a, log)
+			}
+		}
+	}()
+	err = a.Run(ctx)
+	if ctx.Err() != nil && err == nil {
+		log.Info("stopped", "reason", "SIGTERM or SIGINT")
+	}
+	return err
+}
+
+// gatewayTLS is the TLS configuration of the gateway link from -tls-ca,
+// -tls-cert, -tls-key and -tls-server-name; nil when neither a CA nor a
+// certificate is given (no TLS).
+func gatewayTLS(caFile, certFile, keyFile, serverName string) (*tls.Config, error) {
+	if caFile == "" && certFile == "" {
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: serverName}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("-tls-ca: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("-tls-ca %s: no PEM certificate in it", caFile)
+		}
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, fmt.Errorf("give both -tls-cert and -tls-key, or neither")
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("-tls-cert/-tls-key: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
 }
 
 // newLogger is vigil-node's logger, writing to w.
