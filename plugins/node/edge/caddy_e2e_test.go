@@ -3,7 +3,8 @@ package edge_test
 import (
 	"context"
 	"fmt"
-	"os"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,9 +20,9 @@ import (
 // caddyEdge is a caddy running the shipped Caddyfile template, and the
 // template driver that renders it.
 type caddyEdge struct {
-	listen, file string
-	vars         map[string]string
-	tm           *edge.Template
+	listen, file, admin string
+	vars                map[string]string
+	tm                  *edge.Template
 }
 
 // startCaddy renders builtin:caddy for first, starts caddy on it (its
@@ -34,7 +35,7 @@ func startCaddy(t *testing.T, first []publication.Site) *caddyEdge {
 	dir := t.TempDir()
 	listen, admin := testnet.Addr(t), testnet.Addr(t)
 	host, port, _ := strings.Cut(listen, ":")
-	ce := &caddyEdge{listen: listen, file: filepath.Join(dir, "Caddyfile"),
+	ce := &caddyEdge{listen: listen, file: filepath.Join(dir, "Caddyfile"), admin: admin,
 		vars: map[string]string{"http_port": port, "bind": host, "admin": admin}}
 	// Caddy keeps its data and autosaved configuration under these.
 	env := fmt.Sprintf("XDG_DATA_HOME=%s/data XDG_CONFIG_HOME=%s/config", dir, dir)
@@ -62,6 +63,30 @@ func startCaddy(t *testing.T, first []publication.Site) *caddyEdge {
 	return ce
 }
 
+// waitNext waits until the configuration Caddy runs (its admin API's
+// /config/, not the rendered file, which is written before its reload)
+// sends the failed requests (handle_errors) to addr.
+func (ce *caddyEdge) waitNext(t *testing.T, addr string) {
+	t.Helper()
+	client := &http.Client{Timeout: 5 * time.Second}
+	waitFor(t, func() error {
+		resp, err := client.Get("http://" + ce.admin + "/config/")
+		if err != nil {
+			return err
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		_, errors, _ := strings.Cut(string(b), `"errors"`)
+		if !strings.Contains(errors, `"`+addr+`"`) {
+			return fmt.Errorf("%s is not the next level in Caddy's configuration yet:\n%s", addr, b)
+		}
+		return nil
+	})
+}
+
 // TestCaddyTemplate: Caddy driven by builtin:caddy, reloaded through its
 // admin API at each switch, under about 50 GETs a second. The switch
 // times are reported, not asserted.
@@ -80,13 +105,7 @@ func TestCaddyTemplate(t *testing.T) {
 	}
 	url := "http://" + ce.listen + "/"
 	waitServing(t, url, l.names(1))
-	waitFor(t, func() error {
-		b, _ := os.ReadFile(ce.file)
-		if !strings.Contains(string(b), "handle_errors") {
-			return fmt.Errorf("no next level yet:\n%s", b)
-		}
-		return nil
-	})
+	ce.waitNext(t, strings.TrimPrefix(l.byLevel[2][0].Address, "http://"))
 	switchesAt(t, "caddy-template", url, cp, l, switchRounds, 50, 2)
 	for _, s := range a.EdgeStatus() {
 		if s.Err != nil {
@@ -110,20 +129,9 @@ func TestCaddyCoversWindow(t *testing.T) {
 			}
 			cp.Publish(l.site(1))
 			startAgentResync(t, cp, 10*time.Minute, ce.vars, ce.tm)
-			next := func(o *flakyOrigin) func(t *testing.T) {
-				return func(t *testing.T) {
-					waitFor(t, func() error {
-						b, _ := os.ReadFile(ce.file)
-						_, fallback, _ := strings.Cut(string(b), "handle_errors")
-						if !strings.Contains(fallback, o.addr) {
-							return fmt.Errorf("%s is not in the next level yet:\n%s", o.name, b)
-						}
-						return nil
-					})
-				}
-			}
-			next(l.b1)(t)
-			window(t, "caddy-template", "http://"+ce.listen+"/", cp, l, mode, next(l.one[0]), next(l.b1))
+			ce.waitNext(t, l.b1.addr)
+			window(t, "caddy-template", "http://"+ce.listen+"/", cp, l, mode,
+				func(t *testing.T) { ce.waitNext(t, l.one[0].addr) }, func(t *testing.T) { ce.waitNext(t, l.b1.addr) })
 		})
 	}
 }
