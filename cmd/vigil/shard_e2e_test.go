@@ -58,6 +58,18 @@ func (h *hostCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
+// allAtLeast reports whether each of hosts got at least n probes.
+func (h *hostCounter) allAtLeast(hosts []string, n int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, host := range hosts {
+		if h.n[host] < n {
+			return false
+		}
+	}
+	return true
+}
+
 func (h *hostCounter) reset() map[string]int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -120,11 +132,18 @@ func TestShardedRun(t *testing.T) {
 	}
 	t.Logf("shares: %v", perInstance)
 
-	// Every site probed, and by one instance only: over a window in which
-	// each instance ran at least minRounds rounds, a site gets 2 origins x
-	// about R probes (R the most rounds an instance ran), never twice that.
-	// Rounds, not seconds: a loaded machine runs fewer of them.
+	// Every site probed, and by one instance only. The window lasts until
+	// every site got a probe on both origins (an event: a site no instance
+	// probes ends in the hang guard) and each instance ran at least
+	// minRounds rounds; then a site has 2 origins x about R probes (R the
+	// most rounds an instance ran), never twice that. Rounds, not seconds:
+	// a loaded machine runs fewer, and a round whose source failed (a
+	// plugin killed for its deadline, restarting) probes nothing.
 	const minRounds = 5
+	hosts := make([]string, sites)
+	for i := range hosts {
+		hosts[i] = fmt.Sprintf("s%03d.example.com", i)
+	}
 	check := func(what string, ps []*agentProc) {
 		origin.reset()
 		r0 := make([]float64, len(ps))
@@ -133,21 +152,20 @@ func TestShardedRun(t *testing.T) {
 		}
 		// The round running at the reset ends first; every round after it
 		// starts after the reset and ends before the count is taken.
-		waitFor(t, fmt.Sprintf("%d rounds of every instance", minRounds+1), 30*time.Second, func() bool {
+		waitFor(t, fmt.Sprintf("%s: every site probed on both origins, and %d rounds of every instance", what, minRounds+1), 60*time.Second, func() bool {
 			for i, p := range ps {
 				if p.metric(t, "vigil_rounds_total") < r0[i]+minRounds+1 {
 					return false
 				}
 			}
-			return true
+			return origin.allAtLeast(hosts, 2)
 		})
 		counts := origin.reset()
 		rounds := 0.0
 		for i, p := range ps {
 			rounds = max(rounds, p.metric(t, "vigil_rounds_total")-r0[i])
 		}
-		for i := range sites {
-			host := fmt.Sprintf("s%03d.example.com", i)
+		for _, host := range hosts {
 			if n := counts[host]; n < 2 || float64(n) > 2*(rounds+2) {
 				t.Errorf("%s: site %s probed %d times in a window of %v rounds at most (2 origins each)", what, host, n, rounds)
 			}
