@@ -27,7 +27,17 @@
 // -metrics-listen serves Prometheus metrics: the proxy's, plus
 // vigil_node_gateway_attached, vigil_node_probe_jobs_total{result} (up,
 // down, not_run for jobs out of time, invalid) and
-// vigil_node_publication_version / vigil_node_publication_errors_total.
+// vigil_node_publication_version / vigil_node_publication_errors_total,
+// vigil_node_build_info (Config.Build); every counter exists at 0 from the
+// start, a site's proxy counters from the first publication that has it.
+// The same listener answers GET /healthz (the process serves) and GET
+// /readyz (listeners up, a publication in use, the edges' last apply
+// succeeded: health.go).
+//
+// When Run's context ends, the proxy drains: its listener closes and the
+// requests in flight get Config.DrainTimeout to end. The Set* methods of
+// reload.go swap the TLS configurations and the probes' roots in a running
+// agent (vigil-node's SIGHUP), for the connections opened next.
 //
 // # Running a batch
 //

@@ -14,6 +14,10 @@
 //	vigil-node -id edge-par-1 -gateway 10.0.0.5:8471,10.0.0.6:8471 -token-env VIGIL_NODE_TOKEN \
 //	    -control-plane https://10.0.0.5:8470,https://10.0.0.6:8470 -control-plane-ca /etc/vigil-node/api-ca.pem \
 //	    -control-plane-token-env VIGIL_NODE_API_TOKEN -state-dir /var/lib/vigil-node -proxy-listen :80
+//
+// SIGHUP re-reads the TLS and CA files and never ends the process; SIGTERM
+// and SIGINT drain the proxy's visitors within -drain-timeout and exit 0
+// (plugins/node/README.md, "Running it as a daemon").
 package main
 
 import (
