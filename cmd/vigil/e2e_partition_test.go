@@ -146,14 +146,15 @@ site "www" {
 	if ev["group"] != "node/pop=eu" || ev["origin"] != "a1" || ev["rounds"] != float64(3) {
 		t.Fatalf("event %v; want a1, group node/pop=eu, 3 rounds", ev)
 	}
-	// The view is of the last round: on a loaded machine a node's vote may
-	// miss a round's deadline, so wait for a round with both node votes.
+	// The view is of the last round: on a loaded machine a node's vote or
+	// the direct source's may miss a round's deadline, so wait for a round
+	// with both node votes and a source that settled.
 	var site, o map[string]any
-	waitFor(t, "a round with both node votes during the suspicion", 30*time.Second, func() bool {
+	waitFor(t, "a round with both node votes and a verdict during the suspicion", 30*time.Second, func() bool {
 		site = agent.site(t, "www")
 		o = site["origins"].(map[string]any)["a1"].(map[string]any)
 		up, down := nodeVotes(o)
-		return up+down == 2
+		return up+down == 2 && o["by"] != nil
 	})
 	up, down := nodeVotes(o)
 	if up != 1 || down != 1 || o["verdict"] != "up" || o["by"] != "direct" {
