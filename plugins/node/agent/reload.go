@@ -105,7 +105,9 @@ func (s *swapCreds) Info() credentials.ProtocolInfo { return s.get().Info() }
 
 func (s *swapCreds) Clone() credentials.TransportCredentials { return s }
 
-//nolint:staticcheck // part of the interface gRPC still declares
+// OverrideServerName is part of the interface gRPC still declares, and no
+// longer calls.
 func (s *swapCreds) OverrideServerName(name string) error {
-	return s.get().OverrideServerName(name) //nolint:staticcheck
+	//lint:ignore SA1019 the interface still declares it
+	return s.get().OverrideServerName(name)
 }
