@@ -4,17 +4,20 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/credentials"
 
 	"github.com/vigilcdn/vigil/internal/testcerts"
+	"github.com/vigilcdn/vigil/plugins/node/edge"
 	"github.com/vigilcdn/vigil/plugins/node/internal/fakecp"
 )
 
@@ -208,4 +211,57 @@ func TestSwapCredsReload(t *testing.T) {
 	if err := handshake(); err != nil {
 		t.Fatalf("after SetGatewayTLS(nil): %v", err)
 	}
+}
+
+// failingEdge is an edge whose applies fail until ok is set.
+type failingEdge struct{ ok atomic.Bool }
+
+func (f *failingEdge) Name() string { return "fake" }
+
+func (f *failingEdge) Apply(context.Context, *edge.View) (edge.Result, error) {
+	if f.ok.Load() {
+		return edge.Result{}, nil
+	}
+	return edge.Result{}, errors.New("the fake edge refuses")
+}
+
+// TestReadyzEdge: with a publication, /readyz is 503 naming the edge while
+// its last apply failed, and 200 once one succeeded.
+func TestReadyzEdge(t *testing.T) {
+	cp := fakecp.New()
+	t.Cleanup(cp.Close)
+	v := cp.Publish(site(1, named(t, "level-1")))
+	fe := &failingEdge{}
+	r := startAgent(t, Config{ControlPlane: cp.URL(), MetricsListen: "127.0.0.1:0", Edges: []edge.Driver{fe},
+		Edge: edge.HubOptions{Resync: 20 * time.Millisecond}})
+	r.await(t, EventPublication, v)
+	readyz := func() (int, string) {
+		resp, err := http.Get("http://" + r.a.MetricsAddr().String() + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// Wait on the event (an apply failed), with a guard against a hang.
+	waitFor := func(what string, cond func(int, string) bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			code, body := readyz()
+			if cond(code, body) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: /readyz still %d %q", what, code, body)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	waitFor("a failed apply", func(code int, body string) bool {
+		return code == 503 && strings.Contains(body, "edge fake: the last apply failed: the fake edge refuses")
+	})
+	fe.ok.Store(true)
+	waitFor("a good apply", func(code int, body string) bool { return code == 200 && body == "ready\n" })
 }
