@@ -2,6 +2,7 @@ package statuspage_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -61,6 +62,14 @@ type fakeSource struct {
 	name string
 	mu   sync.Mutex
 	down map[string]bool
+	err  error // every Vote fails with it, when set
+}
+
+// setError makes every Vote fail with err (nil: answer again).
+func (f *fakeSource) setError(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err = err
 }
 
 func (f *fakeSource) Name() string                          { return f.name }
@@ -76,6 +85,9 @@ func (f *fakeSource) setDown(origin string, down bool) {
 func (f *fakeSource) Vote(_ context.Context, b sdk.Ballot) ([]sdk.Vote, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
 	var out []sdk.Vote
 	for _, t := range b.Targets {
 		for _, voter := range []string{"edge-fra-1", "edge-ams-1"} {
@@ -468,6 +480,23 @@ func TestBrowser(t *testing.T) {
 			t.Error("the page is wider than a phone screen")
 		}
 		screenshot(t, ctx, dir, "statuspage-phone.png")
+	})
+
+	t.Run("a failing vote source shows in a banner with its error", func(t *testing.T) {
+		if !eval[bool](t, ctx, `document.getElementById('sources-trouble').hidden`) {
+			t.Fatal("the failing-source banner shows while every source answers")
+		}
+		src.setError(errors.New(`source "edge": plugin error: quota exhausted (ResourceExhausted)`))
+		step(t, ctx, "wait for the banner", visible(`#sources-trouble li[data-source="edge"]`))
+		got := text(t, ctx, `#sources-trouble`)
+		for _, want := range []string{"A vote source is failing", "✕ edge: failed the last", "quota exhausted (ResourceExhausted)", "vigil probe SITE"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("the banner lacks %q: %s", want, got)
+			}
+		}
+		screenshot(t, ctx, dir, "statuspage-failing-source.png")
+		src.setError(nil)
+		step(t, ctx, "wait for the banner to go once the source answers", chromedp.WaitNotVisible(chromedp.CSS(`#sources-trouble`)))
 	})
 }
 

@@ -5,7 +5,9 @@
 // The page is a client of the API and nothing else: it reads GET /v1/sites,
 // GET /v1/events and, where the node gateway provides it, GET /v1/nodes
 // ({"nodes":[{"id","labels","source","last_seen"}]}; a 404 hides the
-// section). It acts through the same POST endpoints as the CLI, with the
+// section), and GET /v1/sources, whose sources that failed their latest
+// round (failing_rounds > 0) show in a banner above the list, each with
+// its last error. It acts through the same POST endpoints as the CLI, with the
 // bearer token the operator types in (kept in the tab's sessionStorage,
 // never in a URL), after a confirmation that spells out the consequence.
 //

@@ -50,6 +50,7 @@
     events: [], // recent events of the routed site, oldest first
     eventsFor: null,
     nodes: null, // null: unknown or unavailable
+    sources: [], // GET v1/sources: the chain's sources, for those failing
     nodesCheckedAt: 0,
     nodesMissing: false,
     skew: 0, // server clock minus browser clock, in ms
@@ -540,7 +541,7 @@
 
   function render(force) {
     const site = route();
-    const key = JSON.stringify([site, !!token(), st.sites, st.nodes, st.offline, st.counts, st.more, st.filter, st.summary,
+    const key = JSON.stringify([site, !!token(), st.sites, st.nodes, st.sources, st.offline, st.counts, st.more, st.filter, st.summary,
       [...st.expanded], Object.entries(st.history).map(([k, v]) => [k, v.round, !!v.data]),
       st.events.length && st.events[st.events.length - 1].seq]);
     if (!force && key === st.rendered) return;
@@ -577,6 +578,7 @@
     morphChildren($('sites'), [content]);
     renderEvents();
     renderNodes();
+    renderSources();
     if (focused && (!document.activeElement || document.activeElement === document.body)) {
       // The update removed the focused control (a switch button of the level
       // that is now current): focus its site's heading, not the page's start.
@@ -670,6 +672,7 @@
           st.lastOK = Date.now();
           if ($('notice').textContent.startsWith('reads need')) notice('');
           await refreshNodes();
+          await refreshSources();
           render(false);
         } catch (err) {
           failed(err);
@@ -736,6 +739,33 @@
       if (err.status === 404) { st.nodes = null; st.nodesMissing = true; }
       // other errors: keep what we had; v1/sites reports the connection
     }
+  }
+
+  // refreshSources reads the chain's sources; an agent without v1/sources,
+  // or an error, leaves the banner as it was (v1/sites reports the
+  // connection).
+  async function refreshSources() {
+    try {
+      const data = await api('GET', 'v1/sources');
+      st.sources = data.sources || [];
+    } catch (err) {
+      if (err.status === 404) st.sources = [];
+    }
+  }
+
+  // renderSources shows the banner of the vote sources that failed the
+  // latest round that asked them, each with its error.
+  function renderSources() {
+    const failing = st.sources.filter((s) => s.failing_rounds > 0);
+    $('sources-trouble').hidden = failing.length === 0;
+    $('sources-trouble-title').textContent = failing.length === 1 ? 'A vote source is failing' : `${failing.length} vote sources are failing`;
+    morphChildren($('sources-trouble-list'), failing.map((s) => h('li', { data: { source: s.name } },
+      h('span', { class: 'icon', 'aria-hidden': 'true' }, '✕'), ' ',
+      h('strong', { text: s.name }),
+      `: failed ${s.failing_rounds === 1 ? 'the last round' : `the last ${s.failing_rounds} rounds`}`,
+      ` (${s.recent_failures} of its last ${s.recent_rounds}), last error `,
+      since(s.last_error_at, ' ago'), ': ',
+      h('span', { class: 'source-error', text: s.last_error || 'unknown' }))));
   }
 
   // Reads the journal from after to its end, page by page.
