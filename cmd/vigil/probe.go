@@ -21,7 +21,11 @@ func init() {
 		usage: "vigil probe [-config PATH] SITE [-json]",
 		help: `Without -config it asks the running agent, whose plugins (and attached
 nodes) vote; the agent needs its API token for this, although nothing is
-saved. With -config it launches the chain's plugins here instead.`,
+saved. With -config it launches the chain's plugins here instead.
+
+A source that failed in the probe (a crash, a timeout or the plugin's own
+error) gave no votes: it is named at the end with its error, and under
+"failed" in -json.`,
 		run: runProbe,
 	})
 }
@@ -143,5 +147,13 @@ func printProbe(stdout io.Writer, res *api.ProbeResult, chain []string, asJSON b
 		}
 	}
 	tw.Flush()
+	if len(res.Failed) > 0 {
+		fmt.Fprintln(stdout, "\nsources that failed this round (no votes; their origins passed on to the next source):")
+		tw = tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+		for _, f := range res.Failed {
+			fmt.Fprintf(tw, "  ✕ %s\t%s\n", f.Source, f.Error)
+		}
+		tw.Flush()
+	}
 	return 0
 }

@@ -22,7 +22,21 @@ func init() {
 		help: `A fleet of more than 20 sites prints its summary (the sites by status, off
 the top level, with every level unhealthy, waiting for a manual failback)
 and the sites that need attention; -all prints every site. -problem is the
-older spelling of -problems.`,
+older spelling of -problems.
+
+Vote sources in trouble are listed first: a source that failed the latest
+round that asked it (a crash, a timeout or the plugin's own error), with
+its error and how many of its recent rounds failed.
+
+With -problems the exit status says whether anything needs attention, as
+a Nagios check does, and the last line says it in words:
+  0  OK: no site and no vote source needs attention
+  1  WARNING: a site is failed over, degraded or paused, or a vote source
+     failed its latest round
+  2  CRITICAL: a site is down (no level is healthy)
+  3  UNKNOWN: the agent could not be asked
+Without -problems the exit status is 0, or 1 when the agent could not be
+asked.`,
 		run: runStatus,
 	})
 }
@@ -39,7 +53,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("status")
 	addr, token, asJSON := clientFlags(fs)
 	all := fs.Bool("all", false, "print every site (by default a fleet of more than 20 sites shows only those that need attention)")
-	problems := fs.Bool("problems", false, "print only the sites that need attention: down, failed over, degraded or paused")
+	problems := fs.Bool("problems", false, "print only the sites that need attention (down, failed over, degraded or paused) and exit as a Nagios check does (see above)")
 	problemAlias := fs.Bool("problem", false, "the same as -problems")
 	status := fs.String("status", "", "print only the sites with these statuses, such as failed_over,down (ok, unknown, paused, degraded, failed_over, down)")
 	prefix := fs.String("prefix", "", "print only the sites whose name starts with this")
@@ -49,34 +63,59 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	problem := new(bool)
 	*problem = *problems || *problemAlias
+	// fail is the exit status of a failed request: UNKNOWN for a check.
+	fail := func(code int) int {
+		if *problem {
+			return checkUnknown
+		}
+		return code
+	}
 	if len(pos) > 1 {
 		fmt.Fprintln(stderr, "usage: vigil status [SITE] [-all | -problems | -status S,... | -prefix P] [-json]")
-		return 2
+		return fail(2)
 	}
 	c, err := newClient(fs, *addr, *token)
 	if err != nil {
 		fmt.Fprintf(stderr, "vigil status: %v\n", err)
-		return 2
+		return fail(2)
 	}
 	ctx := context.Background()
+	var chk check
+	sources, err := c.Sources(ctx)
+	if err != nil {
+		// The sites may still answer (an older agent): say so and go on;
+		// a check that cannot see the sources is UNKNOWN unless CRITICAL.
+		fmt.Fprintf(stderr, "vigil status: the vote sources are unknown: %v\n", err)
+		chk.sourcesUnknown = true
+	}
+	for _, s := range sources {
+		if s.Failing() {
+			chk.failingSources++
+		}
+	}
 	if len(pos) == 1 {
 		var raw json.RawMessage
 		if err := c.Do(ctx, "GET", "/v1/sites/"+url.PathEscape(pos[0]), nil, &raw); err != nil {
 			fmt.Fprintf(stderr, "vigil status: %v\n", err)
-			return 1
-		}
-		if *asJSON {
-			printJSON(stdout, raw)
-			return 0
+			return fail(1)
 		}
 		var v api.SiteView
 		if err := json.Unmarshal(raw, &v); err != nil {
 			fmt.Fprintf(stderr, "vigil status: %v\n", err)
-			return 1
+			return fail(1)
 		}
-		writeClusterLine(ctx, c, stdout)
-		writeCard(stdout, &v, time.Now())
-		writeNodes(ctx, c, stdout)
+		chk.site(&v)
+		if *asJSON {
+			printJSON(stdout, raw)
+		} else {
+			writeClusterLine(ctx, c, stdout)
+			writeSources(stdout, sources, time.Now())
+			writeCard(stdout, &v, time.Now())
+			writeNodes(ctx, c, stdout)
+		}
+		if *problem {
+			return chk.verdict(stdout, *asJSON)
+		}
 		return 0
 	}
 	q := api.SitesQuery{Prefix: *prefix, Problem: *problem, Limit: statusPageSize}
@@ -87,7 +126,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	first, err := c.Sites(ctx, q)
 	if err != nil {
 		fmt.Fprintf(stderr, "vigil status: %v\n", err)
-		return 1
+		return fail(1)
 	}
 	fleet := 0
 	for _, n := range first.Counts {
@@ -98,13 +137,20 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		q.Problem = true
 		if first, err = c.Sites(ctx, q); err != nil {
 			fmt.Fprintf(stderr, "vigil status: %v\n", err)
-			return 1
+			return fail(1)
 		}
 	}
 	if *asJSON {
-		return statusJSON(ctx, c, q, first, stdout, stderr)
+		if code := statusJSON(ctx, c, q, first, stdout, stderr, chk.site); code != 0 {
+			return fail(code)
+		}
+		if *problem {
+			return chk.verdict(stdout, true)
+		}
+		return 0
 	}
 	writeClusterLine(ctx, c, stdout)
+	writeSources(stdout, sources, time.Now())
 	if summarize || fleet > smallFleet {
 		fmt.Fprintf(stdout, "%s\n", fleetSummary(first.Counts))
 		if sum, err := c.Summary(ctx); err == nil {
@@ -119,6 +165,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintln(stdout)
 			}
 			writeCard(stdout, s, time.Now())
+			chk.site(s)
 			printed++
 		}
 		if p.NextCursor == "" {
@@ -126,7 +173,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		}
 		if p, err = nextPage(ctx, c, q, p); err != nil {
 			fmt.Fprintf(stderr, "vigil status: %v\n", err)
-			return 1
+			return fail(1)
 		}
 	}
 	if summarize {
@@ -136,6 +183,9 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "\n(%d of %d sites need attention; vigil status -all prints every site)\n", printed, fleet)
 	}
 	writeNodes(ctx, c, stdout)
+	if *problem {
+		return chk.verdict(stdout, false)
+	}
 	return 0
 }
 
@@ -147,7 +197,7 @@ func nextPage(ctx context.Context, c *api.Client, q api.SitesQuery, p *api.Sites
 
 // statusJSON prints every matching site as one JSON object, the shape of
 // GET /v1/sites, a page at a time.
-func statusJSON(ctx context.Context, c *api.Client, q api.SitesQuery, p *api.SitesPage, stdout, stderr io.Writer) int {
+func statusJSON(ctx context.Context, c *api.Client, q api.SitesQuery, p *api.SitesPage, stdout, stderr io.Writer, seen func(*api.SiteView)) int {
 	counts, _ := json.Marshal(p.Counts)
 	fmt.Fprintf(stdout, "{\n  \"round\": %d,\n  \"publication\": %d,\n  \"total\": %d,\n  \"counts\": %s,\n  \"sites\": [", p.Round, p.Publication, p.Total, counts)
 	n := 0
@@ -158,6 +208,7 @@ func statusJSON(ctx context.Context, c *api.Client, q api.SitesQuery, p *api.Sit
 				fmt.Fprintf(stderr, "vigil status: %v\n", err)
 				return 1
 			}
+			seen(s)
 			if n > 0 {
 				fmt.Fprint(stdout, ",")
 			}
@@ -364,4 +415,97 @@ func writeCard(w io.Writer, s *api.SiteView, now time.Time) {
 		}
 	}
 	tw.Flush()
+}
+
+// The exit statuses of vigil status -problems, those of a Nagios check.
+const (
+	checkOK       = 0
+	checkWarning  = 1
+	checkCritical = 2
+	checkUnknown  = 3
+)
+
+// check gathers what vigil status -problems judges: the sites it listed
+// and the vote sources failing now.
+type check struct {
+	down, attention int // sites down; other sites that need attention
+	failingSources  int
+	sourcesUnknown  bool // GET /v1/sources failed
+}
+
+// site counts one listed site.
+func (c *check) site(s *api.SiteView) {
+	switch s.Status {
+	case "down":
+		c.down++
+	case "failed_over", "degraded", "paused":
+		c.attention++
+	}
+}
+
+// verdict prints the check's line (not in JSON, whose output is one JSON
+// value) and returns its exit status.
+func (c *check) verdict(w io.Writer, asJSON bool) int {
+	code, word := checkOK, "OK"
+	switch {
+	case c.down > 0:
+		code, word = checkCritical, "CRITICAL"
+	case c.sourcesUnknown:
+		code, word = checkUnknown, "UNKNOWN"
+	case c.attention > 0 || c.failingSources > 0:
+		code, word = checkWarning, "WARNING"
+	}
+	if asJSON {
+		return code
+	}
+	var parts []string
+	if c.down > 0 {
+		parts = append(parts, plural(c.down, "site")+" down")
+	}
+	if c.attention > 0 {
+		parts = append(parts, plural(c.attention, "site")+" failed over, degraded or paused")
+	}
+	if c.failingSources > 0 {
+		parts = append(parts, plural(c.failingSources, "vote source")+" failing")
+	}
+	if c.sourcesUnknown {
+		parts = append(parts, "the vote sources could not be read")
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "no site and no vote source needs attention")
+	}
+	fmt.Fprintf(w, "\n%s: %s\n", word, strings.Join(parts, ", "))
+	return code
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// writeSources lists the vote sources in trouble: those that failed the
+// latest round that asked them, and those answering again after failures
+// among their recent rounds. It prints nothing when every source is well.
+func writeSources(w io.Writer, sources []api.SourceInfo, now time.Time) {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	n := 0
+	for _, s := range sources {
+		if !s.Failing() && s.RecentFailures == 0 {
+			continue
+		}
+		n++
+		state := fmt.Sprintf("✕ failing: %s in a row", plural(s.FailingRounds, "round"))
+		if !s.Failing() {
+			state = "● answering again"
+		}
+		fmt.Fprintf(tw, "source %s\t%s\t%d of its last %d rounds failed\tlast error %s: %s\n",
+			s.Name, state, s.RecentFailures, s.RecentRounds, ago(s.LastErrorAt, now), s.LastError)
+	}
+	tw.Flush()
+	if n > 0 {
+		fmt.Fprintln(w, "  (a failing source's origins pass on to the next source of the chain; vigil probe SITE shows it, the agent's log has more)")
+		fmt.Fprintln(w)
+	}
 }
