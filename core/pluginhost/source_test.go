@@ -417,7 +417,9 @@ func TestBackoff(t *testing.T) {
 }
 
 func TestBackoffSkipsCallsWhileWaiting(t *testing.T) {
-	src, _ := newSource(t, `voter = "v"`, func(s *Spec) { s.Timeout = time.Second; s.MinBackoff = time.Hour })
+	// A deadline far above need: on a loaded machine a restart and a vote
+	// within 1s could time out, which is no crash and starts no backoff.
+	src, _ := newSource(t, `voter = "v"`, func(s *Spec) { s.Timeout = 20 * time.Second; s.MinBackoff = time.Hour })
 	for range 2 {
 		if _, err := src.Vote(context.Background(), ballot("exit", 1)); err == nil {
 			t.Fatal("Vote succeeded")
