@@ -3,6 +3,9 @@ package pluginhost
 import (
 	"context"
 	"testing"
+	"time"
+
+	"github.com/vigilcdn/vigil/sdk"
 )
 
 // BenchmarkVote10k measures one Vote round trip of a 10,000-target ballot
@@ -26,4 +29,37 @@ func BenchmarkVote10k(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/targets, "ns/target")
+}
+
+// BenchmarkErrorRound measures a round of a plugin that answers an error
+// status: RESOURCE_EXHAUSTED costs one call, the plugin kept; UNAVAILABLE
+// costs the call, the kill and a fresh start of the process (the backoff
+// is off, as if every round found the plugin down anew). restarts/op
+// counts the starts.
+func BenchmarkErrorRound(b *testing.B) {
+	for _, mode := range []string{"exhausted", "unavailable"} {
+		b.Run(mode, func(b *testing.B) {
+			src := New(Spec{Name: "bench", Plugin: testPlugin, Config: parseConfig(b, `voter = "v"`)})
+			b.Cleanup(src.Close)
+			if diags := src.Start(context.Background()); diags.HasErrors() {
+				b.Fatal(diags)
+			}
+			ballot := ballot(mode, 1)
+			ctx := context.Background()
+			for b.Loop() {
+				if _, err := src.Vote(ctx, ballot); err == nil {
+					b.Fatal("Vote succeeded")
+				}
+				src.mu.Lock()
+				src.retryAt = time.Time{} // no backoff: measure the restart itself
+				src.mu.Unlock()
+				if mode == "unavailable" {
+					if _, err := src.Vote(ctx, sdk.Ballot{Round: 1}); err != nil {
+						b.Fatalf("Vote after the crash: %v", err)
+					}
+				}
+			}
+			b.ReportMetric(float64(src.Stats().Restarts)/float64(b.N), "restarts/op")
+		})
+	}
 }
