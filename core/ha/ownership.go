@@ -132,6 +132,8 @@ func (n *Node) reconcile(ctx context.Context, lease clientv3.LeaseID) {
 	n.mu.Unlock()
 	// Claimed sites are reloaded and probed as they come, not all at the
 	// end: at most every refreshEvery while claims go on.
+	// A reload reads the whole store: the claims go on at least twice as
+	// long as the last one took, so reloads stay a third of the time.
 	every := n.refreshEvery()
 	last := time.Now()
 	total := 0
@@ -140,9 +142,11 @@ func (n *Node) reconcile(ctx context.Context, lease clientv3.LeaseID) {
 		if time.Since(last) < every {
 			return true
 		}
+		began := time.Now()
 		ok := n.own(ctx, eng, pending)
 		total += len(pending)
 		pending, last = nil, time.Now()
+		every = max(n.refreshEvery(), 2*last.Sub(began))
 		return ok
 	})
 	if err != nil {
