@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"text/template"
@@ -38,6 +39,9 @@ type File struct {
 	Dest string
 	// Mode is Dest's permission bits (default 0644).
 	Mode fs.FileMode
+	// Source, when set, is the file Text was read from: Reparse reads it
+	// again (empty for a built-in template, which never changes).
+	Source string
 }
 
 // TemplateOptions configure a template driver.
@@ -62,6 +66,11 @@ type TemplateOptions struct {
 type Template struct {
 	opts  TemplateOptions
 	tmpls []*template.Template
+
+	// reparsed wakes Watch after Reparse took new templates in; tmplMu
+	// guards tmpls, which Reparse replaces.
+	reparsed chan struct{}
+	tmplMu   sync.Mutex
 
 	mu         sync.Mutex
 	lastReload time.Time
@@ -93,7 +102,7 @@ func NewTemplate(opts TemplateOptions) (*Template, error) {
 	if strings.Contains(opts.Check, CandidatePlaceholder) && len(opts.Files) != 1 {
 		return nil, fmt.Errorf("template: the check names %s but %d files are rendered: use it with one file only", CandidatePlaceholder, len(opts.Files))
 	}
-	t := &Template{opts: opts}
+	t := &Template{opts: opts, reparsed: make(chan struct{}, 1)}
 	for i := range opts.Files {
 		f := &t.opts.Files[i]
 		if f.Dest == "" {
@@ -117,10 +126,68 @@ func NewTemplate(opts TemplateOptions) (*Template, error) {
 // Name implements Driver.
 func (t *Template) Name() string { return "template:" + t.opts.Name }
 
+// Reparse reads every file's Source again and parses the templates. When
+// all of them parse, they replace the ones in force, and the hub renders
+// and applies them at once (Watch); a source that cannot be read or
+// parsed keeps every template as it was and is the error. It reports how
+// many sources it read (0 when every template is built in).
+func (t *Template) Reparse() (int, error) {
+	n := 0
+	var tmpls []*template.Template
+	for _, f := range t.opts.Files {
+		if f.Source == "" {
+			tmpls = append(tmpls, nil)
+			continue
+		}
+		b, err := os.ReadFile(f.Source)
+		if err != nil {
+			return 0, fmt.Errorf("template %s: %w", f.Source, err)
+		}
+		tm, err := template.New(f.Name).Funcs(Funcs).Option("missingkey=error").Parse(string(b))
+		if err != nil {
+			return 0, fmt.Errorf("template %s: %w", f.Source, err)
+		}
+		tmpls = append(tmpls, tm)
+		n++
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	t.tmplMu.Lock()
+	for i, tm := range tmpls {
+		if tm != nil {
+			t.tmpls[i] = tm
+		}
+	}
+	t.tmplMu.Unlock()
+	select {
+	case t.reparsed <- struct{}{}:
+	default:
+	}
+	return n, nil
+}
+
+// Watch implements Watcher: after a Reparse, the hub applies the
+// publication again through the new templates without waiting for its
+// resync.
+func (t *Template) Watch(ctx context.Context, changed func()) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.reparsed:
+			changed()
+		}
+	}
+}
+
 // Render executes the templates with v and returns each file's content.
 func (t *Template) Render(v *View) ([][]byte, error) {
-	out := make([][]byte, len(t.tmpls))
-	for i, tm := range t.tmpls {
+	t.tmplMu.Lock()
+	tmpls := slices.Clone(t.tmpls)
+	t.tmplMu.Unlock()
+	out := make([][]byte, len(tmpls))
+	for i, tm := range tmpls {
 		var b bytes.Buffer
 		if err := tm.Execute(&b, v); err != nil {
 			return nil, fmt.Errorf("rendering %s: %w", t.opts.Files[i].Name, err)

@@ -160,5 +160,5 @@ func templateFile(spec string) (edge.File, string, error) {
 		text = string(b)
 		name, _, _ = strings.Cut(filepath.Base(src), ".")
 	}
-	return edge.File{Name: filepath.Base(dest), Text: text, Dest: dest}, name, nil
+	return edge.File{Name: filepath.Base(dest), Text: text, Dest: dest, Source: src}, name, nil
 }

@@ -15,7 +15,7 @@
 //	    -control-plane https://10.0.0.5:8470,https://10.0.0.6:8470 -control-plane-ca /etc/vigil-node/api-ca.pem \
 //	    -control-plane-token-env VIGIL_NODE_API_TOKEN -state-dir /var/lib/vigil-node -proxy-listen :80
 //
-// SIGHUP re-reads the TLS and CA files and never ends the process; SIGTERM
+// SIGHUP re-reads the TLS, CA and template files and never ends the process; SIGTERM
 // and SIGINT drain the proxy's visitors within -drain-timeout and exit 0
 // (plugins/node/README.md, "Running it as a daemon").
 package main
@@ -223,7 +223,7 @@ func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	files := reloadFiles{tlsCA: *tlsCA, tlsCert: *tlsCert, tlsKey: *tlsKey, tlsName: *tlsName,
-		cpCA: *cpCA, cpCert: *cpCert, cpKey: *cpKey, originCA: *originCA}
+		cpCA: *cpCA, cpCert: *cpCert, cpKey: *cpKey, originCA: *originCA, edges: edges}
 	go func() {
 		for {
 			select {

@@ -3,9 +3,12 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/vigilcdn/vigil/plugins/node/edge"
 )
 
 // reloadFiles is the files a SIGHUP re-reads: the flags naming them.
@@ -13,6 +16,14 @@ type reloadFiles struct {
 	tlsCA, tlsCert, tlsKey, tlsName string
 	cpCA, cpCert, cpKey             string
 	originCA                        string
+	// edges are the edge drivers; the templates among them read their
+	// -template sources again.
+	edges []edge.Driver
+}
+
+// reparser is a template driver (edge.Template).
+type reparser interface {
+	Reparse() (int, error)
 }
 
 // reloader is what a reload changes in the running agent.
@@ -54,8 +65,20 @@ func (f reloadFiles) reload(a reloader, log hclog.Logger) {
 			reread = append(reread, "origin CA for the probes (-origin-ca; the proxy keeps the one read at start)")
 		}
 	}
+	for _, d := range f.edges {
+		t, ok := d.(reparser)
+		if !ok {
+			continue
+		}
+		if n, err := t.Reparse(); err != nil {
+			log.Error("SIGHUP: a template does not parse; the ones in use are kept", "edge", d.Name(), "error", err)
+			failed = append(failed, d.Name())
+		} else if n > 0 {
+			reread = append(reread, fmt.Sprintf("%s (%d template file(s), applied at once)", d.Name(), n))
+		}
+	}
 	if len(reread) == 0 && len(failed) == 0 {
-		log.Info("SIGHUP: nothing to re-read (no TLS or CA file given); still running")
+		log.Info("SIGHUP: nothing to re-read (no TLS, CA or template file given); still running")
 		return
 	}
 	log.Info("SIGHUP: files re-read; still running", "reread", strings.Join(reread, "; "), "kept_old", strings.Join(failed, "; "))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vigilcdn/vigil/internal/testcerts"
 	"github.com/vigilcdn/vigil/plugins/node/agent"
+	"github.com/vigilcdn/vigil/plugins/node/edge"
 )
 
 // fakeReloader records what a reload set.
@@ -47,6 +48,19 @@ func TestReloadFiles(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("not a certificate\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	tmplSrc := filepath.Join(dir, "edge.tmpl")
+	if err := os.WriteFile(tmplSrc, []byte("{{.Version}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	templateEdges := func(t *testing.T, spec string) []edge.Driver {
+		t.Helper()
+		d, err := edgeDrivers(edgeFlags{templates: []string{spec}, haSrvArgs: edge.DefaultHAProxyServerArgs, haTLSArgs: edge.DefaultHAProxyTLSArgs,
+			haRemoveAfter: edge.DefaultHAProxyRemoveAfter, haWatch: edge.DefaultHAProxyWatch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
 	for _, tc := range []struct {
 		name      string
 		files     reloadFiles
@@ -54,6 +68,10 @@ func TestReloadFiles(t *testing.T) {
 		wantLog   []string
 	}{
 		{"nothing given", reloadFiles{}, "", []string{"nothing to re-read"}},
+		{"a template file", reloadFiles{edges: templateEdges(t, tmplSrc+":"+filepath.Join(dir, "edge.conf"))},
+			"", []string{"SIGHUP: files re-read; still running", "1 template file(s), applied at once"}},
+		{"a built-in template has nothing to re-read", reloadFiles{edges: templateEdges(t, "builtin:nginx:"+filepath.Join(dir, "nginx.conf"))},
+			"", []string{"nothing to re-read"}},
 		{"every file loads", reloadFiles{tlsCA: good, tlsCert: certFile, tlsKey: keyFile, cpCA: good, originCA: good},
 			"gateway,control plane,origin CA", []string{"SIGHUP: files re-read; still running", "gateway TLS", "control plane TLS", "origin CA"}},
 		{"a bad control plane CA is kept", reloadFiles{tlsCA: good, cpCA: bad},
