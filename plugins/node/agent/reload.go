@@ -39,9 +39,15 @@ func (a *Agent) SetControlPlaneTLS(tc *tls.Config) {
 	a.cp.transport.set(tc)
 }
 
-// SetProbeRootCAs makes the next probes and canaries trust roots (a
-// renewed -origin-ca; nil: the system's roots).
-func (a *Agent) SetProbeRootCAs(roots *x509.CertPool) { a.probeRoots.Store(roots) }
+// SetProbeRootCAs makes the next probes, canaries and the proxy's next
+// connections to https origins trust roots (a renewed -origin-ca; nil:
+// the system's roots).
+func (a *Agent) SetProbeRootCAs(roots *x509.CertPool) {
+	a.probeRoots.Store(roots)
+	if a.proxy != nil {
+		a.proxy.SetTLS(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots})
+	}
+}
 
 // probeRootCAs is the roots the probes verify origins against now.
 func (a *Agent) probeRootCAs() *x509.CertPool { return a.probeRoots.Load() }

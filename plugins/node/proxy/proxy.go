@@ -217,6 +217,25 @@ func (p *Proxy) Snapshot() *publication.Snapshot {
 func (p *Proxy) SetSnapshot(snap *publication.Snapshot) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.setSnapshotLocked(snap, true)
+}
+
+// SetTLS makes the connections to https origins opened from now on use
+// cfg (a renewed -origin-ca; nil: the system's roots). Idle connections
+// are closed; requests in flight end on the connection they have.
+func (p *Proxy) SetTLS(cfg *tls.Config) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.opts.TLS = cfg
+	if st := p.state.Load(); st != nil {
+		p.setSnapshotLocked(st.snap, false)
+	}
+}
+
+// setSnapshotLocked builds the state of snap; reuse keeps the transports
+// of the sites that stay (a new snapshot), else every site gets a new one
+// (new TLS settings). Called with p.mu held.
+func (p *Proxy) setSnapshotLocked(snap *publication.Snapshot, reuse bool) {
 	old := p.state.Load()
 	next := &state{snap: snap, sites: make(map[string]*site, len(snap.Sites))}
 	live := map[originKey]bool{}
@@ -263,7 +282,7 @@ func (p *Proxy) SetSnapshot(snap *publication.Snapshot) {
 				add(o, b.Level)
 			}
 		}
-		if prev != nil {
+		if prev != nil && reuse {
 			s.transport = prev.transport
 		}
 		if s.transport == nil {
@@ -273,7 +292,7 @@ func (p *Proxy) SetSnapshot(snap *publication.Snapshot) {
 	}
 	if old != nil {
 		for h, s := range old.sites {
-			if _, ok := next.sites[h]; !ok {
+			if _, ok := next.sites[h]; !ok || !reuse {
 				s.transport.CloseIdleConnections()
 			}
 		}

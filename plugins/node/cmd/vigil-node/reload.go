@@ -62,7 +62,7 @@ func (f reloadFiles) reload(a reloader, log hclog.Logger) {
 			failed = append(failed, "origin CA")
 		} else {
 			a.SetProbeRootCAs(roots)
-			reread = append(reread, "origin CA for the probes (-origin-ca; the proxy keeps the one read at start)")
+			reread = append(reread, "origin CA (-origin-ca: the probes, the canaries and the proxy's next connections)")
 		}
 	}
 	for _, d := range f.edges {
