@@ -257,14 +257,22 @@ func (s *Source) call(ctx context.Context) (context.Context, context.CancelFunc)
 	return context.WithTimeout(ctx, s.timeout())
 }
 
+// setupCall is the deadline of a call that starts a plugin (Info,
+// ConfigSchema, Configure): the larger of the call timeout and the start
+// timeout, since a plugin that just started on a busy machine may need
+// more than a vote's time to answer its first calls.
+func (s *Source) setupCall(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, max(s.timeout(), s.startTimeout()))
+}
+
 func (s *Source) describe(ctx context.Context, proc *process) (sdk.Info, sdk.Schema, error) {
-	cctx, cancel := s.call(ctx)
+	cctx, cancel := s.setupCall(ctx)
 	defer cancel()
 	info, err := proc.src.Info(cctx)
 	if err != nil {
 		return info, sdk.Schema{}, fmt.Errorf("plugin Info call: %w", err)
 	}
-	cctx2, cancel2 := s.call(ctx)
+	cctx2, cancel2 := s.setupCall(ctx)
 	defer cancel2()
 	schema, err := proc.src.ConfigSchema(cctx2)
 	if err != nil {
@@ -274,7 +282,7 @@ func (s *Source) describe(ctx context.Context, proc *process) (sdk.Info, sdk.Sch
 }
 
 func (s *Source) configure(ctx context.Context, proc *process, cfg sdk.Config) error {
-	cctx, cancel := s.call(ctx)
+	cctx, cancel := s.setupCall(ctx)
 	defer cancel()
 	err := proc.src.Configure(cctx, cfg)
 	var pds sdk.Diagnostics
