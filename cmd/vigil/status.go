@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -29,7 +30,8 @@ round that asked it (a crash, a timeout or the plugin's own error), with
 its error and how many of its recent rounds failed.
 
 With -problems the exit status says whether anything needs attention, as
-a Nagios check does, and the last line says it in words:
+a Nagios check does, and the first line says it in words (the report
+follows):
   0  OK: no site and no vote source needs attention
   1  WARNING: a site is failed over, degraded or paused, or a vote source
      failed its latest round
@@ -63,9 +65,28 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	problem := new(bool)
 	*problem = *problems || *problemAlias
+	// A check's status is its first line, as Nagios reads it: with
+	// -problems the report is held back until the verdict is known, and
+	// printed after the verdict's line.
+	out := stdout
+	var held *bytes.Buffer
+	if *problem && !*asJSON {
+		held = &bytes.Buffer{}
+		stdout = held
+	}
+	verdict := func(chk *check, asJSON bool) int {
+		code := chk.verdict(out, asJSON)
+		if held != nil {
+			_, _ = held.WriteTo(out)
+		}
+		return code
+	}
 	// fail is the exit status of a failed request: UNKNOWN for a check.
 	fail := func(code int) int {
 		if *problem {
+			if held != nil {
+				_, _ = held.WriteTo(out)
+			}
 			return checkUnknown
 		}
 		return code
@@ -114,7 +135,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 			writeNodes(ctx, c, stdout)
 		}
 		if *problem {
-			return chk.verdict(stdout, *asJSON)
+			return verdict(&chk, *asJSON)
 		}
 		return 0
 	}
@@ -145,7 +166,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 			return fail(code)
 		}
 		if *problem {
-			return chk.verdict(stdout, true)
+			return verdict(&chk, true)
 		}
 		return 0
 	}
@@ -184,7 +205,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	writeNodes(ctx, c, stdout)
 	if *problem {
-		return chk.verdict(stdout, false)
+		return verdict(&chk, false)
 	}
 	return 0
 }
@@ -443,8 +464,8 @@ func (c *check) site(s *api.SiteView) {
 	}
 }
 
-// verdict prints the check's line (not in JSON, whose output is one JSON
-// value) and returns its exit status.
+// verdict prints the check's line, which the report follows (not in
+// JSON, whose output is one JSON value), and returns its exit status.
 func (c *check) verdict(w io.Writer, asJSON bool) int {
 	code, word := checkOK, "OK"
 	switch {
@@ -474,7 +495,8 @@ func (c *check) verdict(w io.Writer, asJSON bool) int {
 	if len(parts) == 0 {
 		parts = append(parts, "no site and no vote source needs attention")
 	}
-	fmt.Fprintf(w, "\n%s: %s\n", word, strings.Join(parts, ", "))
+	// The first line, before the report it judges (a blank line between).
+	fmt.Fprintf(w, "%s: %s\n\n", word, strings.Join(parts, ", "))
 	return code
 }
 

@@ -152,7 +152,11 @@ func TestStatusProblemsAndFailingSource(t *testing.T) {
 	e.RunRound(ctx)
 	t.Run("failing source", func(t *testing.T) {
 		for _, args := range [][]string{{"status", "-problems"}, {"status", "-problem"}, {"status", "www", "-problems"}} {
-			check(t, want{code: 1, contains: []string{"source faulty", "✕ failing: 2 rounds in a row", "2 of its last 4 rounds failed", quota, "WARNING: 1 vote source failing"}}, args...)
+			out := check(t, want{code: 1, contains: []string{"source faulty", "✕ failing: 2 rounds in a row", "2 of its last 4 rounds failed", quota, "WARNING: 1 vote source failing"}}, args...)
+			// Nagios reads a check's status from its first line.
+			if first, _, _ := strings.Cut(out, "\n"); !strings.HasPrefix(first, "WARNING: ") {
+				t.Errorf("vigil %v: the first line is %q; want the check's WARNING line", args, first)
+			}
 		}
 		check(t, want{code: 1}, "status", "-problems", "-json")
 		check(t, want{code: 0, contains: []string{"source faulty", quota}, lacks: []string{"WARNING"}}, "status")
