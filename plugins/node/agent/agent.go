@@ -472,8 +472,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.log.Info("serving metrics", "address", a.MetricsAddr().String())
 	}
 	if a.proxy != nil {
-		// The proxy's own server: its raw path, and net/http for what
-		// that path leaves (both with these timeouts).
+		// The proxy's own server (net/http), with these read and idle
+		// timeouts.
 		proxySrv = a.proxy.NewServer(10*time.Second, 120*time.Second)
 		if err := serve(a.cfg.ProxyListen, proxySrv, &a.proxyAddr); err != nil {
 			return fmt.Errorf("proxy listener: %w (pick a free -proxy-listen address)", err)
