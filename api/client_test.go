@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/vigilcdn/vigil/api"
-	coreapi "github.com/vigilcdn/vigil/core/api"
 	"github.com/vigilcdn/vigil/core/engine/enginetest"
+	"github.com/vigilcdn/vigil/core/httpapi"
 )
 
 const config = `
@@ -33,7 +33,7 @@ func TestClientAgainstTheServer(t *testing.T) {
 	ctx := context.Background()
 	e.RunRound(ctx)
 	e.RunRound(ctx)
-	srv := httptest.NewServer(coreapi.New(coreapi.Options{Engine: e, Token: "t", MaxWait: 2 * time.Second}))
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Engine: e, Token: "t", MaxWait: 2 * time.Second}))
 	t.Cleanup(srv.Close)
 	c := api.NewClient(srv.URL, "t")
 	anon := api.NewClient(srv.URL, "")

@@ -1,6 +1,6 @@
 // Package api is vigil's HTTP API as Go: the types of its requests and
 // answers, its one error type, and a typed client. The CLI, the agent's
-// server (core/api), the HA layer and the tests all use these types, so
+// server (core/httpapi), the HA layer and the tests all use these types, so
 // that the wire format has one definition.
 //
 // It depends only on the decision core's event type (core/decide) and on

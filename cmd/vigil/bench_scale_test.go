@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigilcdn/vigil/core/store/etcd/etcdtest"
+	"github.com/vigilcdn/vigil/core/store/etcdstore/etcdtest"
 	"github.com/vigilcdn/vigil/internal/testnet"
 )
 

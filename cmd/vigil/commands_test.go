@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vigilcdn/vigil/core/api"
 	"github.com/vigilcdn/vigil/core/engine/enginetest"
+	"github.com/vigilcdn/vigil/core/httpapi"
 )
 
 const cliConfig = `
@@ -34,7 +34,7 @@ func TestClientCommands(t *testing.T) {
 	e, _ := enginetest.Start(t, enginetest.Config(t, cliConfig), enginetest.Sources{}, "")
 	e.RunRound(context.Background())
 	e.RunRound(context.Background())
-	srv := httptest.NewServer(api.New(api.Options{Engine: e, Token: "cli-token"}))
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Engine: e, Token: "cli-token"}))
 	t.Cleanup(srv.Close)
 	t.Setenv("VIGIL_TOKEN", "")
 	t.Setenv("VIGIL_ADDR", "")

@@ -19,7 +19,7 @@ import (
 
 	demoorigin "github.com/vigilcdn/vigil/examples/demo-origin"
 	"github.com/vigilcdn/vigil/internal/testnet"
-	nodeagent "github.com/vigilcdn/vigil/plugins/node/agent"
+	"github.com/vigilcdn/vigil/plugins/node/nodeagent"
 	"github.com/vigilcdn/vigil/sdk/publication"
 )
 

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/vigilcdn/vigil/core/ha"
-	"github.com/vigilcdn/vigil/core/store/etcd/etcdtest"
+	"github.com/vigilcdn/vigil/core/store/etcdstore/etcdtest"
 	demoorigin "github.com/vigilcdn/vigil/examples/demo-origin"
 	"github.com/vigilcdn/vigil/internal/testnet"
 )
@@ -147,7 +147,7 @@ site "www" {
 `, hook.URL, addr["a1"], addr["a2"], addr["b1"])
 	// Many sites, not one: 150 more on an origin that stays healthy, so
 	// that the first rounds' commits are too large for one etcd
-	// transaction at its defaults (split commits, core/store/etcd), and
+	// transaction at its defaults (split commits, core/store/etcdstore), and
 	// every round of the test carries them.
 	filler := httptest.NewServer(demoorigin.New("f1"))
 	t.Cleanup(filler.Close)

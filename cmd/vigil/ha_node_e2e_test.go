@@ -19,7 +19,7 @@ import (
 
 	"github.com/vigilcdn/vigil/api"
 	"github.com/vigilcdn/vigil/core/ha"
-	"github.com/vigilcdn/vigil/core/store/etcd/etcdtest"
+	"github.com/vigilcdn/vigil/core/store/etcdstore/etcdtest"
 	demoorigin "github.com/vigilcdn/vigil/examples/demo-origin"
 	"github.com/vigilcdn/vigil/internal/testcerts"
 	"github.com/vigilcdn/vigil/internal/testnet"

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/vigilcdn/vigil/core/ha"
-	"github.com/vigilcdn/vigil/core/store/etcd/etcdtest"
+	"github.com/vigilcdn/vigil/core/store/etcdstore/etcdtest"
 )
 
 // TestHAStopWhileEtcdDies is issue 29's hang, end to end: a leader and a

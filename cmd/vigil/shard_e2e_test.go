@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/vigilcdn/vigil/core/ha"
-	"github.com/vigilcdn/vigil/core/store/etcd/etcdtest"
+	"github.com/vigilcdn/vigil/core/store/etcdstore/etcdtest"
 )
 
 // shardLeaseTTL is TestShardedRun's lease_ttl: long enough that no

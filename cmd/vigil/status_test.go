@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vigilcdn/vigil/core/api"
 	"github.com/vigilcdn/vigil/core/engine/enginetest"
+	"github.com/vigilcdn/vigil/core/httpapi"
 )
 
 // TestStatusLargeFleet: a fleet larger than a screen gets its summary and
@@ -28,7 +28,7 @@ func TestStatusLargeFleet(t *testing.T) {
 		src["direct"].SetDown(s, "a", true)
 	}
 	e.RunRound(context.Background())
-	srv := httptest.NewServer(api.New(api.Options{Engine: e}))
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Engine: e}))
 	t.Cleanup(srv.Close)
 	t.Setenv("VIGIL_ADDR", srv.URL)
 
@@ -104,7 +104,7 @@ func TestStatusProblemsAndFailingSource(t *testing.T) {
 	ctx := context.Background()
 	src := enginetest.Sources{}
 	e, _ := enginetest.Start(t, enginetest.Config(t, faultyChain), src, "")
-	srv := httptest.NewServer(api.New(api.Options{Engine: e, Token: "t0ken"}))
+	srv := httptest.NewServer(httpapi.New(httpapi.Options{Engine: e, Token: "t0ken"}))
 	t.Cleanup(srv.Close)
 	t.Setenv("VIGIL_ADDR", srv.URL)
 	t.Setenv("VIGIL_TOKEN", "")

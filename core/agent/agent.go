@@ -19,9 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/vigilcdn/vigil/core/api"
 	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/core/engine"
+	"github.com/vigilcdn/vigil/core/httpapi"
 	"github.com/vigilcdn/vigil/core/store"
 )
 
@@ -65,7 +65,7 @@ type Agent struct {
 	store   store.Store
 	bolt    *store.Bolt // nil with etcd
 	engine  *engine.Engine
-	api     *api.Handler
+	api     *httpapi.Handler
 	parts   *parts
 	cluster *cluster
 	metrics *reloadMetrics
@@ -74,7 +74,7 @@ type Agent struct {
 	reloadMu sync.Mutex // one ReloadFile at a time, from reading to applying
 	mu       sync.Mutex // guards the fields below and serializes reloads
 	cfg      *config.Config
-	tokens   api.Tokens
+	tokens   httpapi.Tokens
 	server   *http.Server
 	listener net.Listener
 	tls      apiTLS // https or http, on every listener the API has
@@ -144,7 +144,7 @@ func Start(cfg *config.Config, opts Options) (a *Agent, err error) {
 	if err != nil {
 		return nil, err
 	}
-	a.api = api.New(api.Options{
+	a.api = httpapi.New(httpapi.Options{
 		Engine: eng, Token: tokens.Operator, ReadToken: tokens.Read, NodeToken: tokens.Node, ReadsNeedToken: cfg.Control.API.ReadAccess == "token",
 		Gatherer: reg, Logger: log.Named("api"), Extra: a.parts.extraRoutes, History: a.history,
 		Reload: a.reloadAPI,
@@ -204,7 +204,7 @@ func (a *Agent) serve(ln net.Listener) {
 	// net/http: through the agent's log, not standard error.
 	errLog := a.log.Named("api").StandardLogger(&hclog.StandardLoggerOptions{ForceLevel: hclog.Info})
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errLog,
-		BaseContext: func(net.Listener) context.Context { return api.WithDrain(context.Background(), drain) }}
+		BaseContext: func(net.Listener) context.Context { return httpapi.WithDrain(context.Background(), drain) }}
 	var drainOnce sync.Once
 	srv.RegisterOnShutdown(func() { drainOnce.Do(func() { close(drain) }) })
 	oldSrv := a.server
@@ -329,8 +329,8 @@ func readToken(c config.API) (string, error) {
 // readTokens reads the operator's token and the scoped ones. Two scopes
 // sharing one value are refused: the token would have the larger scope
 // everywhere it is used.
-func readTokens(c config.API) (api.Tokens, error) {
-	var t api.Tokens
+func readTokens(c config.API) (httpapi.Tokens, error) {
+	var t httpapi.Tokens
 	var err error
 	if t.Operator, err = readToken(c); err != nil {
 		return t, err

@@ -24,7 +24,7 @@ import (
 	"github.com/vigilcdn/vigil/core/ha"
 	"github.com/vigilcdn/vigil/core/notify"
 	"github.com/vigilcdn/vigil/core/store"
-	etcdstore "github.com/vigilcdn/vigil/core/store/etcd"
+	etcdstore "github.com/vigilcdn/vigil/core/store/etcdstore"
 )
 
 // cluster is the agent's part in a cluster over etcd (control { store

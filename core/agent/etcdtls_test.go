@@ -15,7 +15,7 @@ import (
 	"github.com/vigilcdn/vigil/core/agent"
 	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/core/engine/enginetest"
-	"github.com/vigilcdn/vigil/core/store/etcd/etcdtest"
+	"github.com/vigilcdn/vigil/core/store/etcdstore/etcdtest"
 	"github.com/vigilcdn/vigil/internal/testcerts"
 	"github.com/vigilcdn/vigil/internal/testnet"
 	"github.com/vigilcdn/vigil/sdk/sdktest"

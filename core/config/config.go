@@ -235,7 +235,7 @@ type EtcdStore struct {
 	// --client-cert-auth. Absolute paths; empty when unset.
 	CAFile, CertFile, KeyFile string
 	// MaxTxnOps is etcd's --max-txn-ops: a commit larger than this is
-	// split and made visible by one commit marker (see core/store/etcd).
+	// split and made visible by one commit marker (see core/store/etcdstore).
 	MaxTxnOps int
 	DeclRange hcl.Range
 }

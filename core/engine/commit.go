@@ -8,7 +8,7 @@ import (
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/publish"
 	"github.com/vigilcdn/vigil/core/store"
-	"github.com/vigilcdn/vigil/core/store/etcd"
+	"github.com/vigilcdn/vigil/core/store/etcdstore"
 )
 
 // preparePublication works out what the publication becomes with the

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/vigilcdn/vigil/core/store/etcd"
+	"github.com/vigilcdn/vigil/core/store/etcdstore"
 )
 
 // TestStoreHint: the hint follows the error's kind however it is wrapped,

@@ -14,8 +14,8 @@ import (
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/engine"
 	"github.com/vigilcdn/vigil/core/engine/enginetest"
-	etcdstore "github.com/vigilcdn/vigil/core/store/etcd"
-	"github.com/vigilcdn/vigil/core/store/etcd/etcdtest"
+	etcdstore "github.com/vigilcdn/vigil/core/store/etcdstore"
+	"github.com/vigilcdn/vigil/core/store/etcdstore/etcdtest"
 	"github.com/vigilcdn/vigil/sdk/sdktest"
 )
 

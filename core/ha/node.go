@@ -19,7 +19,7 @@ import (
 	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/core/engine"
 	"github.com/vigilcdn/vigil/core/store"
-	etcdstore "github.com/vigilcdn/vigil/core/store/etcd"
+	etcdstore "github.com/vigilcdn/vigil/core/store/etcdstore"
 )
 
 // Roles of an instance: what it can prove it is now (package api
@@ -678,7 +678,7 @@ func sameMembers(a, b []Member) bool {
 // sites owned elsewhere on a shard. It follows the counters (P/meta) and
 // nothing else: a commit writes them in its last transaction, the whole
 // commit when it fits in one and the commit marker of a split one (see
-// core/store/etcd, "Split commits"). Before the marker a split commit's
+// core/store/etcdstore, "Split commits"). Before the marker a split commit's
 // staged writes are invisible to Load, and from it Load sees them all, so
 // a reload on P/meta finds each commit whole. Changes are coalesced.
 func (n *Node) watchState(ctx context.Context) {

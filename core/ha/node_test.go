@@ -21,8 +21,8 @@ import (
 	"github.com/vigilcdn/vigil/core/engine"
 	"github.com/vigilcdn/vigil/core/engine/enginetest"
 	"github.com/vigilcdn/vigil/core/store"
-	etcdstore "github.com/vigilcdn/vigil/core/store/etcd"
-	"github.com/vigilcdn/vigil/core/store/etcd/etcdtest"
+	etcdstore "github.com/vigilcdn/vigil/core/store/etcdstore"
+	"github.com/vigilcdn/vigil/core/store/etcdstore/etcdtest"
 )
 
 // testTTL is the shortest lease etcd grants in whole seconds that vigil
@@ -495,7 +495,7 @@ func TestShardedNoQuorum(t *testing.T) {
 
 // TestStandbyFollowsCommitsOnly: a standby reloads when a commit lands
 // (its counters, P/meta), not on other writes under the prefix: a split
-// commit's staged writes and copies (core/store/etcd) come before and
+// commit's staged writes and copies (core/store/etcdstore) come before and
 // after its marker, and a reload on the staged ones would read nothing
 // new, while one on a record written outside any commit (below) would
 // show a round that is not committed.

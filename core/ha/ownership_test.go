@@ -9,7 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/vigilcdn/vigil/core/config"
-	"github.com/vigilcdn/vigil/core/store/etcd/etcdtest"
+	"github.com/vigilcdn/vigil/core/store/etcdstore/etcdtest"
 )
 
 // TestAssignIsStableAndSpread: rendezvous hashing gives every site one

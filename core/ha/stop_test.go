@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/vigilcdn/vigil/core/config"
-	"github.com/vigilcdn/vigil/core/store/etcd/etcdtest"
+	"github.com/vigilcdn/vigil/core/store/etcdstore/etcdtest"
 )
 
 // stopHang is how long a stop may take before the test calls it a hang:

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/vigilcdn/vigil/core/config"
-	etcdstore "github.com/vigilcdn/vigil/core/store/etcd"
+	etcdstore "github.com/vigilcdn/vigil/core/store/etcdstore"
 )
 
 // checkEtcd asks the etcd cluster of control { store "etcd" } how many

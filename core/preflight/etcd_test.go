@@ -11,7 +11,7 @@ import (
 
 	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/core/preflight"
-	"github.com/vigilcdn/vigil/core/store/etcd/etcdtest"
+	"github.com/vigilcdn/vigil/core/store/etcdstore/etcdtest"
 	"github.com/vigilcdn/vigil/internal/testnet"
 )
 

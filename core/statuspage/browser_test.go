@@ -17,9 +17,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
 
-	"github.com/vigilcdn/vigil/core/api"
 	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/core/engine"
+	"github.com/vigilcdn/vigil/core/httpapi"
 	"github.com/vigilcdn/vigil/core/statuspage"
 	"github.com/vigilcdn/vigil/core/store"
 	"github.com/vigilcdn/vigil/sdk"
@@ -139,7 +139,7 @@ func startAgent(t *testing.T, src *fakeSource, readsNeedToken bool) (*engine.Eng
 		defer close(done)
 		eng.Run(ctx)
 	}()
-	handler := api.New(api.Options{
+	handler := httpapi.New(httpapi.Options{
 		Engine: eng, Token: testToken, ReadsNeedToken: readsNeedToken, MaxWait: 30 * time.Second,
 		Extra: func(mux *http.ServeMux) {
 			statuspage.Register(mux, statuspage.Options{})

@@ -16,9 +16,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/hcl/v2"
 
-	"github.com/vigilcdn/vigil/core/api"
 	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/core/engine"
+	"github.com/vigilcdn/vigil/core/httpapi"
 	"github.com/vigilcdn/vigil/core/statuspage"
 	"github.com/vigilcdn/vigil/core/store"
 	"github.com/vigilcdn/vigil/sdk"
@@ -121,7 +121,7 @@ func startFleet(t *testing.T, src *fleetSource) (string, func() map[string]int) 
 	}()
 	var mu sync.Mutex
 	reads := map[string]int{}
-	handler := api.New(api.Options{Engine: eng, Token: testToken, MaxWait: 30 * time.Second, History: feed,
+	handler := httpapi.New(httpapi.Options{Engine: eng, Token: testToken, MaxWait: 30 * time.Second, History: feed,
 		Extra: func(mux *http.ServeMux) { statuspage.Register(mux, statuspage.Options{}) }})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if site, ok := strings.CutSuffix(strings.TrimPrefix(r.URL.Path, "/v1/sites/"), "/history"); ok {

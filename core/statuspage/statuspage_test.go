@@ -13,7 +13,7 @@ import (
 func newMux(t *testing.T, opts Options) *http.ServeMux {
 	t.Helper()
 	mux := http.NewServeMux()
-	// The API's own routes, as core/api registers them, to prove the page
+	// The API's own routes, as core/httpapi registers them, to prove the page
 	// neither conflicts with nor shadows them.
 	for _, p := range []string{"GET /v1/sites", "/v1/", "GET /metrics", "GET /healthz"} {
 		mux.HandleFunc(p, func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "api "+p) })

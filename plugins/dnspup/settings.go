@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vigilcdn/vigil/plugins/dnspup/api"
+	"github.com/vigilcdn/vigil/plugins/dnspup/customerapi"
 	"github.com/vigilcdn/vigil/sdk"
 )
 
@@ -28,7 +28,7 @@ const (
 
 // schema is the source's `config { }` block.
 var schema = sdk.Schema{Attributes: []sdk.Attribute{
-	{Name: "api_base", Type: sdk.TypeString, Description: "dnspup Customer API root URL (default " + api.DefaultBaseURL + ")."},
+	{Name: "api_base", Type: sdk.TypeString, Description: "dnspup Customer API root URL (default " + customerapi.DefaultBaseURL + ")."},
 	{Name: "api_key_env", Type: sdk.TypeString, Description: "Name of the environment variable holding the dnspup API key (default " + DefaultAPIKeyEnv + "); list it in the source's env."},
 	{Name: "api_secret_env", Type: sdk.TypeString, Description: "Name of the environment variable holding the dnspup API secret (default " + DefaultAPISecretEnv + "); list it in the source's env."},
 	{Name: "checkpoints", Type: sdk.TypeStringList, Description: "dnspup node ids that vote, one vote each per origin; conflicts with checkpoint_count."},
@@ -61,7 +61,7 @@ type settings struct {
 func parseSettings(cfg sdk.Config) (settings, sdk.Diagnostics) {
 	var diags sdk.Diagnostics
 	s := settings{
-		APIBase:          api.DefaultBaseURL,
+		APIBase:          customerapi.DefaultBaseURL,
 		APIKeyEnv:        DefaultAPIKeyEnv,
 		APISecretEnv:     DefaultAPISecretEnv,
 		CheckpointCount:  DefaultCheckpointCount,
@@ -78,7 +78,7 @@ func parseSettings(cfg sdk.Config) (settings, sdk.Diagnostics) {
 		switch {
 		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 			diags = append(diags, sdk.AttributeError("api_base", "api_base is not an absolute http or https URL",
-				"Use the API root, for example "+api.DefaultBaseURL+"."))
+				"Use the API root, for example "+customerapi.DefaultBaseURL+"."))
 		case u.User != nil || u.RawQuery != "" || u.Fragment != "":
 			diags = append(diags, sdk.AttributeError("api_base", "api_base must not carry credentials, a query or a fragment",
 				"Put the credentials in environment variables named by api_key_env and api_secret_env."))

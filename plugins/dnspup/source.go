@@ -13,7 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/vigilcdn/vigil/plugins/dnspup/api"
+	"github.com/vigilcdn/vigil/plugins/dnspup/customerapi"
 	"github.com/vigilcdn/vigil/sdk"
 )
 
@@ -56,7 +56,7 @@ type Source struct {
 
 	mu          sync.Mutex
 	cfg         settings
-	client      *api.Client
+	client      *customerapi.Client
 	checkpoints []string
 	stopped     bool      // 401 seen: no calls until Configure
 	holdUntil   time.Time // quota or rate limit: no calls before
@@ -121,10 +121,10 @@ func (s *Source) Configure(ctx context.Context, cfg sdk.Config) error {
 	if len(diags) > 0 {
 		return diags
 	}
-	client, err := api.New(api.Config{
+	client, err := customerapi.New(customerapi.Config{
 		BaseURL:      st.APIBase,
-		Key:          api.NewSecret(key),
-		Secret:       api.NewSecret(secret),
+		Key:          customerapi.NewSecret(key),
+		Secret:       customerapi.NewSecret(secret),
 		HTTPClient:   s.opts.HTTPClient,
 		RetryWaitMax: s.opts.RetryWaitMax,
 		UserAgent:    Name + "/" + Version,
@@ -162,8 +162,8 @@ func (s *Source) Configure(ctx context.Context, cfg sdk.Config) error {
 // nodesError turns a failed GET /v1/nodes into a diagnostic that says what
 // to do.
 func nodesError(st settings, err error) error {
-	var ae *api.Error
-	if errors.As(err, &ae) && ae.Class() == api.ClassUnauthorized {
+	var ae *customerapi.Error
+	if errors.As(err, &ae) && ae.Class() == customerapi.ClassUnauthorized {
 		return sdk.Diagnostics{sdk.AttributeError("api_key_env", "dnspup rejected the API credentials",
 			fmt.Sprintf("%v. Check the values of %s and %s.", err, st.APIKeyEnv, st.APISecretEnv))}
 	}
@@ -173,7 +173,7 @@ func nodesError(st settings, err error) error {
 
 // chooseCheckpoints checks configured ids against the node list, or picks
 // checkpoint_count online nodes, spreading over countries first.
-func chooseCheckpoints(st settings, nodes []api.Node) ([]string, sdk.Diagnostics) {
+func chooseCheckpoints(st settings, nodes []customerapi.Node) ([]string, sdk.Diagnostics) {
 	known := make(map[string]bool, len(nodes))
 	var all []string
 	for _, n := range nodes {

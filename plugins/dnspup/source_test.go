@@ -15,7 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/vigilcdn/vigil/plugins/dnspup"
-	"github.com/vigilcdn/vigil/plugins/dnspup/api"
+	"github.com/vigilcdn/vigil/plugins/dnspup/customerapi"
 	"github.com/vigilcdn/vigil/plugins/dnspup/fakeapi"
 	"github.com/vigilcdn/vigil/sdk"
 	"github.com/vigilcdn/vigil/sdk/sdktest"
@@ -342,18 +342,18 @@ func TestVoteErrorTable(t *testing.T) {
 		advance []time.Duration
 		held    []bool
 	}{
-		{api.CodeInvalidRequest, 0, "invalid", "not retried", []time.Duration{0}, []bool{false}},
-		{api.CodeInvalidNodes, 0, "invalid", "fix checkpoints", []time.Duration{0}, []bool{false}},
-		{api.CodeTrustedDNSResolutionFailed, 0, "invalid", "not retried", []time.Duration{0}, []bool{false}},
-		{api.CodeUnauthorized, 0, "unauthorized", "ALERT", []time.Duration{0, 24 * time.Hour}, []bool{true, true}},
-		{api.CodeSourceForbidden, 0, "forbidden", "does not allow", []time.Duration{0}, []bool{false}},
-		{api.CodeTargetRestricted, 0, "forbidden", "does not allow", []time.Duration{0}, []bool{false}},
-		{api.CodeToolNotAllowed, 0, "forbidden", "does not allow", []time.Duration{0}, []bool{false}},
-		{api.CodeEntitlementExceeded, 0, "entitlement", "does not allow", []time.Duration{0}, []bool{false}},
-		{api.CodeQuotaExceeded, 0, "quota", "quota exceeded", []time.Duration{0, 59 * time.Minute, 2 * time.Minute}, []bool{true, true, false}},
-		{api.CodeRateLimited, 5 * time.Second, "rate_limited", "Retry-After", []time.Duration{0, 4900 * time.Millisecond, time.Second}, []bool{true, true, false}},
-		{api.CodeCapacityLimited, 0, "rate_limited", "Retry-After", []time.Duration{29 * time.Second, 5 * time.Second}, []bool{true, false}},
-		{api.CodeServiceUnavailable, 0, "unavailable", "service unavailable", []time.Duration{0}, []bool{false}},
+		{customerapi.CodeInvalidRequest, 0, "invalid", "not retried", []time.Duration{0}, []bool{false}},
+		{customerapi.CodeInvalidNodes, 0, "invalid", "fix checkpoints", []time.Duration{0}, []bool{false}},
+		{customerapi.CodeTrustedDNSResolutionFailed, 0, "invalid", "not retried", []time.Duration{0}, []bool{false}},
+		{customerapi.CodeUnauthorized, 0, "unauthorized", "ALERT", []time.Duration{0, 24 * time.Hour}, []bool{true, true}},
+		{customerapi.CodeSourceForbidden, 0, "forbidden", "does not allow", []time.Duration{0}, []bool{false}},
+		{customerapi.CodeTargetRestricted, 0, "forbidden", "does not allow", []time.Duration{0}, []bool{false}},
+		{customerapi.CodeToolNotAllowed, 0, "forbidden", "does not allow", []time.Duration{0}, []bool{false}},
+		{customerapi.CodeEntitlementExceeded, 0, "entitlement", "does not allow", []time.Duration{0}, []bool{false}},
+		{customerapi.CodeQuotaExceeded, 0, "quota", "quota exceeded", []time.Duration{0, 59 * time.Minute, 2 * time.Minute}, []bool{true, true, false}},
+		{customerapi.CodeRateLimited, 5 * time.Second, "rate_limited", "Retry-After", []time.Duration{0, 4900 * time.Millisecond, time.Second}, []bool{true, true, false}},
+		{customerapi.CodeCapacityLimited, 0, "rate_limited", "Retry-After", []time.Duration{29 * time.Second, 5 * time.Second}, []bool{true, false}},
+		{customerapi.CodeServiceUnavailable, 0, "unavailable", "service unavailable", []time.Duration{0}, []bool{false}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.code, func(t *testing.T) {
@@ -387,7 +387,7 @@ func TestVoteErrorTable(t *testing.T) {
 					t.Errorf("step %d: votes %v, err %v; want 4 votes", i, votes, err)
 				}
 			}
-			if tt.code == api.CodeUnauthorized {
+			if tt.code == customerapi.CodeUnauthorized {
 				h.configure(t, nil) // reconfiguring lifts the stop
 				if votes, err := h.src.Vote(t.Context(), ballot); len(votes) != 4 || err != nil {
 					t.Errorf("after Configure: votes %v, err %v", votes, err)
@@ -458,7 +458,7 @@ func TestSecretsAbsentFromLogsAndErrors(t *testing.T) {
 	for _, v := range votes {
 		texts = append(texts, fmt.Sprintf("%+v", v))
 	}
-	h.fake.FailNext(api.CodeRateLimited, time.Minute, 1)
+	h.fake.FailNext(customerapi.CodeRateLimited, time.Minute, 1)
 	_, err = h.src.Vote(t.Context(), ballot)
 	texts = append(texts, fmt.Sprint(err))
 

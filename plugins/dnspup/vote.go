@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/vigilcdn/vigil/plugins/dnspup/api"
+	"github.com/vigilcdn/vigil/plugins/dnspup/customerapi"
 	"github.com/vigilcdn/vigil/sdk"
 )
 
@@ -147,7 +147,7 @@ func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error
 				s.requests.add(abstainOutOfTime, 1)
 			}
 		default:
-			results := make(map[string]api.TargetResult, len(o.res))
+			results := make(map[string]customerapi.TargetResult, len(o.res))
 			for _, r := range o.res {
 				results[r.Target] = r
 			}
@@ -178,12 +178,12 @@ func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error
 
 // outcome is what became of one batch's request.
 type outcome struct {
-	sent     bool               // the request was started
-	answered bool               // it returned before Vote stopped waiting
-	late     bool               // it was cut by the soft deadline
-	res      []api.TargetResult // its results, when it succeeded
-	label    string             // the abstention label when it failed or was held back
-	err      error              // the API failure, when it failed
+	sent     bool                       // the request was started
+	answered bool                       // it returned before Vote stopped waiting
+	late     bool                       // it was cut by the soft deadline
+	res      []customerapi.TargetResult // its results, when it succeeded
+	label    string                     // the abstention label when it failed or was held back
+	err      error                      // the API failure, when it failed
 }
 
 // send sends the batches' requests, at most concurrency at once, in order.
@@ -195,7 +195,7 @@ type outcome struct {
 // all the same (a stuck transport) must not hold Vote past its deadline.
 // It is then reported as not answered, and what it returns later is
 // dropped.
-func (s *Source) send(ctx context.Context, giveUp time.Time, client *api.Client, cfg settings, checkpoints []string, batches [][]string, round uint64) []outcome {
+func (s *Source) send(ctx context.Context, giveUp time.Time, client *customerapi.Client, cfg settings, checkpoints []string, batches [][]string, round uint64) []outcome {
 	out := make([]outcome, len(batches))
 	if len(batches) == 0 {
 		return out
@@ -235,7 +235,7 @@ func (s *Source) send(ctx context.Context, giveUp time.Time, client *api.Client,
 		mu.Unlock()
 
 		res, err := s.probe(ctx, client, cfg, checkpoints, batches[k], timeout)
-		var ae *api.Error
+		var ae *customerapi.Error
 		late := err != nil && !errors.As(err, &ae) &&
 			(ctx.Err() != nil || (clipped && !time.Now().Before(soft)))
 
@@ -440,19 +440,19 @@ func softDeadline(ctx context.Context) (context.Context, context.CancelFunc, tim
 
 // probe sends one request for the URLs of batch, within timeout: POST
 // /v1/probes for one URL when batch_size is 1, else POST /v1/batch-probes.
-func (s *Source) probe(ctx context.Context, client *api.Client, cfg settings, checkpoints []string, batch []string, timeout time.Duration) ([]api.TargetResult, error) {
+func (s *Source) probe(ctx context.Context, client *customerapi.Client, cfg settings, checkpoints []string, batch []string, timeout time.Duration) ([]customerapi.TargetResult, error) {
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if cfg.BatchSize == 1 {
-		r, err := client.Probe(rctx, api.ProbeRequest{
+		r, err := client.Probe(rctx, customerapi.ProbeRequest{
 			Type: "http", Target: batch[0], IPVersion: cfg.IPVersion, Count: 1, Method: "GET", NodeIDs: checkpoints,
 		})
 		if err != nil {
 			return nil, err
 		}
-		return []api.TargetResult{r}, nil
+		return []customerapi.TargetResult{r}, nil
 	}
-	return client.BatchProbe(rctx, api.BatchProbeRequest{
+	return client.BatchProbe(rctx, customerapi.BatchProbeRequest{
 		Type: "http", Targets: batch, IPVersion: cfg.IPVersion, Count: 1, Method: "GET", NodeIDs: checkpoints,
 	})
 }
@@ -475,9 +475,9 @@ func (s *Source) blocked() (why, label string) {
 // handleError logs a failed request, sets the stop or hold the error table
 // asks for, and returns the abstention label.
 func (s *Source) handleError(err error, cfg settings, round uint64, targets int) string {
-	var ae *api.Error
+	var ae *customerapi.Error
 	if !errors.As(err, &ae) {
-		var te *api.TransportError
+		var te *customerapi.TransportError
 		label := abstainUnreadable
 		if errors.As(err, &te) {
 			label = abstainTransport
@@ -499,34 +499,34 @@ func (s *Source) handleError(err error, cfg settings, round uint64, targets int)
 	defer s.mu.Unlock()
 	now := s.opts.Now()
 	switch cls {
-	case api.ClassUnauthorized:
+	case customerapi.ClassUnauthorized:
 		if !s.stopped {
 			s.log.Error("ALERT: dnspup rejected the API credentials (401 unauthorized); the source stops calling dnspup and abstains until vigil reconfigures it",
 				"alert", true, "api_key_env", cfg.APIKeyEnv, "api_secret_env", cfg.APISecretEnv, "code", ae.Code)
 		}
 		s.stopped = true
-	case api.ClassQuota:
+	case customerapi.ClassQuota:
 		wait := max(cfg.QuotaBackoff, ae.RetryAfter)
 		s.hold(now, wait, ae.Code)
 		s.log.Error("dnspup monthly quota exceeded; abstaining and not calling dnspup for a while",
 			"code", ae.Code, "hold", wait, "until", s.holdUntil.Format(time.RFC3339))
-	case api.ClassRateLimited:
+	case customerapi.ClassRateLimited:
 		wait := ae.RetryAfter
 		if wait <= 0 {
 			wait = DefaultRateLimitWait
 		}
-		s.hold(now, api.WithJitter(wait), ae.Code)
+		s.hold(now, customerapi.WithJitter(wait), ae.Code)
 		s.log.Warn("dnspup rate limit; abstaining until Retry-After has passed",
 			"code", ae.Code, "retry_after", ae.RetryAfter, "until", s.holdUntil.Format(time.RFC3339Nano))
-	case api.ClassUnavailable:
+	case customerapi.ClassUnavailable:
 		s.log.Warn("dnspup service unavailable; abstaining this round", "round", round, "targets", targets, "code", ae.Code)
-	case api.ClassInvalid:
+	case customerapi.ClassInvalid:
 		msg := "dnspup refused the request as invalid; not retried, no votes for its targets"
-		if ae.Code == api.CodeInvalidNodes {
+		if ae.Code == customerapi.CodeInvalidNodes {
 			msg = "dnspup refused the checkpoint ids (invalid_nodes); fix checkpoints and reload vigil"
 		}
 		s.log.Error(msg, "round", round, "targets", targets, "error", ae)
-	case api.ClassForbidden, api.ClassEntitlement:
+	case customerapi.ClassForbidden, customerapi.ClassEntitlement:
 		s.log.Error("dnspup does not allow this request for the account; no votes for its targets",
 			"round", round, "targets", targets, "error", ae)
 	default:
@@ -573,15 +573,15 @@ func chunk(xs []string, n int) [][]string {
 
 // votesFor turns a target's checkpoint results into votes: only the
 // configured checkpoints vote, once each.
-func votesFor(t sdk.Target, r api.TargetResult, checkpoints []string) []sdk.Vote {
+func votesFor(t sdk.Target, r customerapi.TargetResult, checkpoints []string) []sdk.Vote {
 	var votes []sdk.Vote
 	for _, c := range r.Checkpoints {
-		if !slices.Contains(checkpoints, c.NodeID) || c.Outcome == api.OutcomeNone {
+		if !slices.Contains(checkpoints, c.NodeID) || c.Outcome == customerapi.OutcomeNone {
 			continue
 		}
 		v := sdk.Vote{Site: t.Site, Origin: t.Origin, Voter: voterID(c.NodeID), Latency: c.Latency}
 		switch c.Outcome {
-		case api.OutcomeUp:
+		case customerapi.OutcomeUp:
 			v.Value, v.Reason, v.Detail = sdk.Up, sdk.ReasonOK, fmt.Sprintf("status %d", c.Status)
 			if len(t.Expect.Statuses) > 0 && !slices.Contains(t.Expect.Statuses, c.Status) {
 				v.Value, v.Reason = sdk.Down, sdk.ReasonUnexpectedStatus
@@ -590,9 +590,9 @@ func votesFor(t sdk.Target, r api.TargetResult, checkpoints []string) []sdk.Vote
 				v.Value, v.Reason = sdk.Down, sdk.ReasonTooSlow
 				v.Detail = fmt.Sprintf("status %d after %s, over %s", c.Status, c.Latency.Round(time.Millisecond), t.Expect.MaxLatency)
 			}
-		case api.OutcomeDown:
+		case customerapi.OutcomeDown:
 			v.Value, v.Reason = sdk.Down, reasonOf(c.Failure)
-			if c.Failure == api.FailureStatus {
+			if c.Failure == customerapi.FailureStatus {
 				v.Detail = fmt.Sprintf("status %d", c.Status)
 			} else {
 				v.Detail = c.Detail
@@ -603,15 +603,15 @@ func votesFor(t sdk.Target, r api.TargetResult, checkpoints []string) []sdk.Vote
 	return votes
 }
 
-func reasonOf(f api.Failure) sdk.Reason {
+func reasonOf(f customerapi.Failure) sdk.Reason {
 	switch f {
-	case api.FailureStatus:
+	case customerapi.FailureStatus:
 		return sdk.ReasonHTTP5xx
-	case api.FailureTimeout:
+	case customerapi.FailureTimeout:
 		return sdk.ReasonTimeout
-	case api.FailureConnection, api.FailureDNS:
+	case customerapi.FailureConnection, customerapi.FailureDNS:
 		return sdk.ReasonConnectFailed
-	case api.FailureTLS:
+	case customerapi.FailureTLS:
 		return sdk.ReasonTLSFailed
 	}
 	return sdk.ReasonError

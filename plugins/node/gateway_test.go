@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/vigilcdn/vigil/plugins/node/agent"
 	pb "github.com/vigilcdn/vigil/plugins/node/internal/proto/nodegateway/v1"
+	"github.com/vigilcdn/vigil/plugins/node/nodeagent"
 	"github.com/vigilcdn/vigil/sdk"
 	"github.com/vigilcdn/vigil/sdk/probe"
 	"github.com/vigilcdn/vigil/sdk/sdktest"
@@ -237,15 +237,15 @@ func TestAgentReconnects(t *testing.T) {
 	a := startAgent(t, addr, "edge-1", withProber(func(context.Context, probe.Request) (probe.Result, error) {
 		return probe.Result{Up: true, Reason: probe.OK}, nil
 	}))
-	a.await(t, agent.EventAttached)
+	a.await(t, nodeagent.EventAttached)
 	awaitOnline(t, gw, 1)
 
 	gw.Close()
-	a.await(t, agent.EventDetached)
+	a.await(t, nodeagent.EventDetached)
 	if err := gw.Configure(context.Background(), sdk.Config{Values: map[string]any{"listen": addr, "token_env": "VIGIL_NODE_TOKEN"}}); err != nil {
 		t.Fatalf("restart the gateway: %v", err)
 	}
-	a.await(t, agent.EventAttached)
+	a.await(t, nodeagent.EventAttached)
 	awaitOnline(t, gw, 1)
 	votes := vote(t, gw, sdk.Ballot{Targets: []sdk.Target{{Site: "www", Origin: "a1", Address: "http://192.0.2.1"}}}, 10*time.Second)
 	if len(votes) != 1 || votes[0].Voter != "edge-1" {
@@ -274,7 +274,7 @@ func TestRefused(t *testing.T) {
 				opts = []agentOpt{withToken(" ")}
 			}
 			a := startAgent(t, gw.Addr().String(), tt.id, opts...)
-			e := a.await(t, agent.EventRefused)
+			e := a.await(t, nodeagent.EventRefused)
 			if e.Err == nil || !strings.Contains(e.Err.Error(), tt.want) {
 				t.Fatalf("refusal %v, want %q", e.Err, tt.want)
 			}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/vigilcdn/vigil/plugins/node/agent"
+	"github.com/vigilcdn/vigil/plugins/node/nodeagent"
 	"github.com/vigilcdn/vigil/sdk"
 	"github.com/vigilcdn/vigil/sdk/probe"
 )
@@ -48,7 +48,7 @@ type testAgent struct {
 	id     string
 	cancel context.CancelFunc
 	done   chan struct{}
-	events chan agent.Event
+	events chan nodeagent.Event
 }
 
 // kill stops the agent and waits until it has.
@@ -58,7 +58,7 @@ func (a *testAgent) kill() {
 }
 
 // await returns the next event of kind, failing the test after 10s.
-func (a *testAgent) await(t *testing.T, kind agent.EventKind) agent.Event {
+func (a *testAgent) await(t *testing.T, kind nodeagent.EventKind) nodeagent.Event {
 	t.Helper()
 	timeout := time.After(10 * time.Second)
 	for {
@@ -73,30 +73,30 @@ func (a *testAgent) await(t *testing.T, kind agent.EventKind) agent.Event {
 	}
 }
 
-type agentOpt func(*agent.Config)
+type agentOpt func(*nodeagent.Config)
 
 func withProber(p func(context.Context, probe.Request) (probe.Result, error)) agentOpt {
-	return func(c *agent.Config) { c.Prober = p }
+	return func(c *nodeagent.Config) { c.Prober = p }
 }
 
 // withConcurrency bounds the agent's probes in flight.
-func withConcurrency(n int) agentOpt { return func(c *agent.Config) { c.Concurrency = n } }
+func withConcurrency(n int) agentOpt { return func(c *nodeagent.Config) { c.Concurrency = n } }
 
 // withSpread sets the part of a batch's time its starts are spread over
 // (agent.NoSpread: all at once).
-func withSpread(f float64) agentOpt { return func(c *agent.Config) { c.Spread = f } }
+func withSpread(f float64) agentOpt { return func(c *nodeagent.Config) { c.Spread = f } }
 
-func withLabels(l map[string]string) agentOpt { return func(c *agent.Config) { c.Labels = l } }
+func withLabels(l map[string]string) agentOpt { return func(c *nodeagent.Config) { c.Labels = l } }
 
-func withToken(tok string) agentOpt { return func(c *agent.Config) { c.Token = tok } }
+func withToken(tok string) agentOpt { return func(c *nodeagent.Config) { c.Token = tok } }
 
 func startAgent(t *testing.T, gateway, id string, opts ...agentOpt) *testAgent {
 	t.Helper()
-	ta := &testAgent{id: id, done: make(chan struct{}), events: make(chan agent.Event, 64)}
-	cfg := agent.Config{
+	ta := &testAgent{id: id, done: make(chan struct{}), events: make(chan nodeagent.Event, 64)}
+	cfg := nodeagent.Config{
 		Gateway: gateway, ID: id, Token: testToken, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
 		Log: hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.Warn, Output: newTestOutput(t)}),
-		OnEvent: func(e agent.Event) {
+		OnEvent: func(e nodeagent.Event) {
 			select {
 			case ta.events <- e:
 			default:
@@ -106,7 +106,7 @@ func startAgent(t *testing.T, gateway, id string, opts ...agentOpt) *testAgent {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	a, err := agent.New(cfg)
+	a, err := nodeagent.New(cfg)
 	if err != nil {
 		t.Fatalf("agent %s: %v", id, err)
 	}

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigilcdn/vigil/plugins/node/agent"
 	pb "github.com/vigilcdn/vigil/plugins/node/internal/proto/nodegateway/v1"
+	"github.com/vigilcdn/vigil/plugins/node/nodeagent"
 	"github.com/vigilcdn/vigil/sdk"
 	"github.com/vigilcdn/vigil/sdk/sdktest"
 )
@@ -90,7 +90,7 @@ func TestCutJobsRotate(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	gw := startGateway(t, nil)
-	startAgent(t, gw.Addr().String(), "edge-1", withConcurrency(1), withSpread(agent.NoSpread))
+	startAgent(t, gw.Addr().String(), "edge-1", withConcurrency(1), withSpread(nodeagent.NoSpread))
 	awaitOnline(t, gw, 1)
 	src := sdktest.InProcess(t, gw)
 	ballot := sdk.Ballot{}

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigilcdn/vigil/plugins/node/agent"
+	"github.com/vigilcdn/vigil/plugins/node/nodeagent"
 	"github.com/vigilcdn/vigil/sdk"
 )
 
@@ -91,7 +91,7 @@ func TestMTLS(t *testing.T) {
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.cert)
 	withCert := func(cn string) agentOpt {
-		return func(c *agent.Config) {
+		return func(c *nodeagent.Config) {
 			c.Token = ""
 			c.GatewayTLS = &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{ca.issue(t, cn, false)}, MinVersion: tls.VersionTLS12}
 		}
@@ -106,10 +106,10 @@ func TestMTLS(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a := startAgent(t, gw.Addr().String(), tt.id, withCert(tt.cn))
 			if tt.refusal == "" {
-				a.await(t, agent.EventAttached)
+				a.await(t, nodeagent.EventAttached)
 				return
 			}
-			e := a.await(t, agent.EventRefused)
+			e := a.await(t, nodeagent.EventRefused)
 			if !strings.Contains(e.Err.Error(), tt.refusal) {
 				t.Errorf("refusal %v, want %q", e.Err, tt.refusal)
 			}

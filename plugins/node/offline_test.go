@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigilcdn/vigil/plugins/node/agent"
+	"github.com/vigilcdn/vigil/plugins/node/nodeagent"
 	"github.com/vigilcdn/vigil/sdk"
 	"github.com/vigilcdn/vigil/sdk/probe"
 	"github.com/vigilcdn/vigil/sdk/sdktest"
@@ -35,7 +35,7 @@ func TestNodeGoesOffline(t *testing.T) {
 		detail  string
 	}{
 		{
-			name: "its stream ends", timeout: DefaultOnlineTimeout, version: agent.Version,
+			name: "its stream ends", timeout: DefaultOnlineTimeout, version: nodeagent.Version,
 			reason: offlineStreamEnded, detail: "", // "node closed the connection" or "connection lost", whichever the gateway sees first
 			start: func(t *testing.T, addr string) func() {
 				a := startAgent(t, addr, "victim", withLabels(map[string]string{"region": "eu"}), withProber(fastProber))
@@ -162,13 +162,13 @@ func TestNodeComesBack(t *testing.T) {
 			tt.leave(t, gw, clk)
 
 			a := startAgent(t, gw.Addr().String(), "edge-1", withProber(fastProber))
-			if e := a.await(t, agent.EventAttached); e.Err != nil {
+			if e := a.await(t, nodeagent.EventAttached); e.Err != nil {
 				t.Fatal(e.Err)
 			}
 			awaitOnline(t, gw, 1)
 			nodes := gw.Nodes()
 			if len(nodes) != 1 || nodes[0].ID != "edge-1" || !nodes[0].Online || nodes[0].State != "online" ||
-				nodes[0].AgentVersion != agent.Version || nodes[0].OfflineReason != "" {
+				nodes[0].AgentVersion != nodeagent.Version || nodes[0].OfflineReason != "" {
 				t.Fatalf("nodes after coming back: %+v", nodes)
 			}
 			st, _ := gw.Status(context.Background())

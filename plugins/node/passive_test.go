@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigilcdn/vigil/plugins/node/agent"
 	"github.com/vigilcdn/vigil/plugins/node/internal/fakecp"
 	pb "github.com/vigilcdn/vigil/plugins/node/internal/proto/nodegateway/v1"
+	"github.com/vigilcdn/vigil/plugins/node/nodeagent"
 	"github.com/vigilcdn/vigil/sdk"
 	"github.com/vigilcdn/vigil/sdk/publication"
 )
@@ -195,7 +195,7 @@ func TestAddPassive(t *testing.T) {
 // withProxying makes the agent follow cp's publication and proxy on a
 // port of its own, with canaries every canary.
 func withProxying(cp string, canary time.Duration) agentOpt {
-	return func(c *agent.Config) {
+	return func(c *nodeagent.Config) {
 		c.ControlPlane, c.PollWait, c.ProxyListen, c.CanaryInterval = cp, 5*time.Second, "127.0.0.1:0", canary
 	}
 }
@@ -210,7 +210,7 @@ func TestHeldWindowVotes(t *testing.T) {
 	var sick atomic.Bool
 	canaries := make(chan string, 1000) // the paths of the canaries a1 saw
 	a1 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.UserAgent() == agent.CanaryUserAgent {
+		if r.UserAgent() == nodeagent.CanaryUserAgent {
 			select {
 			case canaries <- r.URL.Path:
 			default:
@@ -234,8 +234,8 @@ func TestHeldWindowVotes(t *testing.T) {
 
 	gw := startGateway(t, map[string]any{"passive_votes": true})
 	node := startAgent(t, gw.Addr().String(), "edge-1", withProxying(cp.URL(), 50*time.Millisecond))
-	proxyAddr := node.await(t, agent.EventListening).Addr.String()
-	for e := node.await(t, agent.EventPublication); e.Version != v; e = node.await(t, agent.EventPublication) {
+	proxyAddr := node.await(t, nodeagent.EventListening).Addr.String()
+	for e := node.await(t, nodeagent.EventPublication); e.Version != v; e = node.await(t, nodeagent.EventPublication) {
 	}
 	awaitOnline(t, gw, 1)
 
@@ -278,7 +278,7 @@ func TestHeldWindowVotes(t *testing.T) {
 
 	// The failover: a1 leaves the publication; its window is held.
 	v = cp.Publish(site(2, "b1", b1))
-	for e := node.await(t, agent.EventPublication); e.Version != v; e = node.await(t, agent.EventPublication) {
+	for e := node.await(t, nodeagent.EventPublication); e.Version != v; e = node.await(t, nodeagent.EventPublication) {
 	}
 	for range 3 {
 		if vt := passiveOnA1(); vt.Value != sdk.Down || !strings.HasSuffix(vt.Detail, "requests failed (100%)") {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/vigilcdn/vigil/plugins/node/agent"
 	"github.com/vigilcdn/vigil/plugins/node/internal/fakecp"
+	"github.com/vigilcdn/vigil/plugins/node/nodeagent"
 	"github.com/vigilcdn/vigil/sdk"
 	"github.com/vigilcdn/vigil/sdk/publication"
 	"github.com/vigilcdn/vigil/sdk/sdktest"
@@ -23,7 +23,7 @@ import (
 // withProxy makes the agent proxy visitors on loopback, following the
 // publication of the control plane at cp.
 func withProxy(cp, stateDir string) agentOpt {
-	return func(c *agent.Config) {
+	return func(c *nodeagent.Config) {
 		c.ControlPlane, c.StateDir, c.ProxyListen, c.PollWait = cp, stateDir, "127.0.0.1:0", 5*time.Second
 	}
 }
@@ -60,11 +60,11 @@ func TestPassiveTriggerSuspectsTheSite(t *testing.T) {
 		select {
 		case e := <-ta.events:
 			switch {
-			case e.Kind == agent.EventAttached:
+			case e.Kind == nodeagent.EventAttached:
 				attached = true
-			case e.Kind == agent.EventListening:
+			case e.Kind == nodeagent.EventListening:
 				proxyAddr = e.Addr
-			case e.Kind == agent.EventPublication && e.Version == version:
+			case e.Kind == nodeagent.EventPublication && e.Version == version:
 				served = true
 			}
 		case <-hang:
@@ -150,9 +150,9 @@ func BenchmarkPassiveTriggerLatency(b *testing.B) {
 	suspects := gw.Suspects(ctx)
 	cp := fakecp.New()
 	b.Cleanup(cp.Close)
-	events := make(chan agent.Event, 256)
-	a, err := agent.New(agent.Config{Gateway: gw.Addr().String(), ID: "edge-1", Token: testToken, ControlPlane: cp.URL(), StateDir: b.TempDir(),
-		ProxyListen: "127.0.0.1:0", PollWait: 5 * time.Second, Log: log, OnEvent: func(e agent.Event) {
+	events := make(chan nodeagent.Event, 256)
+	a, err := nodeagent.New(nodeagent.Config{Gateway: gw.Addr().String(), ID: "edge-1", Token: testToken, ControlPlane: cp.URL(), StateDir: b.TempDir(),
+		ProxyListen: "127.0.0.1:0", PollWait: 5 * time.Second, Log: log, OnEvent: func(e nodeagent.Event) {
 			select {
 			case events <- e:
 			default:
@@ -164,7 +164,7 @@ func BenchmarkPassiveTriggerLatency(b *testing.B) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = a.Run(ctx) }()
 	b.Cleanup(func() { cancel(); <-done })
-	await := func(ok func(agent.Event) bool) {
+	await := func(ok func(nodeagent.Event) bool) {
 		hang := time.After(time.Minute)
 		for {
 			select {
@@ -177,7 +177,7 @@ func BenchmarkPassiveTriggerLatency(b *testing.B) {
 			}
 		}
 	}
-	await(func(e agent.Event) bool { return e.Kind == agent.EventAttached })
+	await(func(e nodeagent.Event) bool { return e.Kind == nodeagent.EventAttached })
 	client := &http.Client{Timeout: 10 * time.Second}
 	b.Cleanup(client.CloseIdleConnections)
 	var sites []publication.Site
@@ -194,7 +194,7 @@ func BenchmarkPassiveTriggerLatency(b *testing.B) {
 		sites = append(sites, publication.Site{Name: fmt.Sprintf("s%d", i), Hostname: host, Level: 1,
 			Origins: []publication.Origin{{Name: "o", Address: o.URL, State: "healthy"}}})
 		v := cp.Publish(sites)
-		await(func(e agent.Event) bool { return e.Kind == agent.EventPublication && e.Version == v })
+		await(func(e nodeagent.Event) bool { return e.Kind == nodeagent.EventPublication && e.Version == v })
 		vctx, vcancel := context.WithTimeout(context.Background(), 30*time.Second)
 		_, err := gw.Vote(vctx, sdk.Ballot{Round: uint64(i + 1), Targets: []sdk.Target{{Site: sites[i].Name, Origin: "o", Address: o.URL, Host: host, Path: "/", Timeout: 5 * time.Second}}})
 		vcancel()

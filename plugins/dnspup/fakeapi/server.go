@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vigilcdn/vigil/plugins/dnspup/api"
+	"github.com/vigilcdn/vigil/plugins/dnspup/customerapi"
 )
 
 // Result is what a pretend checkpoint reports for one target.
@@ -34,7 +34,7 @@ type Options struct {
 	// empty, any non-empty X-API-Key and X-API-Secret are accepted.
 	Key, Secret string
 	// Nodes are the checkpoints; DefaultNodes when empty.
-	Nodes []api.Node
+	Nodes []customerapi.Node
 	// Probe fetches a target for every checkpoint that has no scripted
 	// result; FetchProbe with a 3s timeout when nil.
 	Probe func(ctx context.Context, target string) Result
@@ -43,7 +43,7 @@ type Options struct {
 }
 
 // DefaultNodes are three pretend checkpoints.
-var DefaultNodes = []api.Node{
+var DefaultNodes = []customerapi.Node{
 	{ID: "ams-1", Name: "Amsterdam 1", Country: "NL", City: "Amsterdam", Online: true},
 	{ID: "fra-1", Name: "Frankfurt 1", Country: "DE", City: "Frankfurt", Online: true},
 	{ID: "nyc-1", Name: "New York 1", Country: "US", City: "New York", Online: true},
@@ -108,17 +108,17 @@ func New(opts Options) *Server {
 // StatusOf is the HTTP status the API uses for an error code.
 func StatusOf(code string) int {
 	switch code {
-	case api.CodeInvalidRequest, api.CodeInvalidNodes, api.CodeTrustedDNSResolutionFailed:
+	case customerapi.CodeInvalidRequest, customerapi.CodeInvalidNodes, customerapi.CodeTrustedDNSResolutionFailed:
 		return http.StatusBadRequest
-	case api.CodeUnauthorized:
+	case customerapi.CodeUnauthorized:
 		return http.StatusUnauthorized
-	case api.CodeSourceForbidden, api.CodeTargetRestricted, api.CodeToolNotAllowed:
+	case customerapi.CodeSourceForbidden, customerapi.CodeTargetRestricted, customerapi.CodeToolNotAllowed:
 		return http.StatusForbidden
-	case api.CodeEntitlementExceeded:
+	case customerapi.CodeEntitlementExceeded:
 		return http.StatusConflict
-	case api.CodeQuotaExceeded, api.CodeRateLimited, api.CodeCapacityLimited:
+	case customerapi.CodeQuotaExceeded, customerapi.CodeRateLimited, customerapi.CodeCapacityLimited:
 		return http.StatusTooManyRequests
-	case api.CodeServiceUnavailable:
+	case customerapi.CodeServiceUnavailable:
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
@@ -213,7 +213,7 @@ func (s *Server) record(r *http.Request, body []byte) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	if err != nil {
-		writeError(w, api.CodeInvalidRequest, "could not read the request body", 0)
+		writeError(w, customerapi.CodeInvalidRequest, "could not read the request body", 0)
 		return
 	}
 	if strings.HasPrefix(r.URL.Path, "/_fake/") {
@@ -224,25 +224,25 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/v1/health":
 		if r.Method != http.MethodGet {
-			writeError(w, api.CodeInvalidRequest, "use GET", 0)
+			writeError(w, customerapi.CodeInvalidRequest, "use GET", 0)
 			return
 		}
 		s.mu.Lock()
-		down := s.fail != nil && s.fail.code == api.CodeServiceUnavailable
+		down := s.fail != nil && s.fail.code == customerapi.CodeServiceUnavailable
 		s.mu.Unlock()
 		if down {
-			writeError(w, api.CodeServiceUnavailable, "service unavailable", 0)
+			writeError(w, customerapi.CodeServiceUnavailable, "service unavailable", 0)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
 		return
 	case "/v1/nodes", "/v1/probes", "/v1/batch-probes":
 	default:
-		writeError(w, api.CodeInvalidRequest, "no such endpoint", 0)
+		writeError(w, customerapi.CodeInvalidRequest, "no such endpoint", 0)
 		return
 	}
 	if !s.authorized(r) {
-		writeError(w, api.CodeUnauthorized, "invalid API credentials", 0)
+		writeError(w, customerapi.CodeUnauthorized, "invalid API credentials", 0)
 		return
 	}
 	if f := s.takeFailure(); f != nil {
@@ -252,7 +252,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/v1/nodes":
 		if r.Method != http.MethodGet {
-			writeError(w, api.CodeInvalidRequest, "use GET", 0)
+			writeError(w, customerapi.CodeInvalidRequest, "use GET", 0)
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"nodes": s.opts.Nodes})
@@ -299,16 +299,16 @@ type probeBody struct {
 
 func (s *Server) probes(w http.ResponseWriter, r *http.Request, body []byte, batch bool) {
 	if r.Method != http.MethodPost {
-		writeError(w, api.CodeInvalidRequest, "use POST", 0)
+		writeError(w, customerapi.CodeInvalidRequest, "use POST", 0)
 		return
 	}
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-		writeError(w, api.CodeInvalidRequest, "Content-Type must be application/json", 0)
+		writeError(w, customerapi.CodeInvalidRequest, "Content-Type must be application/json", 0)
 		return
 	}
 	var req probeBody
 	if err := json.Unmarshal(body, &req); err != nil {
-		writeError(w, api.CodeInvalidRequest, "body is not valid JSON", 0)
+		writeError(w, customerapi.CodeInvalidRequest, "body is not valid JSON", 0)
 		return
 	}
 	targets := req.Targets
@@ -316,9 +316,9 @@ func (s *Server) probes(w http.ResponseWriter, r *http.Request, body []byte, bat
 		targets = []string{req.Target}
 	}
 	if msg := s.check(req, targets, batch); msg != "" {
-		code := api.CodeInvalidRequest
+		code := customerapi.CodeInvalidRequest
 		if strings.HasPrefix(msg, "unknown node") {
-			code = api.CodeInvalidNodes
+			code = customerapi.CodeInvalidNodes
 		}
 		writeError(w, code, msg, 0)
 		return
@@ -332,7 +332,7 @@ func (s *Server) probes(w http.ResponseWriter, r *http.Request, body []byte, bat
 	s.mu.Lock()
 	if s.quota >= 0 && s.accepted >= s.quota {
 		s.mu.Unlock()
-		writeError(w, api.CodeQuotaExceeded, "monthly quota exceeded", 0)
+		writeError(w, customerapi.CodeQuotaExceeded, "monthly quota exceeded", 0)
 		return
 	}
 	s.accepted++
@@ -498,7 +498,7 @@ func (s *Server) control(w http.ResponseWriter, r *http.Request, body []byte) {
 			Count      int     `json:"count"`
 		}
 		if err := json.Unmarshal(body, &in); err != nil {
-			writeError(w, api.CodeInvalidRequest, "body: "+err.Error(), 0)
+			writeError(w, customerapi.CodeInvalidRequest, "body: "+err.Error(), 0)
 			return
 		}
 		s.FailNext(in.Code, time.Duration(in.RetryAfter*float64(time.Second)), in.Count)
@@ -508,7 +508,7 @@ func (s *Server) control(w http.ResponseWriter, r *http.Request, body []byte) {
 			Seconds float64 `json:"seconds"`
 		}
 		if err := json.Unmarshal(body, &in); err != nil || in.Seconds < 0 {
-			writeError(w, api.CodeInvalidRequest, "body: want {\"seconds\":N} with N >= 0 (0: answer at once)", 0)
+			writeError(w, customerapi.CodeInvalidRequest, "body: want {\"seconds\":N} with N >= 0 (0: answer at once)", 0)
 			return
 		}
 		s.SetDelay(time.Duration(in.Seconds * float64(time.Second)))
@@ -519,7 +519,7 @@ func (s *Server) control(w http.ResponseWriter, r *http.Request, body []byte) {
 			Result
 		}
 		if err := json.Unmarshal(body, &in); err != nil || in.NodeID == "" {
-			writeError(w, api.CodeInvalidRequest, "body: want {\"nodeId\":…,\"status\":…|\"error\":…}", 0)
+			writeError(w, customerapi.CodeInvalidRequest, "body: want {\"nodeId\":…,\"status\":…|\"error\":…}", 0)
 			return
 		}
 		if in.Status == 0 && in.Error == "" {
@@ -529,7 +529,7 @@ func (s *Server) control(w http.ResponseWriter, r *http.Request, body []byte) {
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"ok": true})
 	default:
-		writeError(w, api.CodeInvalidRequest, "no such control endpoint", 0)
+		writeError(w, customerapi.CodeInvalidRequest, "no such control endpoint", 0)
 	}
 }
 

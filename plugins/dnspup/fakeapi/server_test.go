@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigilcdn/vigil/plugins/dnspup/api"
+	"github.com/vigilcdn/vigil/plugins/dnspup/customerapi"
 	"github.com/vigilcdn/vigil/plugins/dnspup/fakeapi"
 )
 
@@ -76,10 +76,10 @@ func TestContract(t *testing.T) {
 
 func TestEveryErrorCode(t *testing.T) {
 	table := map[string]int{ // the documented error table
-		api.CodeInvalidRequest: 400, api.CodeInvalidNodes: 400, api.CodeTrustedDNSResolutionFailed: 400,
-		api.CodeUnauthorized: 401, api.CodeSourceForbidden: 403, api.CodeTargetRestricted: 403,
-		api.CodeToolNotAllowed: 403, api.CodeEntitlementExceeded: 409, api.CodeQuotaExceeded: 429,
-		api.CodeRateLimited: 429, api.CodeCapacityLimited: 429, api.CodeServiceUnavailable: 503,
+		customerapi.CodeInvalidRequest: 400, customerapi.CodeInvalidNodes: 400, customerapi.CodeTrustedDNSResolutionFailed: 400,
+		customerapi.CodeUnauthorized: 401, customerapi.CodeSourceForbidden: 403, customerapi.CodeTargetRestricted: 403,
+		customerapi.CodeToolNotAllowed: 403, customerapi.CodeEntitlementExceeded: 409, customerapi.CodeQuotaExceeded: 429,
+		customerapi.CodeRateLimited: 429, customerapi.CodeCapacityLimited: 429, customerapi.CodeServiceUnavailable: 503,
 	}
 	for code, status := range table {
 		t.Run(code, func(t *testing.T) {

@@ -18,9 +18,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/vigilcdn/vigil/plugins/node/agent"
 	"github.com/vigilcdn/vigil/plugins/node/edge"
 	"github.com/vigilcdn/vigil/plugins/node/internal/fakecp"
+	"github.com/vigilcdn/vigil/plugins/node/nodeagent"
 	"github.com/vigilcdn/vigil/sdk/publication"
 )
 
@@ -98,9 +98,9 @@ func (l *levels) names(level int) []string {
 }
 
 // startAgent runs a vigil-node agent following cp and driving drivers.
-func startAgent(t testing.TB, cp *fakecp.Server, drivers ...edge.Driver) *agent.Agent {
+func startAgent(t testing.TB, cp *fakecp.Server, drivers ...edge.Driver) *nodeagent.Agent {
 	t.Helper()
-	a, err := agent.New(agent.Config{ControlPlane: cp.URL(), Edges: drivers, PollWait: 10 * time.Second,
+	a, err := nodeagent.New(nodeagent.Config{ControlPlane: cp.URL(), Edges: drivers, PollWait: 10 * time.Second,
 		Edge: edge.HubOptions{Resync: 2 * time.Second, MinBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond},
 		Log:  hclog.New(&hclog.LoggerOptions{Level: logLevel(), Output: testWriter{t}})})
 	if err != nil {
@@ -417,9 +417,9 @@ func snapshotOf(version uint64, sites []publication.Site) *publication.Snapshot 
 }
 
 // startAgentVars is startAgent with template variables.
-func startAgentVars(t testing.TB, cp *fakecp.Server, vars map[string]string, drivers ...edge.Driver) (*agent.Agent, error) {
+func startAgentVars(t testing.TB, cp *fakecp.Server, vars map[string]string, drivers ...edge.Driver) (*nodeagent.Agent, error) {
 	t.Helper()
-	a, err := agent.New(agent.Config{ControlPlane: cp.URL(), Edges: drivers, PollWait: 10 * time.Second,
+	a, err := nodeagent.New(nodeagent.Config{ControlPlane: cp.URL(), Edges: drivers, PollWait: 10 * time.Second,
 		Edge: edge.HubOptions{Vars: vars, Resync: 2 * time.Second, MinBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond},
 		Log:  hclog.New(&hclog.LoggerOptions{Level: logLevel(), Output: testWriter{t}})})
 	if err != nil {

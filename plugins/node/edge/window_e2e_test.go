@@ -21,9 +21,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/vigilcdn/vigil/internal/testnet"
-	"github.com/vigilcdn/vigil/plugins/node/agent"
 	"github.com/vigilcdn/vigil/plugins/node/edge"
 	"github.com/vigilcdn/vigil/plugins/node/internal/fakecp"
+	"github.com/vigilcdn/vigil/plugins/node/nodeagent"
 	"github.com/vigilcdn/vigil/plugins/node/templates"
 	"github.com/vigilcdn/vigil/sdk/publication"
 )
@@ -161,9 +161,9 @@ func (l *flakyLevels) topology() []map[string]any {
 }
 
 // startAgentResync runs a vigil-node agent with the given resync period.
-func startAgentResync(t *testing.T, cp *fakecp.Server, resync time.Duration, vars map[string]string, drivers ...edge.Driver) *agent.Agent {
+func startAgentResync(t *testing.T, cp *fakecp.Server, resync time.Duration, vars map[string]string, drivers ...edge.Driver) *nodeagent.Agent {
 	t.Helper()
-	a, err := agent.New(agent.Config{ControlPlane: cp.URL(), Edges: drivers, PollWait: 10 * time.Second,
+	a, err := nodeagent.New(nodeagent.Config{ControlPlane: cp.URL(), Edges: drivers, PollWait: 10 * time.Second,
 		Edge: edge.HubOptions{Vars: vars, Resync: resync, MinBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond},
 		Log:  hclog.New(&hclog.LoggerOptions{Level: logLevel(), Output: testWriter{t}})})
 	if err != nil {

@@ -44,7 +44,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vigilcdn/vigil/plugins/dnspup/api"
+	"github.com/vigilcdn/vigil/plugins/dnspup/customerapi"
 	"github.com/vigilcdn/vigil/plugins/dnspup/fakeapi"
 )
 
@@ -79,7 +79,7 @@ func run() error {
 	opts := fakeapi.Options{Probe: fakeapi.FetchProbe(*probeTimeout)}
 	for _, id := range strings.Split(*nodes, ",") {
 		if id = strings.TrimSpace(id); id != "" {
-			opts.Nodes = append(opts.Nodes, api.Node{ID: id, Name: id, Online: true})
+			opts.Nodes = append(opts.Nodes, customerapi.Node{ID: id, Name: id, Online: true})
 		}
 	}
 	if len(opts.Nodes) == 0 {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vigilcdn/vigil/plugins/node/agent"
+	"github.com/vigilcdn/vigil/plugins/node/nodeagent"
 )
 
 // -canary-interval reaches the agent: the default, 0 as no canaries, a
@@ -16,8 +16,8 @@ func TestCanaryIntervalFlag(t *testing.T) {
 		args []string
 		want time.Duration
 	}{
-		{nil, agent.DefaultCanaryInterval},
-		{[]string{"-canary-interval", "0"}, agent.NoCanaries},
+		{nil, nodeagent.DefaultCanaryInterval},
+		{[]string{"-canary-interval", "0"}, nodeagent.NoCanaries},
 		{[]string{"-canary-interval", "2s"}, 2 * time.Second},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/vigilcdn/vigil/internal/testcerts"
-	"github.com/vigilcdn/vigil/plugins/node/agent"
+	"github.com/vigilcdn/vigil/plugins/node/nodeagent"
 	"github.com/vigilcdn/vigil/sdk/publication"
 )
 
@@ -53,7 +53,7 @@ func TestControlPlaneTLSFlags(t *testing.T) {
 	// or its log has the line want (false).
 	follow := func(t *testing.T, want string, args ...string) bool {
 		t.Helper()
-		var cfg agent.Config
+		var cfg nodeagent.Config
 		captured := captureAgent(t)
 		if err := run(append([]string{"-control-plane", api.URL, "-control-plane-token-env", "NODE_API_TOKEN"}, args...)); !errors.Is(err, errStop) {
 			t.Fatalf("run: %v", err)
@@ -62,13 +62,13 @@ func TestControlPlaneTLSFlags(t *testing.T) {
 		log := &syncBuffer{}
 		cfg.Log = hclog.New(&hclog.LoggerOptions{Output: log, Level: hclog.Debug})
 		served := make(chan uint64, 8)
-		cfg.OnEvent = func(e agent.Event) {
-			if e.Kind == agent.EventPublication {
+		cfg.OnEvent = func(e nodeagent.Event) {
+			if e.Kind == nodeagent.EventPublication {
 				served <- e.Version
 			}
 		}
 		cfg.MinBackoff, cfg.MaxBackoff = 20*time.Millisecond, 100*time.Millisecond
-		a, err := agent.New(cfg)
+		a, err := nodeagent.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -34,9 +34,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/vigilcdn/vigil/plugins/node/agent"
 	"github.com/vigilcdn/vigil/plugins/node/edge"
 	"github.com/vigilcdn/vigil/plugins/node/internal/labels"
+	"github.com/vigilcdn/vigil/plugins/node/nodeagent"
 	"github.com/vigilcdn/vigil/plugins/node/proxy"
 )
 
@@ -52,7 +52,7 @@ func main() {
 }
 
 // newAgent is agent.New (a test stops run there to see the config).
-var newAgent = agent.New
+var newAgent = nodeagent.New
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("vigil-node", flag.ContinueOnError)
@@ -74,8 +74,8 @@ func run(args []string) error {
 		stateDir     = fs.String("state-dir", "", "`directory` keeping the last publication across restarts and control plane outages")
 		proxyListen  = fs.String("proxy-listen", "", "serve visitor traffic on `host:port` as a reverse proxy")
 		metrics      = fs.String("metrics-listen", "", "serve Prometheus /metrics on `host:port`")
-		concurrency  = fs.Int("concurrency", agent.DefaultConcurrency, "the most probes in flight at once, over every batch (lowered to what the open-file limit allows)")
-		spread       = fs.Float64("spread", agent.DefaultSpread, "part of a batch's time over which probe starts are spread, 0 (all at once) to 0.5")
+		concurrency  = fs.Int("concurrency", nodeagent.DefaultConcurrency, "the most probes in flight at once, over every batch (lowered to what the open-file limit allows)")
+		spread       = fs.Float64("spread", nodeagent.DefaultSpread, "part of a batch's time over which probe starts are spread, 0 (all at once) to 0.5")
 		failCount    = fs.Int("fail-count", proxy.DefaultFailCount, "proxy: failures within -fail-window that skip an origin")
 		failWindow   = fs.Duration("fail-window", proxy.DefaultFailWindow, "proxy: window for -fail-count")
 		skipFor      = fs.Duration("skip-for", proxy.DefaultSkipFor, "proxy: how long a failing origin is skipped")
@@ -84,11 +84,11 @@ func run(args []string) error {
 		replayMax    = fs.Int64("retry-body-max", proxy.DefaultMaxReplayBody, "proxy: largest request body (bytes) buffered so it can be retried")
 		connTimeout  = fs.Duration("connect-timeout", proxy.DefaultConnectTimeout, "proxy: timeout connecting to an origin")
 		respTimeout  = fs.Duration("response-timeout", proxy.DefaultResponseTimeout, "proxy: timeout waiting for an origin's response headers")
-		passWindow   = fs.Int("passive-window", agent.DefaultPassiveWindow, "passive votes: the latest `N` requests to an origin its window holds")
-		passAge      = fs.Duration("passive-window-age", agent.DefaultPassiveAge, "passive votes: requests older than this leave the window (whichever of N and age comes first)")
-		passIgnore   = fs.String("passive-ignore", agent.DefaultPassiveIgnore, "passive votes: `statuses` that are backpressure, not failures (429, 503-retry-after: a 503 with Retry-After; none)")
+		passWindow   = fs.Int("passive-window", nodeagent.DefaultPassiveWindow, "passive votes: the latest `N` requests to an origin its window holds")
+		passAge      = fs.Duration("passive-window-age", nodeagent.DefaultPassiveAge, "passive votes: requests older than this leave the window (whichever of N and age comes first)")
+		passIgnore   = fs.String("passive-ignore", nodeagent.DefaultPassiveIgnore, "passive votes: `statuses` that are backpressure, not failures (429, 503-retry-after: a 503 with Retry-After; none)")
 		passSlow     = fs.Duration("passive-slow", 0, "passive votes: an answer slower than this is a soft failure (0: off)")
-		canaryEvery  = fs.Duration("canary-interval", agent.DefaultCanaryInterval, "passive votes: time between two canary requests to an origin no longer served whose real traffic failed (0: none; its window then votes down until it is served again)")
+		canaryEvery  = fs.Duration("canary-interval", nodeagent.DefaultCanaryInterval, "passive votes: time between two canary requests to an origin no longer served whose real traffic failed (0: none; its window then votes down until it is served again)")
 		haSocket     = fs.String("haproxy-socket", "", "drive a local HAProxy live through its Runtime API: its stats socket, a unix socket `path` or host:port, at level admin")
 		haSrvArgs    = fs.String("haproxy-server-args", edge.DefaultHAProxyServerArgs, "HAProxy: `arguments` of every server vigil-node adds (haproxy.cfg's default-server does not apply to them); the default's checks let HAProxy use the next level's backup servers when the current level fails")
 		haWatch      = fs.Duration("haproxy-watch", edge.DefaultHAProxyWatch, "HAProxy: how often to ask HAProxy (show info) whether it was reloaded or restarted, which drops the servers vigil-node added: a new process gets the publication at once (0: at the next -edge-resync)")
@@ -105,7 +105,7 @@ func run(args []string) error {
 		edgeResync   = fs.Duration("edge-resync", edge.DefaultResync, "re-apply the publication to the edges this often, to undo a restart or a hand edit")
 		logLevel     = fs.String("log-level", "info", "log level: debug, info, warn, error")
 		logJSON      = fs.Bool("log-json", false, "log JSON lines")
-		drainTimeout = fs.Duration("drain-timeout", agent.DefaultDrainTimeout, "on SIGTERM or SIGINT: how long the requests in flight on -proxy-listen get to end before their connections are closed (0: closed at once)")
+		drainTimeout = fs.Duration("drain-timeout", nodeagent.DefaultDrainTimeout, "on SIGTERM or SIGINT: how long the requests in flight on -proxy-listen get to end before their connections are closed (0: closed at once)")
 	)
 	var templates, tmplVars multiFlag
 	fs.Var(&templates, "template", "render `SRC:DEST` at every publication (SRC a Go text/template file, or builtin:nginx / builtin:haproxy); repeatable, one -template-check and -template-reload for all")
@@ -127,18 +127,18 @@ func run(args []string) error {
 		return fmt.Errorf("-log-level %q: give one of trace, debug, info, warn, error", *logLevel)
 	}
 	log := newLogger(*logLevel, *logJSON, os.Stderr)
-	cfg := agent.Config{
+	cfg := nodeagent.Config{
 		Gateway: *gateway, ID: *id, Labels: set, ControlPlane: *controlPlane, StateDir: *stateDir,
 		ProxyListen: *proxyListen, MetricsListen: *metrics, Concurrency: *concurrency,
 		Proxy: proxy.Options{FailCount: *failCount, FailWindow: *failWindow, SkipFor: *skipFor, Retries: *retries,
 			RetryBudget: *retryBudget, MaxReplayBody: *replayMax, ConnectTimeout: *connTimeout, ResponseTimeout: *respTimeout},
-		Log: log, Build: agent.Build{Version: version, Commit: buildCommit()},
+		Log: log, Build: nodeagent.Build{Version: version, Commit: buildCommit()},
 	}
 	switch {
 	case *drainTimeout < 0:
 		return fmt.Errorf("-drain-timeout %v: use a positive duration such as 10s, or 0 to close visitors' connections at once", *drainTimeout)
 	case *drainTimeout == 0:
-		cfg.DrainTimeout = agent.NoDrain
+		cfg.DrainTimeout = nodeagent.NoDrain
 	default:
 		cfg.DrainTimeout = *drainTimeout
 	}
@@ -160,13 +160,13 @@ func run(args []string) error {
 			cfg.Edge.Vars[k] = v
 		}
 	}
-	if cfg.Passive.Ignore, err = agent.ParsePassiveIgnore(*passIgnore); err != nil {
+	if cfg.Passive.Ignore, err = nodeagent.ParsePassiveIgnore(*passIgnore); err != nil {
 		return err
 	}
 	cfg.Passive.Window, cfg.Passive.Age, cfg.Passive.Slow = *passWindow, *passAge, *passSlow
 	switch {
 	case *canaryEvery == 0:
-		cfg.CanaryInterval = agent.NoCanaries
+		cfg.CanaryInterval = nodeagent.NoCanaries
 	case *canaryEvery < 0:
 		return fmt.Errorf("-canary-interval %v: use a positive duration such as 5s, or 0 to send no canaries", *canaryEvery)
 	default:
@@ -176,11 +176,11 @@ func run(args []string) error {
 		cfg.Proxy.Retries = proxy.NoRetries
 	}
 	if *concurrency < 1 {
-		return fmt.Errorf("-concurrency %d: use a whole number from 1 to %d (the most probes in flight at once)", *concurrency, agent.MaxConcurrency)
+		return fmt.Errorf("-concurrency %d: use a whole number from 1 to %d (the most probes in flight at once)", *concurrency, nodeagent.MaxConcurrency)
 	}
 	cfg.Spread = *spread
 	if *spread == 0 {
-		cfg.Spread = agent.NoSpread
+		cfg.Spread = nodeagent.NoSpread
 	}
 	if *tokenEnv != "" {
 		cfg.Token = os.Getenv(*tokenEnv)

@@ -12,18 +12,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vigilcdn/vigil/plugins/node/agent"
+	"github.com/vigilcdn/vigil/plugins/node/nodeagent"
 	"github.com/vigilcdn/vigil/plugins/node/proxy"
 	"github.com/vigilcdn/vigil/sdk/publication"
 )
 
 // captureAgent makes run stop at the agent (with errStop) and returns the
 // config it would have started.
-func captureAgent(t *testing.T) *agent.Config {
-	got := &agent.Config{}
+func captureAgent(t *testing.T) *nodeagent.Config {
+	got := &nodeagent.Config{}
 	prev := newAgent
 	t.Cleanup(func() { newAgent = prev })
-	newAgent = func(cfg agent.Config) (*agent.Agent, error) {
+	newAgent = func(cfg nodeagent.Config) (*nodeagent.Agent, error) {
 		*got = cfg
 		return nil, errStop
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/vigilcdn/vigil/internal/testcerts"
-	"github.com/vigilcdn/vigil/plugins/node/agent"
 	"github.com/vigilcdn/vigil/plugins/node/edge"
+	"github.com/vigilcdn/vigil/plugins/node/nodeagent"
 )
 
 // fakeReloader records what a reload set.
@@ -104,9 +104,9 @@ func TestDrainTimeoutFlag(t *testing.T) {
 		args []string
 		want time.Duration
 	}{
-		{"default", nil, agent.DefaultDrainTimeout},
+		{"default", nil, nodeagent.DefaultDrainTimeout},
 		{"given", []string{"-drain-timeout", "3s"}, 3 * time.Second},
-		{"zero: none", []string{"-drain-timeout", "0"}, agent.NoDrain},
+		{"zero: none", []string{"-drain-timeout", "0"}, nodeagent.NoDrain},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := captureAgent(t)

@@ -1,0 +1,366 @@
+package customerapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/hashicorp/go-cleanhttp"
+	"github.com/hashicorp/go-retryablehttp"
+)
+
+// DefaultBaseURL is the dnspup Customer API endpoint.
+const DefaultBaseURL = "https://api.dnspup.com"
+
+// maxBody bounds how much of an answer is read.
+const maxBody = 8 << 20
+
+// Secret is a credential. It prints as "[redacted]" in every format and in
+// JSON, so it cannot leak through a log line or an error by accident; Reveal
+// returns the value for the one place that needs it (the request header).
+type Secret struct{ v string }
+
+// NewSecret wraps a credential value.
+func NewSecret(v string) Secret { return Secret{v: v} }
+
+// Reveal returns the credential value.
+func (s Secret) Reveal() string { return s.v }
+
+// Empty reports whether no value is held.
+func (s Secret) Empty() bool { return s.v == "" }
+
+// String returns "[redacted]".
+func (s Secret) String() string { return "[redacted]" }
+
+// GoString returns "[redacted]".
+func (s Secret) GoString() string { return "[redacted]" }
+
+// MarshalJSON returns "[redacted]".
+func (s Secret) MarshalJSON() ([]byte, error) { return []byte(`"[redacted]"`), nil }
+
+// Config configures a Client.
+type Config struct {
+	// BaseURL is the API root; DefaultBaseURL when empty. It must be an
+	// http(s) URL without credentials, query or fragment.
+	BaseURL string
+	// Key and Secret are sent as X-API-Key and X-API-Secret.
+	Key, Secret Secret
+	// HTTPClient does the requests; a pooled client when nil. Its Timeout,
+	// if any, bounds each attempt; the caller's context bounds the call.
+	HTTPClient *http.Client
+	// RetryMax is how many times a retryable request is retried; 2 when 0,
+	// none when negative.
+	RetryMax int
+	// RetryWaitMin and RetryWaitMax bound the wait between attempts
+	// (200ms and 2s when 0). A Retry-After longer than RetryWaitMax is not
+	// waited for: the *Error is returned with RetryAfter set.
+	RetryWaitMin, RetryWaitMax time.Duration
+	// UserAgent is sent as User-Agent; "vigil-source-dnspup" when empty.
+	UserAgent string
+}
+
+// Client calls the dnspup Customer API v1. It is safe for concurrent use.
+type Client struct {
+	base      *url.URL
+	key       Secret
+	secret    Secret
+	userAgent string
+	rc        *retryablehttp.Client
+}
+
+// New checks cfg and returns a Client.
+func New(cfg Config) (*Client, error) {
+	raw := cfg.BaseURL
+	if raw == "" {
+		raw = DefaultBaseURL
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("api_base %q: want an absolute http or https URL such as %s", redactURL(raw), DefaultBaseURL)
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("api_base %q: must not carry credentials, a query or a fragment; credentials come from the environment", redactURL(raw))
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = cleanhttp.DefaultPooledClient()
+	}
+	c := &Client{
+		base:      u,
+		key:       cfg.Key,
+		secret:    cfg.Secret,
+		userAgent: cfg.UserAgent,
+	}
+	if c.userAgent == "" {
+		c.userAgent = "vigil-source-dnspup"
+	}
+	retryMax := cfg.RetryMax
+	switch {
+	case retryMax == 0:
+		retryMax = 2
+	case retryMax < 0:
+		retryMax = 0
+	}
+	waitMin, waitMax := cfg.RetryWaitMin, cfg.RetryWaitMax
+	if waitMin <= 0 {
+		waitMin = 200 * time.Millisecond
+	}
+	if waitMax <= 0 {
+		waitMax = 2 * time.Second
+	}
+	if waitMax < waitMin {
+		waitMax = waitMin
+	}
+	c.rc = &retryablehttp.Client{
+		HTTPClient:   hc,
+		Logger:       nil, // this package logs nothing; callers log errors they get
+		RetryWaitMin: waitMin,
+		RetryWaitMax: waitMax,
+		RetryMax:     retryMax,
+		CheckRetry:   c.checkRetry,
+		Backoff:      retryWait,
+		ErrorHandler: retryablehttp.PassthroughErrorHandler,
+	}
+	return c, nil
+}
+
+// BaseURL returns the API root in use.
+func (c *Client) BaseURL() string { return c.base.String() }
+
+// Health calls GET /v1/health (no credentials sent).
+func (c *Client) Health(ctx context.Context) error {
+	_, err := c.do(ctx, http.MethodGet, "/v1/health", nil, false)
+	return err
+}
+
+// Nodes calls GET /v1/nodes and returns the checkpoints sorted by id.
+func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
+	body, err := c.do(ctx, http.MethodGet, "/v1/nodes", nil, true)
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := ParseNodes(body)
+	if err != nil {
+		return nil, fmt.Errorf("dnspup api: GET /v1/nodes: %w", err)
+	}
+	return nodes, nil
+}
+
+// Probe calls POST /v1/probes for one target.
+func (c *Client) Probe(ctx context.Context, req ProbeRequest) (TargetResult, error) {
+	body, err := c.do(ctx, http.MethodPost, "/v1/probes", req, true)
+	if err != nil {
+		return TargetResult{Target: req.Target}, err
+	}
+	res, err := ParseProbeResponse(body, req.Target)
+	if err != nil {
+		return res, fmt.Errorf("dnspup api: POST /v1/probes: %w", err)
+	}
+	return res, nil
+}
+
+// BatchProbe calls POST /v1/batch-probes and returns one TargetResult per
+// requested target, in request order.
+func (c *Client) BatchProbe(ctx context.Context, req BatchProbeRequest) ([]TargetResult, error) {
+	body, err := c.do(ctx, http.MethodPost, "/v1/batch-probes", req, true)
+	if err != nil {
+		return nil, err
+	}
+	res, err := ParseBatchProbeResponse(body, req.Targets)
+	if err != nil {
+		return res, fmt.Errorf("dnspup api: POST /v1/batch-probes: %w", err)
+	}
+	return res, nil
+}
+
+// do sends one logical request (with the retries the policy allows) and
+// returns the body of a 2xx answer, or an *Error, or a transport error.
+func (c *Client) do(ctx context.Context, method, path string, in any, auth bool) ([]byte, error) {
+	op := method + " " + path
+	var payload []byte
+	if in != nil {
+		var err error
+		if payload, err = json.Marshal(in); err != nil {
+			return nil, fmt.Errorf("dnspup api: %s: encode request: %w", op, err)
+		}
+	}
+	u := *c.base
+	u.Path += path
+	var body any
+	if payload != nil {
+		body = payload
+	}
+	req, err := retryablehttp.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return nil, fmt.Errorf("dnspup api: %s: %w", op, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", c.userAgent)
+	if payload != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if auth {
+		req.Header.Set("X-API-Key", c.key.Reveal())
+		req.Header.Set("X-API-Secret", c.secret.Reveal())
+	}
+	resp, err := c.rc.Do(req)
+	if err != nil {
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return nil, c.transportError(op, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return nil, c.transportError(op+": read answer", err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, parseError(op, resp.StatusCode, resp.Header, data, c.scrub)
+	}
+	return data, nil
+}
+
+// TransportError is a request that got no (complete) HTTP answer.
+type TransportError struct {
+	// Op is the request, e.g. "POST /v1/probes".
+	Op string
+	// Sent is false only when the connection was never made, so the request
+	// cannot have been accepted (or cost quota).
+	Sent bool
+	// Timeout is true when the request or its context ran out of time.
+	Timeout bool
+	err     error
+	text    string
+}
+
+func (e *TransportError) Error() string { return "dnspup api: " + e.Op + ": " + e.text }
+
+// Unwrap returns the underlying error (context.DeadlineExceeded, …).
+func (e *TransportError) Unwrap() error { return e.err }
+
+func (c *Client) transportError(op string, err error) *TransportError {
+	var ne net.Error
+	timeout := errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+	return &TransportError{Op: op, Sent: !notSent(err), Timeout: timeout, err: err, text: c.scrub(err.Error())}
+}
+
+// scrub removes the credential values from s.
+func (c *Client) scrub(s string) string {
+	for _, v := range []string{c.key.Reveal(), c.secret.Reveal()} {
+		if v != "" {
+			s = strings.ReplaceAll(s, v, "[redacted]")
+		}
+	}
+	return s
+}
+
+// checkRetry is the retry policy; see the package doc.
+func (c *Client) checkRetry(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	if ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	post := false
+	if resp != nil && resp.Request != nil {
+		post = resp.Request.Method != http.MethodGet && resp.Request.Method != http.MethodHead
+	}
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			post = ue.Op != "Get" && ue.Op != "Head"
+		}
+		if post {
+			// Only a failed dial is proof that nothing reached the API.
+			return notSent(err), nil
+		}
+		return retryablehttp.DefaultRetryPolicy(ctx, resp, err)
+	}
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable:
+		code := peekCode(resp)
+		cls := ClassOf(code, resp.StatusCode)
+		if cls != ClassRateLimited && cls != ClassUnavailable {
+			return false, nil // quota_exceeded and friends: not now
+		}
+		if post && code == "" {
+			return false, nil // a bare 503 from a proxy says nothing about acceptance
+		}
+		wait, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+		if !ok {
+			return true, nil
+		}
+		if wait > c.rc.RetryWaitMax {
+			return false, nil // too long to wait in-call: the caller holds off
+		}
+		if dl, has := ctx.Deadline(); has && time.Until(dl) < wait+wait/10+250*time.Millisecond {
+			return false, nil
+		}
+		return true, nil
+	case resp.StatusCode >= 500 && !post:
+		return resp.StatusCode != http.StatusNotImplemented, nil
+	}
+	return false, nil
+}
+
+// peekCode reads the envelope's code and puts the body back.
+func peekCode(resp *http.Response) string {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(data))
+	var env envelope
+	if json.Unmarshal(data, &env) == nil && env.Error != nil {
+		return textOf(env.Error.Code)
+	}
+	return ""
+}
+
+// notSent reports whether err proves the request never left: the dial failed.
+func notSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// retryWait is go-retryablehttp's Backoff hook, the wait before the retry
+// that follows attempt (0 for the first): Retry-After plus jitter when the
+// answer gives one, else a step that doubles from lo up to hi, the wait
+// drawn between half and all of it ("equal jitter").
+func retryWait(lo, hi time.Duration, attempt int, resp *http.Response) time.Duration {
+	if resp != nil {
+		if ra, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+			return WithJitter(ra)
+		}
+	}
+	// The library draws each wait within ±RandomizationFactor of its
+	// current interval: an interval of three quarters of the step with a
+	// factor of 1/3 spans exactly half to all of the step. The hook is
+	// called afresh for each attempt, so the steps before it are replayed
+	// (64 doublings reach any cap).
+	b := &backoff.ExponentialBackOff{InitialInterval: lo * 3 / 4, RandomizationFactor: 1.0 / 3, Multiplier: 2, MaxInterval: hi * 3 / 4}
+	d := b.NextBackOff()
+	for range min(attempt, 64) {
+		d = b.NextBackOff()
+	}
+	return d
+}
+
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	if u.User != nil {
+		u.User = url.User("REDACTED")
+	}
+	u.RawQuery = ""
+	return u.String()
+}

@@ -1,5 +1,0 @@
-//go:build !unix
-
-package agent
-
-func openFileLimit() int { return 0 }

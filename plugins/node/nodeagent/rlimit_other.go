@@ -1,0 +1,5 @@
+//go:build !unix
+
+package nodeagent
+
+func openFileLimit() int { return 0 }
