@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/vigilcdn/vigil/core/store"
@@ -176,19 +178,36 @@ func (s *Store) LoadSince(ctx context.Context, since int64) (*store.State, int64
 	if err != nil {
 		return nil, 0, fmt.Errorf("store: loading the state from etcd under %s: %w", s.prefix, err)
 	}
-	st, err := s.decodeState(ctx, resp, since)
+	r := stateRead{
+		rev:     resp.Header.Revision,
+		meta:    resp.Responses[0].GetResponseRange().Kvs,
+		sites:   resp.Responses[1].GetResponseRange().Kvs,
+		cursors: resp.Responses[2].GetResponseRange().Kvs,
+		probes:  resp.Responses[3].GetResponseRange().Kvs,
+		markers: resp.Responses[4].GetResponseRange().Kvs,
+	}
+	st, err := s.decodeState(ctx, r, since, nil)
 	if err != nil {
 		return nil, 0, err
 	}
 	return st, resp.Header.Revision, nil
 }
 
-// decodeState is the state Load and LoadSince read: a site's committed
-// split record wins over its key unless the key was written after the
-// set's marker; since > 0 keeps the sets committed after since only.
-func (s *Store) decodeState(ctx context.Context, resp *clientv3.TxnResponse, since int64) (*store.State, error) {
+// stateRead is what one read of the state found, at etcd revision rev:
+// the counters, site records, delivery cursors, probe marks and commit
+// markers.
+type stateRead struct {
+	rev                                   int64
+	meta, sites, cursors, probes, markers []*mvccpb.KeyValue
+}
+
+// decodeState is the state Load, LoadSince and LoadSites read: a site's
+// committed split record wins over its key unless the key was written
+// after the set's marker; since > 0 keeps the sets committed after since
+// only; only, when not nil, keeps the staged records of those sites only.
+func (s *Store) decodeState(ctx context.Context, resp stateRead, since int64, only map[string]bool) (*store.State, error) {
 	st := &store.State{Sites: map[string]store.Site{}, Cursors: map[string]uint64{}}
-	metaKVs := resp.Responses[0].GetResponseRange().Kvs
+	metaKVs := resp.meta
 	var rev int64
 	if len(metaKVs) == 1 {
 		if err := json.Unmarshal(metaKVs[0].Value, &st.Meta); err != nil {
@@ -196,7 +215,7 @@ func (s *Store) decodeState(ctx context.Context, resp *clientv3.TxnResponse, sin
 		}
 		rev = metaKVs[0].ModRevision
 	}
-	ms, err := s.markers(resp.Responses[4].GetResponseRange().Kvs)
+	ms, err := s.markers(resp.markers)
 	if err != nil {
 		return nil, err
 	}
@@ -208,12 +227,16 @@ func (s *Store) decodeState(ctx context.Context, resp *clientv3.TxnResponse, sin
 	}
 	var stagedSites, stagedProbes map[string]stagedSite
 	if len(ms) > 0 {
-		if stagedSites, stagedProbes, err = s.overlay(ctx, resp.Header.Revision, ms); err != nil {
+		if stagedSites, stagedProbes, err = s.overlay(ctx, resp.rev, ms); err != nil {
 			return nil, err
+		}
+		if only != nil {
+			maps.DeleteFunc(stagedSites, func(name string, _ stagedSite) bool { return !only[name] })
+			maps.DeleteFunc(stagedProbes, func(name string, _ stagedSite) bool { return !only[name] })
 		}
 	}
 	siteRevs := map[string]int64{}
-	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+	for _, kv := range resp.sites {
 		var site store.Site
 		if err := json.Unmarshal(kv.Value, &site); err != nil {
 			return nil, fmt.Errorf("store: site record %s: %w", kv.Key, err)
@@ -238,14 +261,14 @@ func (s *Store) decodeState(ctx context.Context, resp *clientv3.TxnResponse, sin
 		}
 		st.Sites[name] = site
 	}
-	for _, kv := range resp.Responses[2].GetResponseRange().Kvs {
+	for _, kv := range resp.cursors {
 		if n, err := strconv.ParseUint(string(kv.Value), 10, 64); err == nil {
 			st.Cursors[strings.TrimPrefix(string(kv.Key), s.CursorsPrefix())] = n
 		}
 	}
 	marks := map[string]string{}
 	markRevs := map[string]int64{}
-	for _, kv := range resp.Responses[3].GetResponseRange().Kvs {
+	for _, kv := range resp.probes {
 		name := strings.TrimPrefix(string(kv.Key), s.ProbedPrefix())
 		marks[name], markRevs[name] = string(kv.Value), kv.ModRevision
 	}
