@@ -10,7 +10,10 @@ import (
 
 // TestStopEndsLongPolls: a node following the publication holds a long
 // poll; Stop answers it (304, as at the end of its wait) and returns,
-// rather than waiting out the poll or the shutdown's ten seconds.
+// rather than waiting out the poll or the shutdown's ten seconds. The
+// waits below only catch a hang: a poll that Stop did not answer stays
+// open for its 5 minutes (the shutdown's timeout does not close it), and
+// one that the shutdown cut ends without a 304.
 func TestStopEndsLongPolls(t *testing.T) {
 	f, addr := start(t)
 	hub := f.a.Engine().Hub()
@@ -26,7 +29,7 @@ func TestStopEndsLongPolls(t *testing.T) {
 		resp.Body.Close()
 		polled <- resp.StatusCode
 	}()
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(time.Minute)
 	for hub.Waiting() == 0 {
 		select {
 		case <-deadline:
@@ -41,15 +44,15 @@ func TestStopEndsLongPolls(t *testing.T) {
 		if status != http.StatusNotModified {
 			t.Errorf("the long poll ended with %d during Stop; want 304, its answer at the end of a wait", status)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the long poll was still open 5s after Stop began")
+	case <-time.After(time.Minute):
+		t.Fatal("the long poll was still open a minute after Stop began")
 	}
 	select {
 	case err := <-stopped:
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Stop did not return within 5s of a long poll")
+	case <-time.After(time.Minute):
+		t.Fatal("Stop did not return within a minute of a long poll")
 	}
 }
