@@ -164,18 +164,25 @@ func (d *Dispatcher) runAlerts(ctx context.Context, w *worker) {
 	tick := time.NewTicker(s.resend())
 	defer tick.Stop()
 	for {
+		var changed <-chan struct{} // nil (never ready) without a Control
+		if s.opts.control != nil {
+			changed = s.opts.control.watch()
+		}
 		s.send(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			continue
+		case <-changed:
 		case <-w.wake:
-			if gap := minAlertGap - s.opts.now().Sub(s.lastSend); gap > 0 {
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(gap):
-				}
+		}
+		// A burst of wakes and changes is one send.
+		if gap := minAlertGap - s.opts.now().Sub(s.lastSend); gap > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(gap):
 			}
 		}
 	}
@@ -296,10 +303,11 @@ func asURLError(err error, into **url.Error) bool {
 // current is the alerts of the states now, by fingerprint.
 func (s *alertSender) current(now time.Time) map[string]*Alert {
 	out := map[string]*Alert{}
+	add := func(a *Alert) { out[a.fingerprint()] = a }
+	s.controlAlerts(add)
 	if s.opts.states == nil {
 		return out
 	}
-	add := func(a *Alert) { out[a.fingerprint()] = a }
 	s.opts.states(func(st SiteAlerts) {
 		if st.Level != st.TopLevel && st.TopLevel != 0 {
 			a := s.alert(AlertSiteOnBackupLevel, st, now, SeverityWarning,

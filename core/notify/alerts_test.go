@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,7 +15,8 @@ import (
 	"github.com/vigilcdn/vigil/core/notify"
 )
 
-// fakeAM is an Alertmanager's POST /api/v2/alerts: it keeps the alerts it
+// fakeAM is an Alertmanager's POST /api/v2/alerts (under any path
+// prefix, as behind a proxy): it keeps the alerts it
 // got by alertname+site+origin, the last copy winning, and signals each
 // post.
 type fakeAM struct {
@@ -28,7 +30,7 @@ type fakeAM struct {
 func newFakeAM(t *testing.T) *fakeAM {
 	am := &fakeAM{alerts: map[string]notify.Alert{}, posts: make(chan struct{}, 1000)}
 	am.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/api/v2/alerts" || r.Method != http.MethodPost {
+		if !strings.HasSuffix(r.URL.Path, "/api/v2/alerts") || r.Method != http.MethodPost {
 			http.NotFound(w, r)
 			return
 		}

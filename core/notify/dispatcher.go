@@ -36,6 +36,7 @@ type options struct {
 	maxRetryAfter      time.Duration
 	externalURL        func() string
 	states             AlertStates
+	control            *Control
 	safety             time.Duration
 	now                func() time.Time
 }
