@@ -1,4 +1,4 @@
-package api_test
+package httpapi_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/vigilcdn/vigil/core/httpapi"
 )
 
-const config = `
+const clientConfig = `
 source "direct" { plugin = "vigil-source-direct" }
 site "www" {
   hostname = "www.example.com"
@@ -29,7 +29,7 @@ site "www" {
 // server: answers decode into the shared types, and every refusal is one
 // *api.Error with its status, code and hint.
 func TestClientAgainstTheServer(t *testing.T) {
-	e, _ := enginetest.Start(t, enginetest.Config(t, config), enginetest.Sources{}, "")
+	e, _ := enginetest.Start(t, enginetest.Config(t, clientConfig), enginetest.Sources{}, "")
 	ctx := context.Background()
 	e.RunRound(ctx)
 	e.RunRound(ctx)
