@@ -75,6 +75,25 @@
 // states, so nothing is lost. Alertmanager's grouping, inhibition and
 // silences apply unchanged.
 //
+// # The control plane's own alerts
+//
+// Given a Control (WithControl), the Alertmanager notifiers also post two
+// alerts about the agent itself, from memory rather than the journal, so
+// that they go out when nothing can be saved: VigilStateNotSaved from the
+// first failed commit to the first one that succeeds (labels reason,
+// one of disk_full, etcd_refused, other, classed by CommitFailureReason
+// with errors.Is and errors.As; and instance, the host name), and
+// VigilStoreOnReserve while the bbolt store writes into its space reserve.
+// A fenced commit ends VigilStateNotSaved rather than firing it: the role
+// went to another instance, which saves. They are sent within a second of
+// a change, and resent and resolved like the others. The error text they
+// carry keeps only the scheme and host of any URL, and loses the
+// notifier's own URL parts and header values. Webhooks get no notice of
+// them: a notice is a journal event with a saved cursor, and these are
+// conditions that may not be saved. Control logs once when the commits
+// start failing and once when they succeed again, and counts every failure
+// in vigil_commit_failures_total{reason}.
+//
 // # Delivery
 //
 // Each notifier (the log and each webhook) has its own goroutine and its own
