@@ -75,7 +75,8 @@ func (s *server) Info(ctx context.Context, _ *pb.InfoRequest) (*pb.InfoResponse,
 	if err != nil {
 		return nil, err
 	}
-	return &pb.InfoResponse{Name: info.Name, Version: info.Version, ProtocolVersion: ProtocolVersion}, nil
+	return &pb.InfoResponse{Name: info.Name, Version: info.Version, ProtocolVersion: ProtocolVersion,
+		Capabilities: info.Capabilities, SdkVersion: Version}, nil
 }
 
 func (s *server) ConfigSchema(ctx context.Context, _ *pb.ConfigSchemaRequest) (*pb.ConfigSchemaResponse, error) {

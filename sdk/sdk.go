@@ -9,18 +9,25 @@ import (
 	"github.com/vigilcdn/vigil/sdk/internal/glue"
 )
 
-// ProtocolVersion is the version of the vote-source protocol this SDK speaks.
-// vigil and the plugin agree on it during the go-plugin handshake; a plugin
-// built against another major protocol version is refused with a message
-// saying which versions each side speaks.
+// ProtocolVersion is the version of the vote-source protocol a plugin built
+// with this SDK serves. vigil and the plugin agree on it during the
+// go-plugin handshake: the host offers every version it speaks, the plugin
+// serves this one, and a host that does not speak it refuses the plugin
+// with a message saying which versions each side speaks. sdk/PROTOCOL.md
+// states which hosts speak which versions, and for how long.
 const ProtocolVersion = glue.ProtocolVersion
+
+// Version is this SDK's version. A plugin reports it to vigil (Info's
+// SDKVersion, filled by the SDK) and operators see it in `vigil plugin list`.
+const Version = glue.SDKVersion
 
 // BasePlugin is the part of the protocol every vigil plugin kind shares:
 // identity, configuration schema and configuration. Plugin kinds (such as
 // [VoteSource]) embed it.
 type BasePlugin interface {
-	// Info names the plugin. vigil calls it first, right after the start,
-	// and logs the answer. The SDK fills Info.ProtocolVersion itself.
+	// Info names the plugin and declares its capabilities. vigil calls it
+	// first, right after each start, and logs the answer. The SDK fills
+	// Info.ProtocolVersion and Info.SDKVersion itself.
 	Info(ctx context.Context) (Info, error)
 
 	// ConfigSchema declares the attributes the plugin accepts in the
@@ -91,8 +98,31 @@ type Info struct {
 	// Version is the plugin's own version, free form ("1.4.2").
 	Version string
 	// ProtocolVersion is the vote-source protocol version. The SDK sets it;
-	// plugin code leaves it zero.
+	// plugin code leaves it zero. On the host's side it is the version the
+	// handshake agreed on.
 	ProtocolVersion int
+	// Capabilities declares what the plugin does with the target settings
+	// that only some plugins honour, and what it answers: the Capability
+	// constants, such as [CapabilityCABundle]. vigil never hands the plugin a
+	// target that needs a capability it did not declare (see
+	// [RequiredCapabilities]); it casts an Abstain vote for the plugin
+	// instead, and `vigil validate` warns of it at the source's block.
+	// Declare only what the code does: a plugin that ignores a setting it
+	// declared votes on a check it did not make.
+	Capabilities []string
+	// SDKVersion is the version of the SDK the plugin was built with. The
+	// SDK sets it ([Version]); plugin code leaves it empty.
+	SDKVersion string
+}
+
+// Has reports whether the plugin declared capability c.
+func (i Info) Has(c string) bool {
+	for _, x := range i.Capabilities {
+		if x == c {
+			return true
+		}
+	}
+	return false
 }
 
 // Type is the type of a configuration attribute.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -95,6 +97,10 @@ func Serve(factory Factory, opts ...ServeOption) {
 		Output:     cfg.stderr,
 		JSONFormat: true,
 	})
+	if offered := cfg.getenv("PLUGIN_PROTOCOL_VERSIONS"); offered != "" && !offers(offered, ProtocolVersion) {
+		log.Error(fmt.Sprintf("this plugin serves vote-source protocol %d (SDK %s) and the host offers only %s: upgrade vigil to a release that speaks protocol %d (sdk/PROTOCOL.md, \"Compatibility\")",
+			ProtocolVersion, Version, offered, ProtocolVersion))
+	}
 	impl := factory(log)
 	watchParent(log, os.Getppid(), 200*time.Millisecond, func() { os.Exit(1) })
 	plugin.Serve(&plugin.ServeConfig{
@@ -107,11 +113,23 @@ func Serve(factory Factory, opts ...ServeOption) {
 	})
 }
 
+// offers reports whether the comma-separated list of versions holds v.
+func offers(list string, v int) bool {
+	for _, f := range strings.Split(list, ",") {
+		if strings.TrimSpace(f) == strconv.Itoa(v) {
+			return true
+		}
+	}
+	return false
+}
+
 // schemaDump is what -schema prints.
 type schemaDump struct {
-	Name            string `json:"name"`
-	Version         string `json:"version"`
-	ProtocolVersion int    `json:"protocol_version"`
+	Name            string   `json:"name"`
+	Version         string   `json:"version"`
+	ProtocolVersion int      `json:"protocol_version"`
+	SDKVersion      string   `json:"sdk_version"`
+	Capabilities    []string `json:"capabilities"`
 	Schema
 }
 
@@ -124,11 +142,14 @@ func byHand(impl VoteSource, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "plugin info: %v\n", err)
 		return 1
 	}
-	info.ProtocolVersion = ProtocolVersion
+	info.ProtocolVersion, info.SDKVersion = ProtocolVersion, Version
+	if info.Capabilities == nil {
+		info.Capabilities = []string{}
+	}
 	for _, a := range args {
 		switch a {
 		case "-version", "--version":
-			fmt.Fprintf(stdout, "%s %s (vigil vote-source protocol %d)\n", info.Name, info.Version, info.ProtocolVersion)
+			fmt.Fprintf(stdout, "%s %s (vigil vote-source protocol %d, SDK %s)\n", info.Name, info.Version, info.ProtocolVersion, info.SDKVersion)
 			return 0
 		case "-schema", "--schema":
 			schema, err := impl.ConfigSchema(ctx)
@@ -143,7 +164,8 @@ func byHand(impl VoteSource, args []string, stdout, stderr io.Writer) int {
 			if schema.Attributes == nil {
 				schema.Attributes = []Attribute{}
 			}
-			b, err := json.MarshalIndent(schemaDump{Name: info.Name, Version: info.Version, ProtocolVersion: info.ProtocolVersion, Schema: schema}, "", "  ")
+			b, err := json.MarshalIndent(schemaDump{Name: info.Name, Version: info.Version, ProtocolVersion: info.ProtocolVersion,
+				SDKVersion: info.SDKVersion, Capabilities: info.Capabilities, Schema: schema}, "", "  ")
 			if err != nil {
 				fmt.Fprintf(stderr, "config schema: %v\n", err)
 				return 1

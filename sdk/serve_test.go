@@ -11,7 +11,7 @@ import (
 type byHandSource struct{ VoteSource }
 
 func (byHandSource) Info(context.Context) (Info, error) {
-	return Info{Name: "vigil-source-x", Version: "1.2"}, nil
+	return Info{Name: "vigil-source-x", Version: "1.2", Capabilities: []string{CapabilityAbstain}}, nil
 }
 func (byHandSource) ConfigSchema(context.Context) (Schema, error) {
 	return Schema{Attributes: []Attribute{{Name: "port", Type: TypeNumber, Required: true, Description: "The port."}}}, nil
@@ -23,7 +23,7 @@ func TestRunByHand(t *testing.T) {
 		code     int
 		out, err string
 	}{
-		{[]string{"-version"}, 0, "vigil-source-x 1.2 (vigil vote-source protocol 1)\n", ""},
+		{[]string{"-version"}, 0, "vigil-source-x 1.2 (vigil vote-source protocol 2, SDK " + Version + ")\n", ""},
 		{[]string{"-schema"}, 0, `"name": "port"`, ""},
 		{nil, 1, "", "is a vigil vote-source plugin"},
 	} {
@@ -34,7 +34,8 @@ func TestRunByHand(t *testing.T) {
 		}
 		if len(tc.args) > 0 && tc.args[0] == "-schema" {
 			var d schemaDump
-			if err := json.Unmarshal(out.Bytes(), &d); err != nil || len(d.Attributes) != 1 || d.Attributes[0].Type != TypeNumber || !d.Attributes[0].Required {
+			if err := json.Unmarshal(out.Bytes(), &d); err != nil || len(d.Attributes) != 1 || d.Attributes[0].Type != TypeNumber || !d.Attributes[0].Required ||
+				d.ProtocolVersion != ProtocolVersion || d.SDKVersion != Version || len(d.Capabilities) != 1 || d.Capabilities[0] != CapabilityAbstain {
 				t.Errorf("-schema JSON %s does not read back: %v %+v", out.String(), err, d)
 			}
 		}

@@ -19,6 +19,11 @@ type CheckOptions struct {
 	// "plugin", "checksum" or "env". A nil At, or a zero range, means
 	// Spec.Range. It is called only for a problem to report.
 	At func(attribute string) hcl.Range
+	// Needs are the capabilities the sites handed to the source need of
+	// its plugin ([Needs] computes them from the configuration). Unless
+	// Offline, each one the started plugin does not declare is a warning
+	// at the source's block, naming the sites.
+	Needs []Need
 }
 
 // Check runs Start's checks without keeping the plugin, for a
@@ -28,7 +33,8 @@ type CheckOptions struct {
 // launches the plugin, and warns of env variables that are not set. Then,
 // unless opts.Offline, it runs Start itself (launch, Info, ConfigSchema,
 // the decode of the config block against the schema, Configure) and
-// closes the Source.
+// closes the Source. Last, it warns of each of opts.Needs that the plugin
+// does not declare.
 //
 // Configure runs for real, side effects included: a plugin that listens
 // binds its address until the Source is closed, moments later. Check
@@ -39,7 +45,11 @@ func (s *Source) Check(ctx context.Context, opts CheckOptions) hcl.Diagnostics {
 	if diags.HasErrors() || opts.Offline {
 		return diags
 	}
-	return append(diags, s.Start(ctx)...)
+	diags = append(diags, s.Start(ctx)...)
+	if diags.HasErrors() {
+		return diags
+	}
+	return append(diags, s.checkNeeds(s.Info(), opts.Needs)...)
 }
 
 // checkBinary is what launch checks before it starts the process.

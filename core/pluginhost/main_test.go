@@ -17,8 +17,9 @@ import (
 	"github.com/vigilcdn/vigil/sdk/sdktest"
 )
 
-// testPlugin is the path of the testsource plugin, built once by TestMain.
-var testPlugin string
+// testPlugin is the path of the testsource plugin, built once by TestMain;
+// v1Plugin that of testdata/v1source, the frozen protocol-1 plugin.
+var testPlugin, v1Plugin string
 
 const helperEnv = "PLUGINHOST_TEST_HELPER_PLUGIN"
 
@@ -33,10 +34,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	testPlugin = filepath.Join(dir, "vigil-source-test")
-	out, err := exec.Command("go", "build", "-o", testPlugin, "./testdata/testsource").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build test plugin: %v\n%s", err, out)
-		os.Exit(1)
+	v1Plugin = filepath.Join(dir, "vigil-source-v1")
+	for path, pkg := range map[string]string{testPlugin: "./testdata/testsource", v1Plugin: "./testdata/v1source"} {
+		out, err := exec.Command("go", "build", "-o", path, pkg).CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "build test plugin %s: %v\n%s", pkg, err, out)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)

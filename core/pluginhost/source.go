@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,6 +94,10 @@ type Stats struct {
 	// DroppedVotes counts votes dropped as garbage: for a target not in the
 	// ballot, with an invalid value or voter id, or duplicated.
 	DroppedVotes uint64
+	// Unsupported counts the targets the host did not hand the plugin
+	// because they need a capability it did not declare (sdk.Info's
+	// Capabilities): each got an Abstain vote from the host instead.
+	Unsupported uint64
 	// Suspects counts the plugin's suspects passed to Spec.OnSuspect;
 	// DroppedSuspects those dropped: no OnSuspect, a site never in a
 	// ballot of this source or a name too long, or over
@@ -127,9 +134,10 @@ type Source struct {
 	stats struct {
 		calls, failures, timeouts, crashes, pluginErrors atomic.Uint64
 		starts, restarts, startFailures, droppedVotes    atomic.Uint64
-		suspects, droppedSuspects                        atomic.Uint64
+		suspects, droppedSuspects, unsupported           atomic.Uint64
 	}
-	sus suspects
+	lacking string // the capabilities last warned of as missing, to warn once per change
+	sus     suspects
 }
 
 // New returns a Source for spec. It starts nothing: call [Source.Start].
@@ -173,6 +181,7 @@ func (s *Source) Stats() Stats {
 
 		Suspects:        s.stats.suspects.Load(),
 		DroppedSuspects: s.stats.droppedSuspects.Load(),
+		Unsupported:     s.stats.unsupported.Load(),
 	}
 }
 
@@ -240,7 +249,7 @@ func (s *Source) Start(ctx context.Context) hcl.Diagnostics {
 	s.proc, s.info, s.cfg, s.configured = proc, info, cfg, true
 	s.mu.Unlock()
 	s.watch(proc)
-	s.log.Info("vote source started", "plugin", info.Name, "version", info.Version, "protocol", info.ProtocolVersion, "pid", proc.cmd.Process.Pid)
+	s.logStarted("vote source started", info, proc)
 	return diags
 }
 
@@ -263,6 +272,17 @@ func (s *Source) call(ctx context.Context) (context.Context, context.CancelFunc)
 // more than a vote's time to answer its first calls.
 func (s *Source) setupCall(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, max(s.timeout(), s.startTimeout()))
+}
+
+// info1 asks a started process for its Info.
+func (s *Source) info1(proc *process) (sdk.Info, error) {
+	cctx, cancel := s.setupCall(context.Background())
+	defer cancel()
+	info, err := proc.src.Info(cctx)
+	if err != nil {
+		return info, fmt.Errorf("plugin Info call: %w", err)
+	}
+	return info, nil
 }
 
 func (s *Source) describe(ctx context.Context, proc *process) (sdk.Info, sdk.Schema, error) {
@@ -292,14 +312,35 @@ func (s *Source) configure(ctx context.Context, proc *process, cfg sdk.Config) e
 	return err
 }
 
+// logStarted logs a started process: its plugin, protocol, SDK and
+// capabilities, and, for a protocol-1 plugin, what it is not handed.
+func (s *Source) logStarted(msg string, info sdk.Info, proc *process) {
+	s.log.Info(msg, "plugin", info.Name, "version", info.Version, "protocol", info.ProtocolVersion,
+		"sdk", info.SDKVersion, "capabilities", strings.Join(info.Capabilities, ","), "pid", proc.cmd.Process.Pid)
+	if info.ProtocolVersion < 2 {
+		s.log.Warn("the plugin speaks vote-source protocol 1: it is not handed targets whose health check sets ca_file, tls_server_name, insecure_skip_tls_verify, headers, follow_redirects or max_body (the source abstains on them); rebuild it with SDK "+sdk.Version+" or later",
+			"plugin", info.Name)
+	}
+}
+
 // Vote hands the ballot to the plugin and returns its valid votes. An error
 // means the source abstains on the whole ballot this round: the plugin is
 // down, failed, timed out or crashed. Garbage votes are dropped, logged and
 // counted, and the rest are returned. The whole call, a restart of the
 // plugin included, ends by the source's deadline.
+//
+// A target that needs a capability the plugin did not declare (a
+// protocol-1 plugin declares none) is not handed to it: the host casts an
+// Abstain vote for it instead (voter HostVoter, sdk.ReasonUnsupported,
+// plugin reason sdk.PluginReasonMissingCapability), returned with the
+// plugin's votes.
 func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error) {
 	s.stats.calls.Add(1)
 	s.remember(&ballot)
+	ballot, held := s.gate(ballot)
+	if len(ballot.Targets) == 0 && len(held) > 0 {
+		return held, nil // nothing the plugin can be asked
+	}
 	cctx, cancel := s.call(ctx)
 	defer cancel()
 	if err := s.acquire(cctx); err != nil {
@@ -320,7 +361,34 @@ func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error
 	s.mu.Lock()
 	s.failStreak = 0
 	s.mu.Unlock()
-	return s.keepValid(ballot, votes), nil
+	return append(s.keepValid(ballot, votes), held...), nil
+}
+
+// gate takes out of the ballot the targets the plugin lacks a capability
+// for, and returns the host's abstentions on them.
+func (s *Source) gate(ballot sdk.Ballot) (sdk.Ballot, []sdk.Vote) {
+	s.mu.Lock()
+	info := s.info
+	s.mu.Unlock()
+	out, held, missing := gate(info, ballot)
+	if len(held) == 0 {
+		return ballot, nil
+	}
+	s.stats.unsupported.Add(uint64(len(held)))
+	for i := range held {
+		showPluginReason(&held[i])
+	}
+	names := slices.Sorted(maps.Keys(missing))
+	key := strings.Join(names, ",")
+	s.mu.Lock()
+	warn := key != s.lacking
+	s.lacking = key
+	s.mu.Unlock()
+	if warn {
+		s.log.Warn("the plugin lacks capabilities some targets need: the source abstains on them (unsupported); vigil validate names their sites",
+			"plugin", info.Name, "protocol", info.ProtocolVersion, "missing", key, "targets", len(held), "round", ballot.Round)
+	}
+	return out, held
 }
 
 // acquire waits for the plugin to be free, at most until ctx ends.
@@ -387,11 +455,16 @@ func (s *Source) restart(done chan struct{}) {
 	s.stats.starts.Add(1)
 	s.stats.restarts.Add(1)
 	proc, err := s.launch()
+	var info sdk.Info
 	if err == nil {
 		s.mu.Lock()
 		cfg := s.cfg
 		s.mu.Unlock()
-		err = s.configure(context.Background(), proc, cfg)
+		// Info again: the binary may have been replaced by another
+		// version, of another protocol or with other capabilities.
+		if info, err = s.info1(proc); err == nil {
+			err = s.configure(context.Background(), proc, cfg)
+		}
 		if err != nil {
 			proc.kill()
 		}
@@ -415,8 +488,8 @@ func (s *Source) restart(done chan struct{}) {
 		go proc.kill()
 		return
 	}
-	s.log.Info("vote source restarted", "pid", proc.cmd.Process.Pid)
-	s.proc = proc
+	s.logStarted("vote source restarted", info, proc)
+	s.proc, s.info, s.lacking = proc, info, ""
 	s.watch(proc)
 }
 

@@ -29,13 +29,18 @@ func (s *Source) keepValid(ballot sdk.Ballot, votes []sdk.Vote) []sdk.Vote {
 		if kept[i].Reason < sdk.ReasonUnspecified || kept[i].Reason > sdk.MaxReason {
 			kept[i].Reason = sdk.ReasonUnspecified
 		}
-		if pr := kept[i].PluginReason; pr != "" {
-			if kept[i].Detail == "" {
-				kept[i].Detail = pr
-			} else {
-				kept[i].Detail = pr + ": " + kept[i].Detail
-			}
-		}
+		showPluginReason(&kept[i])
 	}
 	return kept
+}
+
+// showPluginReason puts a vote's PluginReason before its Detail.
+func showPluginReason(v *sdk.Vote) {
+	if pr := v.PluginReason; pr != "" {
+		if v.Detail == "" {
+			v.Detail = pr
+		} else {
+			v.Detail = pr + ": " + v.Detail
+		}
+	}
 }

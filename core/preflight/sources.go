@@ -53,6 +53,7 @@ func checkSource(ctx context.Context, cfg *config.Config, s *config.Source, loc 
 	diags := c.Check(ctx, pluginhost.CheckOptions{
 		Offline: opts.Offline,
 		At:      func(name string) hcl.Range { return loc.attr(s.DeclRange, name) },
+		Needs:   pluginhost.Needs(cfg, s.Name),
 	})
 	for _, d := range diags {
 		if d.Severity == hcl.DiagError && strings.Contains(d.Detail, syscall.EADDRINUSE.Error()) {

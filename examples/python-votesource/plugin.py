@@ -9,7 +9,9 @@ after go-plugin's handshake, as told in sdk/PROTOCOL.md:
 2. It serves gRPC on 127.0.0.1 over TLS with a certificate of its own,
    trusting only vigil's certificate and requiring it from the client.
 3. It prints one line on stdout:
-   1|1|tcp|127.0.0.1:PORT|grpc|BASE64(DER of its certificate, no padding)
+   1|2|tcp|127.0.0.1:PORT|grpc|BASE64(DER of its certificate, no padding)
+   (2 is the vote-source protocol it serves; vigil offers 1 and 2 in
+   PLUGIN_PROTOCOL_VERSIONS)
 4. It logs JSON lines on stderr ({"@level", "@message", ...}), which vigil
    re-emits under the source's name. Nothing else goes to stdout.
 
@@ -41,7 +43,13 @@ import votesource_pb2 as pb  # noqa: E402
 
 NAME = "vigil-source-python-tcp"
 VERSION = "0.1.0"
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
+# What it tells vigil it was built with, shown by `vigil plugin list`.
+SDK_VERSION = "python-grpc (by hand)"
+# It checks a TCP connection only: it reads none of the target settings
+# that capabilities declare, so it declares none, and vigil does not hand
+# it targets that set them (sdk/PROTOCOL.md, "Capabilities").
+CAPABILITIES = []
 COOKIE_KEY = "VIGIL_VOTE_SOURCE_PLUGIN"
 COOKIE_VALUE = "9f1c3e0b7d2a4c58a6e1b0d4f7c2e935"
 SERVICE = "vigil.votesource.v1.VoteSource"
@@ -69,7 +77,8 @@ class Source:
         self.lock = threading.Lock()  # calls are made one at a time; be safe anyway
 
     def info(self, req, ctx):
-        return pb.InfoResponse(name=NAME, version=VERSION, protocol_version=PROTOCOL_VERSION)
+        return pb.InfoResponse(name=NAME, version=VERSION, protocol_version=PROTOCOL_VERSION,
+                               capabilities=CAPABILITIES, sdk_version=SDK_VERSION)
 
     def config_schema(self, req, ctx):
         return pb.ConfigSchemaResponse(attributes=SCHEMA)

@@ -65,9 +65,11 @@ func New(log hclog.Logger) *Source {
 	return &Source{log: log, spread: DefaultSpread, voter: DefaultVoter, fdLimit: openFileLimit, now: time.Now}
 }
 
-// Info implements sdk.BasePlugin.
+// Info implements sdk.BasePlugin. Every target is checked with sdk/probe,
+// which honours each of its settings, and what the round leaves no time
+// for is an abstention: the probe's capabilities.
 func (s *Source) Info(context.Context) (sdk.Info, error) {
-	return sdk.Info{Name: "vigil-source-direct", Version: Version}, nil
+	return sdk.Info{Name: "vigil-source-direct", Version: Version, Capabilities: sdk.ProbeCapabilities()}, nil
 }
 
 // ConfigSchema implements sdk.BasePlugin.

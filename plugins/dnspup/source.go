@@ -93,9 +93,14 @@ func (s *Source) Abstentions() map[string]uint64 { return s.abstentions.snapshot
 // the error class, such as "unauthorized" or "transport").
 func (s *Source) Requests() map[string]uint64 { return s.requests.snapshot() }
 
-// Info implements sdk.BasePlugin.
+// Info implements sdk.BasePlugin. The capabilities are the settings the
+// plugin reads: it honours those the Customer API can carry and abstains
+// with a reason on the others (unsupportedSettings).
 func (s *Source) Info(context.Context) (sdk.Info, error) {
-	return sdk.Info{Name: Name, Version: Version}, nil
+	return sdk.Info{Name: Name, Version: Version, Capabilities: []string{
+		sdk.CapabilityCABundle, sdk.CapabilityTLSServerName, sdk.CapabilityTLSInsecure,
+		sdk.CapabilityHeaders, sdk.CapabilityFollowRedirects, sdk.CapabilityMaxBody, sdk.CapabilityAbstain,
+	}}, nil
 }
 
 // ConfigSchema implements sdk.BasePlugin.

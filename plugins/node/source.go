@@ -65,9 +65,11 @@ func (s *Source) settings() settings {
 	return s.st
 }
 
-// Info implements sdk.BasePlugin.
+// Info implements sdk.BasePlugin. The nodes probe with sdk/probe, which
+// honours every target setting; a node too old for them abstains with a
+// reason (usesProbeSettings): the probe's capabilities.
 func (s *Source) Info(context.Context) (sdk.Info, error) {
-	return sdk.Info{Name: "vigil-source-node", Version: Version}, nil
+	return sdk.Info{Name: "vigil-source-node", Version: Version, Capabilities: sdk.ProbeCapabilities()}, nil
 }
 
 // ConfigSchema implements sdk.BasePlugin.

@@ -19,6 +19,8 @@ import (
 type client struct {
 	rpc pb.VoteSourceClient
 	cc  grpc.ClientConnInterface
+	// version is the protocol version the handshake agreed on.
+	version int
 }
 
 var callOpts = []grpc.CallOption{grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)}
@@ -28,7 +30,13 @@ func (c *client) Info(ctx context.Context) (sdk.Info, error) {
 	if err != nil {
 		return sdk.Info{}, err
 	}
-	return sdk.Info{Name: resp.GetName(), Version: resp.GetVersion(), ProtocolVersion: int(resp.GetProtocolVersion())}, nil
+	info := sdk.Info{Name: resp.GetName(), Version: resp.GetVersion(), ProtocolVersion: c.version}
+	if c.version >= 2 {
+		// A protocol-1 plugin declares no capabilities: whatever it sent
+		// in fields it cannot know is not a declaration.
+		info.Capabilities, info.SDKVersion = resp.GetCapabilities(), resp.GetSdkVersion()
+	}
+	return info, nil
 }
 
 func (c *client) ConfigSchema(ctx context.Context) (sdk.Schema, error) {
@@ -81,11 +89,14 @@ func (c *client) Configure(ctx context.Context, cfg sdk.Config) error {
 // Vote passes vote values and reasons through unchecked: the host validates
 // them (an unknown Value shows up as such and is dropped there). The
 // request and the answer are written and read in the wire format directly
-// (see wire.go).
+// (see wire.go). To a protocol-1 plugin it sends none of protocol 2's
+// fields (the CA bundles, a target's TLS settings, headers, redirects and
+// body limit): a host hands such a plugin only the targets that need none
+// of them (sdk.RequiredCapabilities).
 func (c *client) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error) {
 	var resp voteResponse
 	opts := append([]grpc.CallOption{grpc.ForceCodecV2(wireCodec{})}, callOpts...)
-	if err := c.cc.Invoke(ctx, pb.VoteSource_Vote_FullMethodName, &voteRequest{ballot: &ballot}, &resp, opts...); err != nil {
+	if err := c.cc.Invoke(ctx, pb.VoteSource_Vote_FullMethodName, &voteRequest{ballot: &ballot, v1: c.version < 2}, &resp, opts...); err != nil {
 		return nil, err
 	}
 	return resp.votes, nil

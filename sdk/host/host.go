@@ -13,9 +13,10 @@ import (
 )
 
 // Handshake is the go-plugin handshake shared by vigil and its vote-source
-// plugins: protocol version [sdk.ProtocolVersion] and the magic cookie
-// VIGIL_VOTE_SOURCE_PLUGIN (see sdk/PROTOCOL.md). The cookie only tells a
-// plugin binary that it was started by a host; it is not a secret.
+// plugins: the magic cookie VIGIL_VOTE_SOURCE_PLUGIN (see sdk/PROTOCOL.md)
+// and, for a host that sets no VersionedPlugins, protocol version
+// [sdk.ProtocolVersion]. The cookie only tells a plugin binary that it was
+// started by a host; it is not a secret.
 var Handshake = glue.Handshake
 
 // PluginName is the name under which the vote source is served and
@@ -27,20 +28,32 @@ const PluginName = glue.PluginName
 // thousands of targets and their votes.
 const MaxMessageSize = glue.MaxMessageSize
 
-// Plugins returns the go-plugin plugin sets by protocol version. A host
-// passes a nil impl and dispenses [PluginName] to get an [sdk.VoteSource]
-// that calls the plugin over gRPC. With a non-nil impl the set also serves
-// impl, as package sdktest does to run a plugin in-process.
+// ProtocolVersions returns the vote-source protocol versions a host built
+// with this package speaks, oldest first: 1 and 2. [Plugins] offers them
+// all in the handshake.
+func ProtocolVersions() []int { return append([]int(nil), glue.HostProtocolVersions...) }
+
+// Plugins returns the go-plugin plugin sets by protocol version, one for
+// each of [ProtocolVersions]: go-plugin offers them all to the plugin,
+// which picks the newest it serves. A host passes a nil impl and
+// dispenses [PluginName] to get a [Client] that speaks the agreed version:
+// its Info reports that version, and its Vote never sends a protocol-1
+// plugin a field of protocol 2 (sdk/PROTOCOL.md). With a non-nil impl the
+// sets also serve impl, as package sdktest does to run a plugin in-process.
 func Plugins(impl sdk.VoteSource) map[int]plugin.PluginSet {
-	return map[int]plugin.PluginSet{
-		sdk.ProtocolVersion: {PluginName: &grpcPlugin{impl: impl}},
+	sets := make(map[int]plugin.PluginSet, len(glue.HostProtocolVersions))
+	for _, v := range glue.HostProtocolVersions {
+		sets[v] = plugin.PluginSet{PluginName: &grpcPlugin{impl: impl, version: v}}
 	}
+	return sets
 }
 
-// grpcPlugin is the host side of go-plugin's glue.
+// grpcPlugin is the host side of go-plugin's glue for one protocol
+// version.
 type grpcPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
-	impl sdk.VoteSource
+	impl    sdk.VoteSource
+	version int
 }
 
 func (p *grpcPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
@@ -51,7 +64,7 @@ func (p *grpcPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
 }
 
 func (p *grpcPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
-	return &client{rpc: pb.NewVoteSourceClient(c), cc: c}, nil
+	return &client{rpc: pb.NewVoteSourceClient(c), cc: c, version: p.version}, nil
 }
 
 // Client is what a host gets from dispensing [PluginName]: the plugin's

@@ -35,8 +35,12 @@ const (
 	fVSite, fVOrigin, fVVoter, fVValue, fVReason, fVDetail, fVLatency, fVPluginReason = 1, 2, 3, 4, 5, 6, 7, 8
 )
 
-// voteRequest is a Vote request to be written from a ballot.
-type voteRequest struct{ ballot *sdk.Ballot }
+// voteRequest is a Vote request to be written from a ballot; v1 leaves out
+// every field of protocol 2.
+type voteRequest struct {
+	ballot *sdk.Ballot
+	v1     bool
+}
 
 // voteResponse is a Vote answer to be read into votes.
 type voteResponse struct{ votes []sdk.Vote }
@@ -51,7 +55,7 @@ func (wireCodec) Name() string { return "proto" }
 func (wireCodec) Marshal(v any) (mem.BufferSlice, error) {
 	switch m := v.(type) {
 	case *voteRequest:
-		return mem.BufferSlice{mem.SliceBuffer(appendVoteRequest(nil, m.ballot))}, nil
+		return mem.BufferSlice{mem.SliceBuffer(appendVoteRequest(nil, m.ballot, m.v1))}, nil
 	case proto.Message:
 		b, err := proto.Marshal(m)
 		if err != nil {
@@ -104,13 +108,16 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-func appendVoteRequest(b []byte, ballot *sdk.Ballot) []byte {
+func appendVoteRequest(b []byte, ballot *sdk.Ballot, v1 bool) []byte {
 	b = appendVarint(b, fReqRound, ballot.Round)
 	var t []byte
 	for i := range ballot.Targets {
-		t = appendTarget(t[:0], &ballot.Targets[i])
+		t = appendTarget(t[:0], &ballot.Targets[i], v1)
 		b = protowire.AppendTag(b, fReqTargets, protowire.BytesType)
 		b = protowire.AppendBytes(b, t)
+	}
+	if v1 {
+		return b
 	}
 	for _, k := range sortedKeys(ballot.CAs) {
 		var e []byte
@@ -123,7 +130,7 @@ func appendVoteRequest(b []byte, ballot *sdk.Ballot) []byte {
 	return b
 }
 
-func appendTarget(b []byte, t *sdk.Target) []byte {
+func appendTarget(b []byte, t *sdk.Target, v1 bool) []byte {
 	b = appendString(b, fTSite, t.Site)
 	b = appendString(b, fTOrigin, t.Origin)
 	b = appendString(b, fTAddress, t.Address)
@@ -141,6 +148,9 @@ func appendTarget(b []byte, t *sdk.Target) []byte {
 	}
 	b = appendString(b, fTBody, t.Expect.BodyContains)
 	b = appendVarint(b, fTMaxLatency, uint64(t.Expect.MaxLatency))
+	if v1 {
+		return b // fields 11 to 14 are protocol 2
+	}
 	if t.TLS != (sdk.TLSSettings{}) {
 		var tl []byte
 		tl = appendString(tl, fTLSServerName, t.TLS.ServerName)

@@ -44,7 +44,7 @@ func TestWireRequestIsTheProtocols(t *testing.T) {
 	}
 	for i, b := range ballots {
 		var got pb.VoteRequest
-		if err := proto.Unmarshal(appendVoteRequest(nil, &b), &got); err != nil {
+		if err := proto.Unmarshal(appendVoteRequest(nil, &b, false), &got); err != nil {
 			t.Fatalf("ballot %d: the wire writer's bytes do not parse: %v", i, err)
 		}
 		if want := generated(&b); !proto.Equal(&got, want) {
@@ -108,4 +108,26 @@ func FuzzParseVoteResponse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestWireRequestToProtocol1 checks that a protocol-1 plugin is sent none
+// of protocol 2's fields, whatever the ballot holds.
+func TestWireRequestToProtocol1(t *testing.T) {
+	b := sdk.Ballot{Round: 3, CAs: map[string][]byte{"sha256:x": []byte("PEM")}, Targets: []sdk.Target{{
+		Site: "www", Origin: "a1", Address: "https://127.0.0.1:8443", Host: "www.example.com", Path: "/h", Timeout: time.Second,
+		UserAgent: "ua", Expect: sdk.Expectations{Statuses: []int{200}, BodyContains: "ok", MaxLatency: time.Second},
+		TLS: sdk.TLSSettings{ServerName: "o", CA: "sha256:x", InsecureSkipVerify: true}, Headers: map[string]string{"X-A": "1"},
+		FollowRedirects: true, MaxBody: 10,
+	}}}
+	var got pb.VoteRequest
+	if err := proto.Unmarshal(appendVoteRequest(nil, &b, true), &got); err != nil {
+		t.Fatal(err)
+	}
+	want := generated(&sdk.Ballot{Round: b.Round, Targets: []sdk.Target{{
+		Site: "www", Origin: "a1", Address: "https://127.0.0.1:8443", Host: "www.example.com", Path: "/h", Timeout: time.Second,
+		UserAgent: "ua", Expect: b.Targets[0].Expect,
+	}}})
+	if !proto.Equal(&got, want) {
+		t.Fatalf("protocol 1 request:\n got  %v\n want %v", &got, want)
+	}
 }

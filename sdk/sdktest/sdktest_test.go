@@ -27,7 +27,7 @@ func TestEchoSource(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if info.Name != "echosource" || info.ProtocolVersion != sdk.ProtocolVersion {
+			if info.Name != "echosource" || info.ProtocolVersion != sdk.ProtocolVersion || info.SDKVersion != sdk.Version {
 				t.Errorf("info = %+v", info)
 			}
 			sdktest.Configure(t, src, sdk.Config{Values: map[string]any{

@@ -10,8 +10,16 @@ import (
 	"google.golang.org/grpc"
 )
 
-// ProtocolVersion is the vote-source protocol version (sdk.ProtocolVersion).
-const ProtocolVersion = 1
+// ProtocolVersion is the vote-source protocol version the SDK serves
+// (sdk.ProtocolVersion).
+const ProtocolVersion = 2
+
+// HostProtocolVersions are the protocol versions a host offers in the
+// handshake, oldest first: it adapts to a plugin of any of them.
+var HostProtocolVersions = []int{1, 2}
+
+// SDKVersion is the SDK's own version (sdk.Version).
+const SDKVersion = "0.3.0"
 
 // The go-plugin magic cookie. It only tells a plugin binary that vigil
 // started it; it is not a secret.

@@ -12,6 +12,11 @@
 //	garbage  answer with invalid votes (and one valid one)
 //	env      vote Up with the environment's names in Detail
 //	pluginreason  one Down with a plugin reason, one with a malformed one
+//	settings  one Up vote per target whose detail says what the target
+//	          carried: "ca=NAME pem=BYTES sni=NAME headers=N"
+//
+// Its Info declares the capabilities listed, comma-separated, in
+// VIGIL_TEST_CAPS (none when it is unset).
 //
 // With VIGIL_TEST_SCHEMA=duplicate its schema declares "voter" twice.
 // With VIGIL_TEST_NO_SUSPECTS set it does not report suspects, as a plugin
@@ -88,7 +93,11 @@ func (s *source) suspect(sus ...sdk.Suspect) {
 }
 
 func (s *source) Info(context.Context) (sdk.Info, error) {
-	return sdk.Info{Name: "testsource", Version: "1.2.3"}, nil
+	var caps []string
+	if c := os.Getenv("VIGIL_TEST_CAPS"); c != "" {
+		caps = strings.Split(c, ",")
+	}
+	return sdk.Info{Name: "testsource", Version: "1.2.3", Capabilities: caps}, nil
 }
 
 func (s *source) ConfigSchema(context.Context) (sdk.Schema, error) {
@@ -187,6 +196,13 @@ func (s *source) Vote(ctx context.Context, b sdk.Ballot) ([]sdk.Vote, error) {
 			{Site: t.Site, Origin: t.Origin, Voter: s.voter, Value: sdk.Down, Reason: sdk.ReasonTLSFailed, PluginReason: "testsource/cert_expiring", Detail: "expires in 3 days"},
 			{Site: t.Site, Origin: t.Origin, Voter: s.voter + "2", Value: sdk.Down, Reason: sdk.ReasonTLSFailed, PluginReason: "Not Namespaced"},
 		}, nil
+	case "settings":
+		votes := make([]sdk.Vote, len(b.Targets))
+		for i, t := range b.Targets {
+			votes[i] = sdk.Vote{Site: t.Site, Origin: t.Origin, Voter: s.voter, Value: sdk.Up, Reason: sdk.ReasonOK,
+				Detail: fmt.Sprintf("ca=%s pem=%d sni=%s headers=%d", t.TLS.CA, len(b.CAs[t.TLS.CA]), t.TLS.ServerName, len(t.Headers))}
+		}
+		return votes, nil
 	case "env":
 		// Names only (values may be multi-line certificates), with the
 		// values of VIGIL_ variables.
