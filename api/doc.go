@@ -3,8 +3,10 @@
 // server (core/httpapi), the HA layer and the tests all use these types, so
 // that the wire format has one definition.
 //
-// It depends only on the decision core's event type (core/decide) and on
-// the publication snapshot (sdk/publication): a program that talks to an
+// It imports nothing from core/ (a test holds it to that), only the
+// publication snapshot (sdk/publication): the events it carries are its
+// own Event, the wire form of the decision core's events, which the
+// server converts (core/readmodel). A program that talks to an
 // agent can import it without pulling in the control plane.
 //
 //	c := api.NewClient("http://127.0.0.1:8470", os.Getenv("VIGIL_TOKEN"))

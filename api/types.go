@@ -2,8 +2,6 @@ package api
 
 import (
 	"time"
-
-	"github.com/vigilcdn/vigil/core/decide"
 )
 
 // SiteView is one site as GET /v1/sites/{site} shows it.
@@ -29,7 +27,7 @@ type SiteView struct {
 	Levels  map[string]string     `json:"levels"`
 	Origins map[string]OriginView `json:"origins"`
 	// Events are the events of the site's last probed round.
-	Events []decide.Event `json:"events"`
+	Events []Event `json:"events"`
 	// LastProbe is when the site was last probed; nil before the first.
 	LastProbe *time.Time `json:"last_probe"`
 	// Probing is "active", or "paused" with PausedWhy.
@@ -191,10 +189,6 @@ type SitesQuery struct {
 	// Cursor is a page's NextCursor, for the page after it.
 	Cursor string
 }
-
-// Event is one event of the decision core (origin_state, level_switched,
-// failback_available, all_levels_unhealthy).
-type Event = decide.Event
 
 // EventLine is one event of the journal as GET /v1/events shows it.
 type EventLine struct {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/fleet"
+	"github.com/vigilcdn/vigil/core/readmodel"
 	"github.com/vigilcdn/vigil/core/store"
 )
 
@@ -157,21 +158,21 @@ func antiflapSnapOf(s *fleet.Site) *antiflapSnap {
 	return v
 }
 
-// antiflapView adds an origin's flapping hold and quarantine to its view.
-func antiflapView(ov *OriginView, v *antiflapSnap, i int) {
+// antiflapFill adds an origin's flapping hold and quarantine to the read
+// model's origin.
+func antiflapFill(o *readmodel.Origin, v *antiflapSnap, i int) {
 	if v == nil || i >= len(v.origins) {
 		return
 	}
 	x := v.origins[i]
-	at := func(t int64) *time.Time {
+	at := func(t int64) time.Time {
 		if t == 0 {
-			return nil
+			return time.Time{}
 		}
-		tt := fleet.TickTime(t)
-		return &tt
+		return fleet.TickTime(t)
 	}
 	if x.held {
-		ov.Flapping, ov.FlappingSince, ov.FlappingUntil = true, at(x.since), at(x.until)
+		o.Flapping, o.FlappingSince, o.FlappingUntil = true, at(x.since), at(x.until)
 	}
-	ov.QuarantineUntil = at(x.quaUntil)
+	o.QuarantineUntil = at(x.quaUntil)
 }

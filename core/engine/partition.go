@@ -2,14 +2,13 @@ package engine
 
 import (
 	"context"
-	"sort"
 	"sync/atomic"
 	"time"
 
-	"github.com/vigilcdn/vigil/api"
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/fleet"
 	"github.com/vigilcdn/vigil/core/partition"
+	"github.com/vigilcdn/vigil/core/readmodel"
 	"github.com/vigilcdn/vigil/sdk"
 )
 
@@ -168,16 +167,15 @@ func (e *Engine) partitionEvents(f *fleet.Fleet, rec *roundRecord, rs *roundSite
 	return append(append(make([]decide.Event, 0, len(events)+len(out)), events...), out...)
 }
 
-// partitionView fills the origin view's suspicions from the site's last
-// round record.
-func partitionView(ov *OriginView, last lastRef, origin int) {
+// partitionFill adds the origin's suspicions at the site's last round to
+// the read model's origin.
+func partitionFill(o *readmodel.Origin, last lastRef, origin int) {
 	if last.rec == nil || last.rec.partitions == nil {
 		return
 	}
 	for _, ps := range last.rec.partitions[last.site] {
 		if ps.origin == origin {
-			ov.Partitions = append(ov.Partitions, api.PartitionView{Group: ps.group, Rounds: ps.rounds, Since: timeOf(ps.since)})
+			o.Partitions = append(o.Partitions, readmodel.Partition{Group: ps.group, Rounds: ps.rounds, Since: timeOf(ps.since)})
 		}
 	}
-	sort.Slice(ov.Partitions, func(a, b int) bool { return ov.Partitions[a].Group < ov.Partitions[b].Group })
 }

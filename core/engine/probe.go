@@ -81,7 +81,7 @@ func probe(ctx context.Context, cfg *config.Config, site string, sources []VoteS
 	votes, starts := asker.grouped(len(cs.Origins))
 	res := &ProbeResult{Site: cs.Name, Hostname: cs.Hostname}
 	for i, o := range cs.Origins {
-		po := ProbeOrigin{Origin: o.Name, Address: o.Address, Level: o.Level, Enabled: enabled[i], Verdict: "none", Asked: []string{}, Votes: []VoteView{}}
+		po := ProbeOrigin{Origin: o.Name, Address: o.Address, Level: o.Level, Enabled: enabled[i], Verdict: "none", Asked: []string{}, Votes: []api.VoteView{}}
 		if enabled[i] {
 			out := s.Outcomes[i]
 			po.Verdict = out.Verdict.String()

@@ -5,9 +5,9 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/vigilcdn/vigil/api"
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/fleet"
+	"github.com/vigilcdn/vigil/core/readmodel"
 	"github.com/vigilcdn/vigil/core/store"
 )
 
@@ -80,17 +80,16 @@ func rampSnapOf(s *fleet.Site) *rampSnap {
 	return &rampSnap{from: r.From, weight: r.Weight, next: r.NextAt}
 }
 
-// rampView is the SiteView's ramp.
-func rampView(snap *rampSnap) *api.RampView {
+// rampOf is the ramp in the read model's terms.
+func rampOf(snap *rampSnap) *readmodel.Ramp {
 	if snap == nil {
 		return nil
 	}
-	v := &api.RampView{From: snap.from, Weight: snap.weight}
+	r := &readmodel.Ramp{From: snap.from, Weight: snap.weight}
 	if snap.next != 0 {
-		t := fleet.TickTime(snap.next)
-		v.NextStepAt = &t
+		r.NextAt = fleet.TickTime(snap.next)
 	}
-	return v
+	return r
 }
 
 // writeRampWeights writes vigil_site_level_weight: for each site with a

@@ -24,6 +24,7 @@ import (
 	vapi "github.com/vigilcdn/vigil/api"
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/engine"
+	"github.com/vigilcdn/vigil/core/readmodel"
 	"github.com/vigilcdn/vigil/core/store"
 )
 
@@ -258,7 +259,20 @@ type siteFilter struct {
 	prefix   string
 }
 
-func (f *siteFilter) match(v *engine.Views, i int) bool {
+// statuses tells the status of one site after another from a snapshot,
+// reusing one buffer (readmodel.Site.Status).
+type statuses struct {
+	v   *engine.Views
+	buf readmodel.Site
+}
+
+func (s *statuses) of(i int) string {
+	s.v.Fill(i, &s.buf, false)
+	return s.buf.Status()
+}
+
+func (f *siteFilter) match(st *statuses, i int) bool {
+	v := st.v
 	if f.prefix != "" && !strings.HasPrefix(v.Name(i), f.prefix) {
 		return false
 	}
@@ -268,7 +282,10 @@ func (f *siteFilter) match(v *engine.Views, i int) bool {
 	if f.statuses == nil && !f.problem {
 		return true
 	}
-	st := v.Status(i)
+	return f.matchStatus(st.of(i))
+}
+
+func (f *siteFilter) matchStatus(st string) bool {
 	if f.problem && !isProblem(st) {
 		return false
 	}
@@ -278,7 +295,7 @@ func (f *siteFilter) match(v *engine.Views, i int) bool {
 // isProblem reports whether a site's status needs an operator's eye.
 func isProblem(status string) bool {
 	switch status {
-	case engine.StatusDown, engine.StatusFailedOver, engine.StatusDegraded, engine.StatusPaused:
+	case vapi.StatusDown, vapi.StatusFailedOver, vapi.StatusDegraded, vapi.StatusPaused:
 		return true
 	}
 	return false
@@ -290,8 +307,8 @@ func parseSiteFilter(r *http.Request) (siteFilter, error) {
 	if s := q.Get("status"); s != "" {
 		f.statuses = map[string]bool{}
 		for _, st := range strings.Split(s, ",") {
-			if !slices.Contains(engine.Statuses, st) {
-				return f, fmt.Errorf("status=%q: each status is one of %s", st, strings.Join(engine.Statuses, ", "))
+			if !slices.Contains(vapi.Statuses, st) {
+				return f, fmt.Errorf("status=%q: each status is one of %s", st, strings.Join(vapi.Statuses, ", "))
 			}
 			f.statuses[st] = true
 		}
@@ -346,13 +363,15 @@ func (h *handler) sites(w http.ResponseWriter, r *http.Request) {
 		from = v.Seek(after)
 	}
 	total := 0
-	counts := make(map[string]int, len(engine.Statuses))
-	for _, st := range engine.Statuses {
+	counts := make(map[string]int, len(vapi.Statuses))
+	for _, st := range vapi.Statuses {
 		counts[st] = 0
 	}
+	sts := &statuses{v: v}
 	for i := 0; i < v.Len(); i++ {
-		counts[v.Status(i)]++
-		if f.match(v, i) {
+		st := sts.of(i)
+		counts[st]++
+		if (f.prefix == "" || strings.HasPrefix(v.Name(i), f.prefix)) && (f.level == 0 || sts.buf.Level == f.level) && f.matchStatus(st) {
 			total++
 		}
 	}
@@ -362,13 +381,13 @@ func (h *handler) sites(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(bw, "{\"round\": %d, \"publication\": %d, \"total\": %d, \"counts\": %s, \"sites\": [", v.Round, v.Publication, total, countsJSON)
 	n, last := 0, -1
 	for i := from; i < v.Len(); i++ {
-		if !f.match(v, i) {
+		if !f.match(sts, i) {
 			continue
 		}
 		if limit > 0 && n == limit {
 			break
 		}
-		b, err := json.Marshal(v.At(i))
+		b, err := json.Marshal(readmodel.At(v, i))
 		if err != nil {
 			h.Logger.Error("encoding a site", "site", v.Name(i), "error", err)
 			return
@@ -384,7 +403,7 @@ func (h *handler) sites(w http.ResponseWriter, r *http.Request) {
 	bw.WriteString("\n]")
 	if limit > 0 && last >= 0 {
 		for j := last + 1; j < v.Len(); j++ {
-			if f.match(v, j) {
+			if f.match(sts, j) {
 				fmt.Fprintf(bw, ", \"next_cursor\": %q", encodeCursor(v.Name(last)))
 				break
 			}
@@ -407,7 +426,7 @@ func decodeCursor(c string) (string, error) {
 
 func (h *handler) site(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("site")
-	v := h.Engine.Views().Site(name)
+	v := readmodel.SiteView(h.Engine.Views(), name)
 	if v == nil {
 		writeError(w, http.StatusNotFound, "unknown_site", fmt.Sprintf("no site %s", name), "GET /v1/sites lists the sites")
 		return
@@ -505,7 +524,7 @@ func (h *handler) switchLevel(w http.ResponseWriter, r *http.Request) {
 		h.actionError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, actionResult{Site: site, Events: events})
+	writeJSON(w, http.StatusOK, actionResult{Site: site, Events: readmodel.Events(events)})
 }
 
 func (h *handler) originAction(w http.ResponseWriter, r *http.Request) {
@@ -530,7 +549,7 @@ func (h *handler) originAction(w http.ResponseWriter, r *http.Request) {
 		h.actionError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, actionResult{Site: site, Events: events})
+	writeJSON(w, http.StatusOK, actionResult{Site: site, Events: readmodel.Events(events)})
 }
 
 type drainKey struct{}
@@ -671,7 +690,7 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 func lines(evs []store.Event) []EventLine {
 	out := make([]EventLine, len(evs))
 	for i, e := range evs {
-		out[i] = EventLine{Seq: e.Seq, Time: e.Time, Site: e.Site, Round: e.Round, Actor: e.Actor, Event: e.Event}
+		out[i] = EventLine{Seq: e.Seq, Time: e.Time, Site: e.Site, Round: e.Round, Actor: e.Actor, Event: readmodel.Event(e.Event)}
 	}
 	return out
 }

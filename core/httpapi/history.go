@@ -3,6 +3,8 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+
+	"github.com/vigilcdn/vigil/core/readmodel"
 )
 
 // history answers GET /v1/sites/{site}/history from the history feed: a
@@ -30,5 +32,5 @@ func (h *handler) history(w http.ResponseWriter, r *http.Request) {
 
 // summary answers GET /v1/summary: the fleet in a few numbers.
 func (h *handler) summary(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, h.Engine.Views().Summary())
+	writeJSON(w, http.StatusOK, readmodel.Summary(h.Engine.Views()))
 }

@@ -11,17 +11,18 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/vigilcdn/vigil/api"
 	"github.com/vigilcdn/vigil/core/engine"
 	"github.com/vigilcdn/vigil/core/engine/enginetest"
 	"github.com/vigilcdn/vigil/core/httpapi"
 )
 
 type page struct {
-	Round      uint64             `json:"round"`
-	Total      int                `json:"total"`
-	Counts     map[string]int     `json:"counts"`
-	Sites      []*engine.SiteView `json:"sites"`
-	NextCursor string             `json:"next_cursor"`
+	Round      uint64          `json:"round"`
+	Total      int             `json:"total"`
+	Counts     map[string]int  `json:"counts"`
+	Sites      []*api.SiteView `json:"sites"`
+	NextCursor string          `json:"next_cursor"`
 }
 
 func fleetServer(t *testing.T, n int) (*httptest.Server, *engine.Engine, enginetest.Sources) {

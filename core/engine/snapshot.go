@@ -4,39 +4,15 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/vigilcdn/vigil/api"
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/fleet"
+	"github.com/vigilcdn/vigil/core/readmodel"
 	"github.com/vigilcdn/vigil/core/vote"
 	"github.com/vigilcdn/vigil/sdk"
 )
-
-// The read side's types are the API's (package api), so that the wire
-// format has one definition.
-type (
-	// SiteView is one site as the API shows it.
-	SiteView = api.SiteView
-	// Thresholds are a site's health thresholds.
-	Thresholds = api.Thresholds
-	// OriginView is one origin of a SiteView.
-	OriginView = api.OriginView
-	// VoteView is one vote.
-	VoteView = api.VoteView
-)
-
-// A site's Status, from worst to best (see package api).
-const (
-	StatusDown       = api.StatusDown
-	StatusFailedOver = api.StatusFailedOver
-	StatusDegraded   = api.StatusDegraded
-	StatusPaused     = api.StatusPaused
-	StatusUnknown    = api.StatusUnknown
-	StatusOK         = api.StatusOK
-)
-
-// Statuses lists every Status value, for validating filters.
-var Statuses = api.Statuses
 
 // siteSnap is the immutable read-side copy of one site's state. A new one
 // is made only when the site's state changes; rounds that change nothing
@@ -80,9 +56,10 @@ type lastRef struct {
 	site int32
 }
 
-// Views is an immutable read-side copy of every site, swapped in after
-// each commit so that readers never wait for a round. Sites are in name
-// order.
+// Views is an immutable snapshot of every site, swapped in after each
+// commit so that readers never wait for a round: the API's read model
+// (core/readmodel) builds its views from it through Fill, and the metrics,
+// alerts and history read it here. Sites are in name order.
 type Views struct {
 	Round       uint64
 	Publication uint64
@@ -119,130 +96,71 @@ func (v *Views) Names() []string {
 	return out
 }
 
-// Site returns the named site's view, or nil. The view is built for the
-// caller, who may keep it.
-func (v *Views) Site(name string) *SiteView {
-	i := v.Index(name)
-	if i < 0 {
-		return nil
-	}
-	return v.At(i)
-}
-
 // Seek returns the position of the first site whose name is greater
 // than after (for paging).
 func (v *Views) Seek(after string) int {
 	return sort.Search(len(v.sites), func(i int) bool { return v.Name(i) > after })
 }
 
-// Status returns the one-word status of the site at position i without
-// building its view.
-func (v *Views) Status(i int) string {
-	s, snap := v.fleet.Sites[i], v.sites[i]
-	enabled := 0
-	unhealthy := false
-	for _, o := range snap.origins {
-		if o.state != decide.Disabled {
-			enabled++
-		}
-		unhealthy = unhealthy || o.state == decide.Unhealthy
-	}
-	cur := s.Spec.LevelIndex(snap.level)
-	switch {
-	case cur >= 0 && snap.levels[cur] == decide.Unhealthy:
-		return StatusDown
-	case snap.level != s.Spec.TopLevel():
-		return StatusFailedOver
-	case unhealthy:
-		return StatusDegraded
-	case !s.Spec.HealthCheck || enabled < 2:
-		return StatusPaused
-	case cur >= 0 && snap.levels[cur] == decide.Unknown:
-		return StatusUnknown
-	}
-	return StatusOK
-}
-
 // Level returns the current level of the site at position i.
 func (v *Views) Level(i int) int { return v.sites[i].level }
 
-// At builds the view of the site at position i.
-func (v *Views) At(i int) *SiteView {
-	s, snap, last := v.fleet.Sites[i], v.sites[i], v.last[i]
-	chain := v.fleet.Chain
-	out := &SiteView{
-		Round:             snap.probedSq,
-		Site:              s.Spec.Name,
-		Hostname:          s.Config.Hostname,
-		Level:             snap.level,
-		Failback:          s.Spec.Failback.String(),
-		ManualHold:        snap.hold,
-		EffectiveFailback: decide.EffectiveFailback(s.Spec, &decide.SiteState{ManualHold: snap.hold}).String(),
-		Thresholds:        Thresholds{Unhealthy: s.Spec.UnhealthyThreshold, Healthy: s.Spec.HealthyThreshold},
-		Levels:            make(map[string]string, len(s.Spec.Levels)),
-		Origins:           make(map[string]OriginView, len(s.Spec.Origins)),
-		Events:            []decide.Event{},
-		Probing:           "active",
-		Status:            v.Status(i),
-		Publication:       v.Publication,
-		Ramp:              rampView(snap.ramp),
+// Commit returns the round and the publication version of the commit the
+// snapshot was taken after.
+func (v *Views) Commit() (round, publication uint64) { return v.Round, v.Publication }
+
+// Site builds the named site's API view with the read model
+// (readmodel.SiteView), or returns nil: a shorthand for the engine's
+// callers and tests.
+func (v *Views) Site(name string) *api.SiteView { return readmodel.SiteView(v, name) }
+
+// Fill sets out to the site at position i (readmodel.Snapshot), reusing
+// out's slices; with detail, the last round's events and votes too. The
+// slices it shares with the snapshot (Levels, Events) must not be
+// modified.
+func (v *Views) Fill(i int, out *readmodel.Site, detail bool) {
+	s, snap := v.fleet.Sites[i], v.sites[i]
+	origins := out.Origins[:0]
+	*out = readmodel.Site{Spec: s.Spec, Hostname: s.Config.Hostname, Level: snap.level, ManualHold: snap.hold, Levels: snap.levels}
+	for _, o := range snap.origins {
+		origins = append(origins, readmodel.Origin{State: o.state, Failures: o.failures, Successes: o.successes})
 	}
-	probedAt := snap.probedAt
+	out.Origins = origins
+	if !detail {
+		return
+	}
+	last := v.last[i]
+	out.Round, out.ProbedAt, out.Ramp = snap.probedSq, timeOf(snap.probedAt), rampOf(snap.ramp)
 	var rs *roundSite
 	if last.rec != nil {
 		rs = &last.rec.sites[last.site]
-		out.Round, probedAt = last.rec.seq, last.rec.at
-		out.Events = append(out.Events, last.rec.events[rs.eventsFrom:rs.eventsTo]...)
+		out.Round, out.ProbedAt, out.Probed = last.rec.seq, timeOf(last.rec.at), true
+		out.Events = last.rec.events[rs.eventsFrom:rs.eventsTo:rs.eventsTo]
 	}
-	if probedAt != 0 {
-		t := timeOf(probedAt)
-		out.LastProbe = &t
-	}
-	enabled := 0
-	for _, o := range snap.origins {
-		if o.state != decide.Disabled {
-			enabled++
-		}
-	}
-	switch {
-	case !s.Spec.HealthCheck:
-		out.Probing, out.PausedWhy = "paused", "health check disabled"
-	case enabled < 2:
-		out.Probing, out.PausedWhy = "paused", "fewer than two enabled origins"
-	}
-	for li, l := range s.Spec.Levels {
-		out.Levels[strconv.Itoa(l)] = snap.levels[li].String()
-	}
-	for oi, o := range s.Spec.Origins {
-		os := snap.origins[oi]
-		ov := OriginView{
-			State: os.state.String(), Failures: os.failures, Successes: os.successes, Verdict: "none", Asked: []string{}, Votes: []VoteView{},
-			Level: o.Level, Address: s.Config.Origins[oi].Address, Reason: os.cause,
-		}
-		if os.since != 0 {
-			t := timeOf(os.since)
-			ov.Since = &t
-		}
-		if rs != nil && os.state != decide.Disabled {
+	chain := v.fleet.Chain
+	for oi := range out.Origins {
+		o, os := &out.Origins[oi], &snap.origins[oi]
+		o.Address, o.Cause, o.Since = s.Config.Origins[oi].Address, os.cause, timeOf(os.since)
+		if rs != nil {
 			t := &last.rec.targets[rs.firstTarget+uint32(oi)]
-			ov.Verdict = t.out.Verdict.String()
-			ov.Asked = askedNames(chain, s.SourceList, t.out.Asked)
+			o.Verdict = t.out.Verdict
+			o.Asked = askedNames(chain, s.SourceList, t.out.Asked)
 			if t.out.By >= 0 && int(t.out.By) < len(chain) {
-				name := chain[t.out.By].Name
-				ov.By = &name
+				o.By = chain[t.out.By].Name
 			}
 			votes := last.rec.votes[t.votesFrom:t.votesTo]
-			for _, vr := range votes {
-				ov.Votes = append(ov.Votes, vr.view(chain))
+			o.Votes = make([]readmodel.Vote, len(votes))
+			for j, vr := range votes {
+				o.Votes[j] = vr.vote(chain)
 			}
-			ov.Reason = reasonOf(t.out, votes, chain)
+			o.Reason = reasonOf(t.out, votes, chain)
 		}
-		antiflapView(&ov, snap.af, oi)
-		partitionView(&ov, last, oi)
-		out.Origins[o.Name] = ov
+		antiflapFill(o, snap.af, oi)
+		partitionFill(o, last, oi)
 	}
-	return out
 }
+
+var _ readmodel.Snapshot = (*Views)(nil)
 
 func askedNames(chain []fleet.ChainSource, sources []int, asked int8) []string {
 	out := make([]string, 0, asked)
@@ -262,11 +180,17 @@ type voteRecord struct {
 	reason  uint8 // sdk.Reason
 }
 
-func (r voteRecord) view(chain []fleet.ChainSource) VoteView {
-	return VoteView{
-		Source: chain[r.source].Name, Voter: r.voter, Value: sdk.Value(r.value).String(), Reason: sdk.Reason(r.reason).String(),
-		Detail: r.detail, LatencyMS: float64(r.latency) / 1000,
+// vote is the vote in the read model's terms.
+func (r voteRecord) vote(chain []fleet.ChainSource) readmodel.Vote {
+	return readmodel.Vote{
+		Source: chain[r.source].Name, Voter: r.voter, Value: sdk.Value(r.value), Reason: sdk.Reason(r.reason),
+		Detail: r.detail, Latency: time.Duration(r.latency) * time.Microsecond,
 	}
+}
+
+// view is the vote as the API shows it (a probe's answer).
+func (r voteRecord) view(chain []fleet.ChainSource) api.VoteView {
+	return readmodel.VoteView(r.vote(chain))
 }
 
 // reasonOf summarizes why an origin got its verdict: the settling source's
@@ -316,5 +240,6 @@ func reasonOf(out vote.Outcome, votes []voteRecord, chain []fleet.ChainSource) s
 	return strings.Join(parts, "; ")
 }
 
-// Views returns the current read-side views. Callers must not modify them.
+// Views returns the snapshot of the latest commit: lock-free, never
+// waiting for a round. Callers must not modify it.
 func (e *Engine) Views() *Views { return e.views.Load() }

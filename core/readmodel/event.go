@@ -1,0 +1,38 @@
+package readmodel
+
+import (
+	"github.com/vigilcdn/vigil/api"
+	"github.com/vigilcdn/vigil/core/decide"
+)
+
+// Event is the decision core's event in the API's wire form. Both marshal
+// to the same JSON and print the same String (a test holds them to it).
+func Event(e decide.Event) api.Event {
+	out := api.Event{Kind: api.EventKind(e.Kind.String()), Origin: e.Origin}
+	switch e.Kind {
+	case decide.KindOriginState:
+		out.From, out.To = e.From.String(), e.To.String()
+	case decide.KindLevelSwitched:
+		out.FromLevel, out.ToLevel, out.Reason = e.FromLevel, e.ToLevel, e.Reason.String()
+	case decide.KindFailbackAvailable, decide.KindAllLevelsUnhealthy:
+		out.Level = e.Level
+	case decide.KindOriginFlapping:
+		out.Flapping = e.Flapping
+	case decide.KindPathPartitionSuspected:
+		out.Group, out.Rounds, out.Suspected = e.Group, e.Rounds, e.Suspected
+	}
+	return out
+}
+
+// Events converts a slice of events; nil stays nil (written as null), an
+// empty slice stays empty (written as []).
+func Events(evs []decide.Event) []api.Event {
+	if evs == nil {
+		return nil
+	}
+	out := make([]api.Event, len(evs))
+	for i, e := range evs {
+		out[i] = Event(e)
+	}
+	return out
+}

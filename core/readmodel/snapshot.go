@@ -1,0 +1,115 @@
+package readmodel
+
+import (
+	"time"
+
+	"github.com/vigilcdn/vigil/core/decide"
+	"github.com/vigilcdn/vigil/core/vote"
+	"github.com/vigilcdn/vigil/sdk"
+)
+
+// Snapshot is one commit's immutable copy of every site, as the engine
+// keeps it (core/engine's Views). Sites are in name order; i is a site's
+// position. Its methods never block on a round and may be called from any
+// goroutine.
+type Snapshot interface {
+	// Len is the number of sites.
+	Len() int
+	// Index returns the position of the named site, or -1.
+	Index(name string) int
+	// Name returns the name of the site at position i.
+	Name(i int) string
+	// Commit returns the round and the publication version of the
+	// commit the snapshot was taken after.
+	Commit() (round, publication uint64)
+	// Fill sets s to the site at position i, reusing s's slices. Without
+	// detail it fills only the site's state (Spec, Hostname, Level,
+	// ManualHold, Levels, and each origin's State, Failures and
+	// Successes), which is all Status needs.
+	Fill(i int, s *Site, detail bool)
+}
+
+// Site is one site as of a commit. Its Spec and Levels are shared with the
+// snapshot and must not be modified.
+type Site struct {
+	Spec     *decide.SiteSpec
+	Hostname string
+	// Level is the current level number; ManualHold is set by a manual
+	// switch off the top level.
+	Level      int
+	ManualHold bool
+	// Levels is each level's health, in the order of Spec.Levels.
+	Levels []decide.Health
+	// Origins are in the order of Spec.Origins.
+	Origins []Origin
+
+	// The rest is filled only with detail.
+
+	// Round is the site's last probed round and ProbedAt when it was
+	// probed: 0 and the zero time before the first.
+	Round    uint64
+	ProbedAt time.Time
+	// Probed says whether the snapshot holds the record of that round
+	// (the votes, the events): false before the first round since vigil
+	// started, when Round and ProbedAt come from the store.
+	Probed bool
+	// Events are the events of the site's last probed round (Probed).
+	Events []decide.Event
+	// Ramp is the failback ramp in progress, nil for none.
+	Ramp *Ramp
+}
+
+// Origin is one origin of a Site.
+type Origin struct {
+	State               decide.Health
+	Failures, Successes int32
+
+	// The rest is filled only with detail.
+
+	Address string
+	// Cause says why State last changed, such as "direct: timeout";
+	// Since is when (the zero time when unknown).
+	Cause string
+	Since time.Time
+	// Verdict, By (the settling source's name, "" for none), Asked (the
+	// sources asked, in chain order), Votes and Reason (the votes summed
+	// up) are the last round's, when the Site is Probed.
+	Verdict vote.Verdict
+	By      string
+	Asked   []string
+	Votes   []Vote
+	Reason  string
+	// Flapping is set while the origin is held unhealthy as flapping,
+	// since FlappingSince until FlappingUntil at the earliest;
+	// QuarantineUntil while it is quarantined. Zero times are unknown or
+	// none.
+	Flapping                                      bool
+	FlappingSince, FlappingUntil, QuarantineUntil time.Time
+	// Partitions are the path partitions suspected at the last round.
+	Partitions []Partition
+}
+
+// Vote is one vote of a round.
+type Vote struct {
+	Source, Voter string
+	Value         sdk.Value
+	Reason        sdk.Reason
+	Detail        string
+	Latency       time.Duration
+}
+
+// Partition is a suspected path partition of an origin: Group voted it
+// down alone for Rounds rounds in a row, since Since.
+type Partition struct {
+	Group  string
+	Rounds int
+	Since  time.Time
+}
+
+// Ramp is a failback ramp in progress: Level (the Site's) gets Weight per
+// cent of new requests and From the rest; the next step is due at NextAt
+// (the zero time when none is).
+type Ramp struct {
+	From, Weight int
+	NextAt       time.Time
+}
