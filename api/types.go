@@ -276,6 +276,16 @@ type SourceInfo struct {
 	Name    string `json:"name"`
 	Plugin  string `json:"plugin"`
 	Version string `json:"version,omitempty"`
+	// Protocol is the vote-source protocol version agreed with the
+	// plugin at its last start (1 or 2; 0 before the first start).
+	// SDKVersion is the SDK it was built with, as it says (empty for a
+	// protocol-1 plugin). Capabilities are the capabilities its Info
+	// declared (sdk/PROTOCOL.md); Unsupported counts the targets the
+	// agent abstained on for it because they need one it lacks.
+	Protocol     int      `json:"protocol,omitempty"`
+	SDKVersion   string   `json:"sdk_version,omitempty"`
+	Capabilities []string `json:"capabilities,omitempty"`
+	Unsupported  uint64   `json:"unsupported,omitempty"`
 	// PID is the plugin's process id; 0 while it is not running.
 	PID      int    `json:"pid"`
 	Starts   uint64 `json:"starts"`

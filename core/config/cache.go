@@ -57,14 +57,19 @@ func LoadCached(path string) (*Config, hcl.Diagnostics) {
 		return cfg, diags
 	}
 	cacheDir := dataDirOf(files)
-	if cfg, diags, err := readCache(filepath.Join(cacheDir, CacheFileName), key, files); err == nil {
-		lastLoad.remember(key, cfg, diags)
+	if cfg, diags, idx, err := readCache(filepath.Join(cacheDir, CacheFileName), key, files); err == nil {
+		lastLoad.remember(key, cfg, diags, idx)
 		return cfg, diags
 	}
-	cfg, diags := parse(files)
+	// A changed file, such as at a reload: the blocks it shares with the
+	// last load need not be decoded again (reparse.go).
+	cfg, diags, idx, ok := lastLoad.reparse(files)
+	if !ok {
+		cfg, diags, idx = parseIndexed(files)
+	}
 	if !diags.HasErrors() {
-		lastLoad.remember(key, cfg, diags)
-		_ = writeCache(cacheDir, key, cfg, diags) // a cache that cannot be written only costs the next start time
+		lastLoad.remember(key, cfg, diags, idx)
+		_ = writeCache(cacheDir, key, cfg, diags, idx) // a cache that cannot be written only costs the next start time
 	}
 	return cfg, diags
 }
@@ -110,9 +115,13 @@ type loadMemo struct {
 	cfg   weak.Pointer[Config]
 	diags hcl.Diagnostics
 	cas   []cachedCA
+	// idx describes the files cfg was loaded from, for reparse.
+	idx *blockIndex
+	// reused counts the sites the last reparse took again (for tests).
+	reused int
 }
 
-func (m *loadMemo) remember(key string, cfg *Config, diags hcl.Diagnostics) {
+func (m *loadMemo) remember(key string, cfg *Config, diags hcl.Diagnostics, idx *blockIndex) {
 	var cas []cachedCA
 	var err error
 	if cfg != nil {
@@ -121,10 +130,29 @@ func (m *loadMemo) remember(key string, cfg *Config, diags hcl.Diagnostics) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if cfg == nil || err != nil {
-		m.key, m.cfg, m.diags, m.cas = "", weak.Pointer[Config]{}, nil, nil
+		m.key, m.cfg, m.diags, m.cas, m.idx = "", weak.Pointer[Config]{}, nil, nil, nil
 		return
 	}
-	m.key, m.cfg, m.diags, m.cas = key, weak.Make(cfg), diags, cas
+	m.key, m.cfg, m.diags, m.cas, m.idx = key, weak.Make(cfg), diags, cas, idx
+}
+
+// reparse loads files with what the remembered Config decoded, when it is
+// still alive and the CA bundles it read are unchanged (reparse.go).
+func (m *loadMemo) reparse(files []fileSource) (*Config, hcl.Diagnostics, *blockIndex, bool) {
+	m.mu.Lock()
+	prev, cas, idx := m.cfg.Value(), m.cas, m.idx
+	m.reused = 0
+	m.mu.Unlock()
+	if prev == nil || idx == nil || !casUnchanged(cas) {
+		return nil, nil, nil, false
+	}
+	cfg, diags, next, reused, ok := reparse(files, prev, idx)
+	if ok {
+		m.mu.Lock()
+		m.reused = reused
+		m.mu.Unlock()
+	}
+	return cfg, diags, next, ok
 }
 
 // reuse returns a Config sharing everything with the one remembered, when
@@ -309,6 +337,9 @@ type cacheHead struct {
 	// "www"" (Config.Files holds them with the file's text).
 	Nav   map[string][]cachedNav
 	Diags []cachedDiag
+	// Index describes the files' blocks, for a reload (reparse.go); nil
+	// when they cannot be reparsed in part.
+	Index *blockIndex
 }
 
 type cachedCA struct {
@@ -373,12 +404,12 @@ func casUnchanged(cas []cachedCA) bool {
 // encodeCache is the cache file of cfg: the magic, the key, the SHA-256
 // of the rest (a file damaged on disk is parsed anew, not believed), the
 // head and the Config.
-func encodeCache(key string, cfg *Config, diags hcl.Diagnostics) ([]byte, error) {
+func encodeCache(key string, cfg *Config, diags hcl.Diagnostics, idx *blockIndex) ([]byte, error) {
 	cas, err := caSums(cfg)
 	if err != nil {
 		return nil, err
 	}
-	head := cacheHead{CAs: cas, Nav: map[string][]cachedNav{}}
+	head := cacheHead{CAs: cas, Nav: map[string][]cachedNav{}, Index: idx}
 	for name, f := range cfg.Files {
 		if n, ok := f.Nav.(*topNav); ok {
 			for _, b := range n.blocks {
@@ -409,8 +440,8 @@ func encodeCache(key string, cfg *Config, diags hcl.Diagnostics) ([]byte, error)
 	return e.buf, nil
 }
 
-func writeCache(dir, key string, cfg *Config, diags hcl.Diagnostics) error {
-	b, err := encodeCache(key, cfg, diags)
+func writeCache(dir, key string, cfg *Config, diags hcl.Diagnostics, idx *blockIndex) error {
+	b, err := encodeCache(key, cfg, diags, idx)
 	if err != nil {
 		return err
 	}
@@ -437,42 +468,65 @@ func writeCache(dir, key string, cfg *Config, diags hcl.Diagnostics) error {
 var errStale = errors.New("the cache was made from other files or by another build")
 
 // readCache rebuilds the configuration from the cache at path when it was
-// made from exactly these files by this build.
-func readCache(path, key string, files []fileSource) (*Config, hcl.Diagnostics, error) {
-	b, err := os.ReadFile(path)
+// made from exactly these files by this build. A cache of other files is
+// known by its first bytes: the rest is not read.
+func readCache(path, key string, files []fileSource) (*Config, hcl.Diagnostics, *blockIndex, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return decodeCache(b, key, files)
+	defer f.Close()
+	head := make([]byte, len(cacheMagic)+binary.MaxVarintLen64+len(key))
+	n, err := io.ReadFull(f, head)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return nil, nil, nil, err
+	}
+	if _, _, err := cacheKeyOf(head[:n], key); err != nil {
+		return nil, nil, nil, err
+	}
+	rest, err := io.ReadAll(f)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return decodeCache(append(head[:n], rest...), key, files)
 }
 
-func decodeCache(b []byte, key string, files []fileSource) (cfg *Config, diags hcl.Diagnostics, err error) {
+// cacheKeyOf checks the magic and the key at the start of a cache and
+// returns what follows them.
+func cacheKeyOf(b []byte, key string) ([]byte, int, error) {
 	rest, ok := bytes.CutPrefix(b, []byte(cacheMagic))
 	if !ok {
-		return nil, nil, errors.New("not a configuration cache")
+		return nil, 0, errors.New("not a configuration cache")
 	}
 	n, w := binary.Uvarint(rest)
 	if w <= 0 || n != uint64(len(key)) || len(rest)-w < len(key) || string(rest[w:w+len(key)]) != key {
-		return nil, nil, errStale
+		return nil, 0, errStale
 	}
-	rest = rest[w+len(key):]
+	return rest[w+len(key):], w, nil
+}
+
+func decodeCache(b []byte, key string, files []fileSource) (cfg *Config, diags hcl.Diagnostics, idx *blockIndex, err error) {
+	rest, _, err := cacheKeyOf(b, key)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	if len(rest) < sha256.Size || sha256.Sum256(rest[sha256.Size:]) != [sha256.Size]byte(rest[:sha256.Size]) {
-		return nil, nil, errors.New("damaged cache: its checksum does not match")
+		return nil, nil, nil, errors.New("damaged cache: its checksum does not match")
 	}
 	d := &cacheDecoder{buf: rest[sha256.Size:]}
 	defer func() {
 		// The codec checks every length and index it reads; this is the
 		// last guard of a start against a cache damaged in a way it missed.
 		if r := recover(); r != nil {
-			cfg, diags, err = nil, nil, fmt.Errorf("damaged cache: %v", r)
+			cfg, diags, idx, err = nil, nil, nil, fmt.Errorf("damaged cache: %v", r)
 		}
 	}()
 	var head cacheHead
 	if err := d.value(reflect.ValueOf(&head).Elem()); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if !casUnchanged(head.CAs) {
-		return nil, nil, errStale
+		return nil, nil, nil, errStale
 	}
 	d.files = make(map[string]*hcl.File, len(files))
 	for _, fs := range files {
@@ -484,16 +538,16 @@ func decodeCache(b []byte, key string, files []fileSource) (cfg *Config, diags h
 	}
 	cfg = &Config{}
 	if err := d.value(reflect.ValueOf(cfg).Elem()); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if d.off != len(d.buf) {
-		return nil, nil, errors.New("damaged cache: bytes after the configuration")
+		return nil, nil, nil, errors.New("damaged cache: bytes after the configuration")
 	}
 	cfg.Files = d.files
 	for _, c := range head.Diags {
 		diags = append(diags, &hcl.Diagnostic{Severity: c.Severity, Summary: c.Summary, Detail: c.Detail, Subject: c.Subject, Context: c.Context})
 	}
-	return cfg, diags, nil
+	return cfg, diags, head.Index, nil
 }
 
 // reparseBody parses a source's config block again from its range in the

@@ -365,21 +365,21 @@ site "www" {
 		t.Fatal(diags.Error())
 	}
 	key := cacheKey(files)
-	good, err := encodeCache(key, cfg, diags)
+	good, err := encodeCache(key, cfg, diags, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := decodeCache(good, key, files); err != nil {
+	if _, _, _, err := decodeCache(good, key, files); err != nil {
 		t.Fatalf("the cache as written does not decode: %v", err)
 	}
 	t.Run("another key", func(t *testing.T) {
-		if _, _, err := decodeCache(good, cacheKey([]fileSource{{name: path, src: append(src, '\n')}}), files); !errors.Is(err, errStale) {
+		if _, _, _, err := decodeCache(good, cacheKey([]fileSource{{name: path, src: append(src, '\n')}}), files); !errors.Is(err, errStale) {
 			t.Fatalf("err = %v, want errStale", err)
 		}
 	})
 	t.Run("cut short", func(t *testing.T) {
 		for n := range len(good) {
-			if _, _, err := decodeCache(good[:n], key, files); err == nil {
+			if _, _, _, err := decodeCache(good[:n], key, files); err == nil {
 				t.Fatalf("a cache cut at %d of %d bytes was believed", n, len(good))
 			}
 		}
@@ -388,7 +388,7 @@ site "www" {
 		for i := range len(good) {
 			bad := bytes.Clone(good)
 			bad[i] ^= 0x55
-			if _, _, err := decodeCache(bad, key, files); err == nil {
+			if _, _, _, err := decodeCache(bad, key, files); err == nil {
 				t.Fatalf("a cache with byte %d of %d changed was believed", i, len(good))
 			}
 		}

@@ -432,7 +432,9 @@ func parseSize(s string) (int64, bool) {
 func (l *loader) shareHealthChecks() {
 	seen := map[string]*HealthCheck{}
 	var b strings.Builder
-	for _, s := range l.cfg.Sites {
+	for i := range l.siteBlocks {
+		sb := &l.siteBlocks[i]
+		s := sb.site
 		hc := s.HealthCheck
 		if hc == l.defaultHC || hc.TimeoutSet {
 			continue // shared already; or its timeout's range points at its own block
@@ -440,6 +442,16 @@ func (l *loader) shareHealthChecks() {
 		b.Reset()
 		hcKey(&b, hc)
 		if prev, ok := seen[b.String()]; ok {
+			if prev == hc {
+				continue
+			}
+			if sb.reused {
+				// A site taken again from the last load may be in force:
+				// it changes in a copy.
+				c := *s
+				s = &c
+				sb.site, l.cfg.Sites[i] = s, s
+			}
 			s.HealthCheck = prev
 			continue
 		}

@@ -95,6 +95,13 @@ type fileSource struct {
 }
 
 func parse(files []fileSource) (*Config, hcl.Diagnostics) {
+	cfg, diags, _ := parseIndexed(files)
+	return cfg, diags
+}
+
+// parseIndexed is parse, with the index of the files' blocks a later load
+// may use (reparse.go); nil when the files are not valid.
+func parseIndexed(files []fileSource) (*Config, hcl.Diagnostics, *blockIndex) {
 	// Files (and the chunks of a large one) parse concurrently.
 	parsed := make([]parsedFile, len(files))
 	var wg sync.WaitGroup
@@ -109,15 +116,40 @@ func parse(files []fileSource) (*Config, hcl.Diagnostics) {
 		fileMap[files[i].name] = pf.file
 	}
 	if diags.HasErrors() {
-		return &Config{Files: fileMap}, diags
+		return &Config{Files: fileMap}, diags, nil
 	}
+	cfg, diags, notes := assemble(files, parsed, nil)
+	if diags.HasErrors() {
+		return cfg, diags, nil
+	}
+	spans := make([][]fileSpan, len(files))
+	for i, f := range files {
+		spans[i] = spansOf(f.src)
+	}
+	return cfg, diags, indexBlocks(files, spans, cfg, notes)
+}
+
+// loadNotes are what a later load needs to know of how the sites were
+// decoded (reparse.go).
+type loadNotes struct {
+	// noisy are the sites whose decoding added a diagnostic.
+	noisy map[*Site]bool
+	// defaultHC is the health check of the sites without a block.
+	defaultHC *HealthCheck
+}
+
+// assemble decodes the parsed files' blocks (and the sites taken again,
+// reparse.go) into a Config. defaultHC, when set, is the health check of
+// the sites without a health_check block (that of the sites taken again).
+func assemble(files []fileSource, parsed []parsedFile, defaultHC *HealthCheck) (*Config, hcl.Diagnostics, loadNotes) {
+	fileMap := make(map[string]*hcl.File, len(files))
 	// Diagnostics need a file's bytes and which block holds an offset, not
 	// its syntax tree, which would cost kilobytes per site for as long as
 	// the configuration is in force.
 	for i, pf := range parsed {
 		fileMap[files[i].name] = &hcl.File{Bytes: files[i].src, Nav: newTopNav(pf.bodies)}
 	}
-	l := &loader{cfg: &Config{Files: fileMap}}
+	l := &loader{cfg: &Config{Files: fileMap}, noisy: map[*Site]bool{}, defaultHC: defaultHC}
 	for _, pf := range parsed {
 		for _, b := range pf.bodies {
 			l.file(b)
@@ -125,9 +157,9 @@ func parse(files []fileSource) (*Config, hcl.Diagnostics) {
 	}
 	l.finish()
 	if l.diags.HasErrors() {
-		return &Config{Files: fileMap}, l.diags
+		return &Config{Files: fileMap}, l.diags, loadNotes{}
 	}
-	return l.cfg, l.diags
+	return l.cfg, l.diags, loadNotes{noisy: l.noisy, defaultHC: l.defaultHC}
 }
 
 type loader struct {
@@ -147,17 +179,42 @@ type loader struct {
 	// historyAt and metricsAt are where control { history } and
 	// control { metrics } were declared.
 	historyAt, metricsAt *hcl.Range
+	// noisy are the sites whose decoding added a diagnostic: a later
+	// load must decode them again to repeat it (reparse.go).
+	noisy map[*Site]bool
+}
+
+// saidSoFar counts the diagnostics added, capped ones included.
+func (l *loader) saidSoFar() int {
+	n := len(l.diags)
+	for _, c := range l.capped {
+		n += c.n
+	}
+	return n
+}
+
+// reuse adds a site taken again from the last load (reparse.go).
+func (l *loader) reuse(s *Site) {
+	if prev, ok := l.siteAt[s.Name]; ok {
+		l.add(s.DeclRange, "Duplicate site name",
+			fmt.Sprintf("A site named %q was already declared at %s. Site names must be unique: rename or remove one of them.", s.Name, prev))
+		return
+	}
+	l.siteAt[s.Name] = s.DeclRange
+	l.cfg.Sites = append(l.cfg.Sites, s)
+	l.siteBlocks = append(l.siteBlocks, siteBlock{site: s, reused: true})
 }
 
 type siteBlock struct {
 	site        *Site
 	sourcesAttr *hcl.Attribute
 	duplicates  bool // a duplicate origin was reported: skip the count checks
+	// reused: the site was taken again from the last load (reparse.go),
+	// its sources resolved already; it is shared and must not change.
+	reused bool
 }
 
 func (l *loader) file(body hcl.Body) {
-	content, diags := body.Content(rootSchema)
-	l.diags = append(l.diags, diags...)
 	if l.sourceAt == nil {
 		l.sourceAt, l.siteAt, l.notifyAt = map[string]hcl.Range{}, map[string]hcl.Range{}, map[string]hcl.Range{}
 		l.cfg.Control = Control{
@@ -166,6 +223,12 @@ func (l *loader) file(body hcl.Body) {
 			API: API{Listen: DefaultAPIListen, ReadAccess: "open"},
 		}
 	}
+	if r, ok := body.(*reusedSite); ok {
+		l.reuse(r.site)
+		return
+	}
+	content, diags := body.Content(rootSchema)
+	l.diags = append(l.diags, diags...)
 	for _, b := range content.Blocks {
 		switch b.Type {
 		case "control":
@@ -219,7 +282,9 @@ func (l *loader) finish() {
 	}
 	for _, sb := range l.siteBlocks {
 		s := sb.site
-		if attr := sb.sourcesAttr; attr != nil {
+		if sb.reused {
+			// Decoded with the same sources: its list stands.
+		} else if attr := sb.sourcesAttr; attr != nil {
 			var names []string
 			if l.decode(attr, &names) {
 				s.Sources = l.siteSources(attr, names, declared)

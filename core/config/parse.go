@@ -228,6 +228,10 @@ type navBlock struct {
 func newTopNav(bodies []hcl.Body) *topNav {
 	n := &topNav{}
 	for _, b := range bodies {
+		if r, ok := b.(*reusedSite); ok {
+			n.blocks = append(n.blocks, r.nav)
+			continue
+		}
 		sb, ok := b.(*hclsyntax.Body)
 		if !ok {
 			continue

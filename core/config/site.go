@@ -39,6 +39,7 @@ func (l *loader) site(b *hcl.Block) {
 		return
 	}
 	l.siteAt[name] = b.DefRange
+	said := l.saidSoFar()
 	content, diags := b.Body.Content(siteSchema)
 	l.diags = append(l.diags, diags...)
 	s := &Site{Name: name, DeclRange: b.DefRange, HealthCheck: l.defaultHealthCheck()}
@@ -99,6 +100,9 @@ func (l *loader) site(b *hcl.Block) {
 	sb.duplicates = duplicates
 	l.cfg.Sites = append(l.cfg.Sites, s)
 	l.siteBlocks = append(l.siteBlocks, sb)
+	if l.noisy != nil && l.saidSoFar() != said {
+		l.noisy[s] = true
+	}
 }
 
 // MaxNameLength bounds a site's and an origin's name.

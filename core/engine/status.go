@@ -106,10 +106,12 @@ func (e *Engine) Sources() []api.SourceInfo {
 				si.Plugin = info.Name
 			}
 			si.Version = info.Version
+			si.Protocol, si.SDKVersion, si.Capabilities = info.ProtocolVersion, info.SDKVersion, info.Capabilities
 		}
 		if st, ok := s.(statser); ok {
 			x := st.Stats()
 			si.Starts, si.Restarts, si.Crashes, si.Failures = x.Starts, x.Restarts, x.Crashes, x.Failures
+			si.Unsupported = x.Unsupported
 		}
 		e.trouble.fill(&si)
 		out = append(out, si)

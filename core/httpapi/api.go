@@ -114,9 +114,7 @@ func New(opts Options) *Handler {
 	h.mux.HandleFunc("GET /v1/events", h.read(h.events))
 	h.mux.HandleFunc("GET /v1/publication", h.nodeRead(h.publication))
 	h.mux.HandleFunc("GET /v1/nodes", h.read(h.nodes))
-	h.mux.HandleFunc("GET /v1/sources", h.read(func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, vapi.SourcesAnswer{Sources: h.Engine.Sources()})
-	}))
+	h.mux.HandleFunc("GET /v1/sources", h.read(h.sources))
 	h.mux.HandleFunc("GET /metrics", h.read(h.metrics))
 	h.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

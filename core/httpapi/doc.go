@@ -22,7 +22,7 @@
 //	GET  /v1/events?site=&after=&limit=&wait=      the journal, oldest first
 //	GET  /v1/publication?after=VERSION&wait=30s    long-poll of the publication
 //	GET  /v1/nodes                                 the sources' own status: the node gateway's online nodes
-//	GET  /v1/sources                               the chain's sources: plugin, version, process, starts, crashes
+//	GET  /v1/sources                               the chain's sources: plugin, version, protocol, SDK, capabilities, process, restarts, last error (sources.go)
 //	GET  /metrics                                  Prometheus
 //	GET  /healthz                                  "ok"
 //

@@ -1,0 +1,153 @@
+package config_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/vigilcdn/vigil/core/config"
+)
+
+// reparseSite is the text of site i: kinds of health check that a reload
+// must take again, or decode again, exactly as a fresh load would.
+func reparseSite(i int, dir string) string {
+	hc := ""
+	switch i % 6 {
+	case 1:
+		hc = `health_check { path = "/h" }` // shared by every site of its kind
+	case 2:
+		hc = "health_check {\n    path = \"/c\"\n    confirm_interval = \"2s\"\n  }" // shared, with a position
+	case 3:
+		hc = `health_check { timeout = "2s" }` // its own, with a position
+	case 4:
+		hc = fmt.Sprintf("health_check {\n    ca_file = %q\n    insecure_skip_tls_verify = true\n  }", filepath.Join(dir, "ca.pem")) // a warning
+	case 5:
+		hc = `health_check {}` // the defaults, in a block of its own
+	}
+	return fmt.Sprintf("site \"s%03d\" {\n  hostname = \"s%03d.example.com\"\n  %s\n  origin \"a\" { address = \"https://127.0.0.1:1\" }\n  origin \"b\" {\n    address = \"https://127.0.0.1:2\"\n    level = 2\n  }\n}\n# after s%03d\n", i, i, hc, i)
+}
+
+func reparseConfig(dir string, control string, sites []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "control {\n  data_dir = %q\n  round_interval = \"10s\"\n%s}\n", filepath.Join(dir, "data"), control)
+	b.WriteString(`source "direct" { plugin = "vigil-source-direct" }
+publish "dns" {
+  listen = "127.0.0.1:5353"
+  zone = "example.com."
+  ttl = 120
+}
+`)
+	for _, s := range sites {
+		b.WriteString(s)
+	}
+	return b.String()
+}
+
+// TestReloadReparseIsLoad: a load of changed files that takes the
+// unchanged site blocks from the load before (a reload) gives what a fresh
+// Load gives, field for field, position for position, in what is shared
+// and in its diagnostics; and it does take sites again, the very values
+// when their block did not move.
+func TestReloadReparseIsLoad(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := os.ReadFile("testdata/ca/ca.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ca.pem"), ca, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const n = 60
+	base := make([]string, n)
+	for i := range base {
+		base[i] = reparseSite(i, dir)
+	}
+	changed := func(i int) string {
+		return strings.Replace(base[i], "https://127.0.0.1:1\"", "https://127.0.0.1:10001\"", 1)
+	}
+	with := func(edit func(s []string) []string) []string { return edit(slices.Clone(base)) }
+	for _, c := range []struct {
+		name    string
+		control string
+		sites   []string
+		// same: the sites (by index in the new file) that must be the
+		// very values of the load before; fresh: no site is taken again.
+		same  []int
+		fresh bool
+		bad   bool
+	}{
+		{name: "sites added at the end", sites: append(slices.Clone(base), reparseSite(n, dir), reparseSite(n+1, dir)), same: []int{0, 7, n - 1}},
+		{name: "one site changed in place", sites: with(func(s []string) []string { s[10] = changed(10); return s }), same: []int{0, 9}},
+		{name: "a site removed in the middle", sites: with(func(s []string) []string { return slices.Delete(s, 20, 21) }), same: []int{0, 19}},
+		{name: "a site added first", sites: with(func(s []string) []string { return slices.Insert(s, 0, reparseSite(n, dir)) })},
+		{name: "two sites swapped", sites: with(func(s []string) []string { s[3], s[4] = s[4], s[3]; return s }), same: []int{0, 5}},
+		{name: "one site given the shared health check of others", sites: with(func(s []string) []string {
+			s[6] = strings.Replace(s[6], "\n  \n", "\n  health_check { path = \"/h\" }\n", 1)
+			return s
+		}), same: []int{0, 5}},
+		{name: "a new site before others of its health check", sites: with(func(s []string) []string {
+			return slices.Insert(s, 1, strings.Replace(reparseSite(n, dir), "\n  \n", "\n  health_check {\n    path = \"/c\"\n    confirm_interval = \"2s\"\n  }\n", 1))
+		})},
+		{name: "the control block changed", control: "  sites_per_round = 50\n", sites: with(func(s []string) []string { s[10] = changed(10); return s }), fresh: true},
+		{name: "a duplicate site", sites: append(slices.Clone(base), base[5]), bad: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(dir, "vigil.hcl")
+			write := func(src string) {
+				t.Helper()
+				if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			config.ForgetLastLoad()
+			write(reparseConfig(dir, "", base))
+			prev, diags := config.LoadCached(path)
+			if diags.HasErrors() {
+				t.Fatal(diags.Error())
+			}
+			prevWant, _ := config.Load(path)
+			write(reparseConfig(dir, c.control, c.sites))
+			want, wantDiags := config.Load(path)
+			got, gotDiags := config.LoadCached(path)
+			if a, b := diagStrings(wantDiags), diagStrings(gotDiags); !slices.Equal(a, b) {
+				t.Errorf("diagnostics differ:\nLoad:       %q\nLoadCached: %q", a, b)
+			}
+			if c.bad {
+				if !gotDiags.HasErrors() {
+					t.Fatal("no error")
+				}
+				return
+			}
+			if gotDiags.HasErrors() {
+				t.Fatal(gotDiags.Error())
+			}
+			for _, d := range configDiff(want, got) {
+				t.Error(d)
+			}
+			reused := config.LastReused()
+			switch {
+			case c.fresh && reused != 0:
+				t.Errorf("%d sites taken again, want none", reused)
+			case !c.fresh && reused < n/2:
+				t.Errorf("%d sites taken again, want most of %d", reused, n)
+			}
+			for _, i := range c.same {
+				if got.Sites[i] != prev.Site(got.Sites[i].Name) {
+					t.Errorf("site %s: a new value, want the one in force (its block did not move)", got.Sites[i].Name)
+				}
+			}
+			// Nothing of the configuration in force changed.
+			prevWant.Files, prev.Files = nil, nil
+			prevWant.Site("") // both with their site index built
+			prev.Site("")
+			for _, d := range configDiff(prevWant, prev) {
+				t.Errorf("the configuration in force changed: %s", d)
+			}
+			runtime.KeepAlive(prev)
+		})
+	}
+}
