@@ -22,6 +22,7 @@ import (
 	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/core/engine"
 	"github.com/vigilcdn/vigil/core/httpapi"
+	"github.com/vigilcdn/vigil/core/notify"
 	"github.com/vigilcdn/vigil/core/store"
 )
 
@@ -70,6 +71,7 @@ type Agent struct {
 	cluster *cluster
 	metrics *reloadMetrics
 	history *engine.HistoryFeed // the verdict history (data_dir/history.ring; none with etcd)
+	control *notify.Control     // the control plane's own alerts (alerts.go)
 
 	reloadMu sync.Mutex // one ReloadFile at a time, from reading to applying
 	mu       sync.Mutex // guards the fields below and serializes reloads
@@ -105,6 +107,7 @@ func Start(cfg *config.Config, opts Options) (a *Agent, err error) {
 		}
 	}()
 	a.metrics = newReloadMetrics(reg)
+	a.control = a.newControl(cfg)
 	if err := a.openStore(cfg); err != nil {
 		return nil, err
 	}
@@ -112,6 +115,7 @@ func Start(cfg *config.Config, opts Options) (a *Agent, err error) {
 	engOpts := engine.Options{Logger: log, Registerer: reg, Store: a.store, Hooks: opts.Hooks, NewSource: opts.NewSource,
 		AfterRound: returnMemory}
 	a.cluster.engineOptions(&engOpts)
+	a.watchCommits(&engOpts)
 	eng, diags := engine.New(ctx, cfg, engOpts)
 	if diags.HasErrors() {
 		a.diagnose(cfg.Files, diags)
@@ -136,6 +140,7 @@ func Start(cfg *config.Config, opts Options) (a *Agent, err error) {
 	// feed records each saved round, the notifiers wake on new events.
 	eng.Observe(a.history)
 	eng.Observe(a.parts)
+	eng.Observe(a.commitsSaved())
 	if a.cluster != nil {
 		err = a.cluster.start(ctx, a, eng)
 	} else {
@@ -247,7 +252,7 @@ func (a *Agent) openStore(cfg *config.Config) error {
 	if cfg.Control.Store == nil {
 		st, err := store.OpenWith(cfg.Control.DataDir, store.OpenOptions{
 			JournalSize: store.DefaultJournalSize, Fresh: a.opts.FreshState, OnBackup: a.logBackup,
-			Reserve: true, OnReserve: a.logReserve,
+			Reserve: true, OnReserve: a.onReserve,
 		})
 		if err != nil {
 			return err
