@@ -101,10 +101,13 @@ func (e *Engine) refreshLabels(p *partitionDetector, now time.Time, soon bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), labelRefresh)
 		defer cancel()
 		vl := &voterLabels{values: map[string]string{}, reporting: map[string]bool{}}
-		for _, st := range e.SourceStatuses(ctx) {
-			vl.reporting[st.Source] = true
-			for _, it := range st.Items {
-				vl.values[st.Source+"\x00"+it.ID] = it.Labels[p.label]
+		for _, r := range e.SourceReports(ctx) {
+			vl.reporting[r.Source] = true
+			if r.Err != nil {
+				continue
+			}
+			for _, it := range r.Status.Items {
+				vl.values[r.Source+"\x00"+it.Name] = it.Labels[p.label]
 			}
 		}
 		p.labels.Store(vl)

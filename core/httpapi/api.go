@@ -729,7 +729,7 @@ func (h *handler) publication(w http.ResponseWriter, r *http.Request) {
 // gateway's nodes: "nodes" are the online ones, "offline" the others. 404
 // when no source reports a status (no node source configured).
 func (h *handler) nodes(w http.ResponseWriter, r *http.Request) {
-	statuses := h.Engine.SourceStatuses(r.Context())
+	statuses := readmodel.SourceStatuses(h.Engine.SourceReports(r.Context()))
 	if len(statuses) == 0 {
 		writeError(w, http.StatusNotFound, "no_status", "no vote source reports nodes (configure a node source, vigil-source-node)")
 		return

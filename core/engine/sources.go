@@ -3,31 +3,27 @@ package engine
 import (
 	"context"
 	"errors"
-	"sort"
 
 	"github.com/vigilcdn/vigil/api"
+	"github.com/vigilcdn/vigil/core/readmodel"
 	"github.com/vigilcdn/vigil/sdk"
 )
-
-// SourceStatus is what one source reports about itself
-// (sdk.StatusReporter), such as the node gateway's nodes (package api).
-type SourceStatus = api.SourceStatus
-
-// NodeView is one item of a source's status, such as a node.
-type NodeView = api.NodeView
 
 type statusReporter interface {
 	Status(ctx context.Context) (sdk.Status, error)
 }
 
-// SourceStatuses asks every source that reports a status, concurrently and
-// without waiting for a round in progress. Sources with no status are left
-// out.
-func (e *Engine) SourceStatuses(ctx context.Context) []SourceStatus {
+// SourceReports asks every source that reports a status
+// (sdk.StatusReporter), concurrently and without waiting for a round in
+// progress, and returns their answers in chain order. Sources with no
+// status are left out. The API shows them through the read model
+// (readmodel.SourceStatuses); the partition rule reads their voters'
+// labels.
+func (e *Engine) SourceReports(ctx context.Context) []readmodel.SourceReport {
 	e.statsMu.Lock()
 	sources := e.liveSources
 	e.statsMu.Unlock()
-	out := make([]SourceStatus, len(sources))
+	out := make([]readmodel.SourceReport, len(sources))
 	has := make([]bool, len(sources))
 	done := make(chan int, len(sources))
 	for i, src := range sources {
@@ -43,30 +39,13 @@ func (e *Engine) SourceStatuses(ctx context.Context) []SourceStatus {
 				return
 			}
 			has[i] = true
-			out[i] = SourceStatus{Source: name}
-			if err != nil {
-				out[i].Error = err.Error()
-				return
-			}
-			out[i].Summary = st.Summary
-			for _, it := range st.Items {
-				nv := NodeView{ID: it.Name, Source: name, State: it.State, Labels: it.Labels, Detail: it.Detail}
-				if nv.Labels == nil {
-					nv.Labels = map[string]string{}
-				}
-				if !it.LastSeen.IsZero() {
-					t := it.LastSeen
-					nv.LastSeen = &t
-				}
-				out[i].Items = append(out[i].Items, nv)
-			}
-			sort.Slice(out[i].Items, func(a, b int) bool { return out[i].Items[a].ID < out[i].Items[b].ID })
+			out[i] = readmodel.SourceReport{Source: name, Status: st, Err: err}
 		}(i, src.Name())
 	}
 	for range sources {
 		<-done
 	}
-	var res []SourceStatus
+	var res []readmodel.SourceReport
 	for i := range out {
 		if has[i] {
 			res = append(res, out[i])
