@@ -168,8 +168,8 @@ func TestSummary(t *testing.T) {
 		site(manual, 2, []decide.Health{H, H}, H, H), // failback waiting
 		site(auto, 2, []decide.Health{X, H}, X, H),   // failed over, nothing waits
 		site(auto, 2, []decide.Health{X, X}, X, X),   // all unhealthy, down
-		held,                                         // a manual hold waits too
-		site(auto, 1, []decide.Health{H, H}, H, H),   // ok
+		held, // a manual hold waits too
+		site(auto, 1, []decide.Health{H, H}, H, H), // ok
 	}}
 	got := Summary(f)
 	want := api.FleetSummary{Round: 12, Sites: 5, OffTopLevel: 4, AllUnhealthy: 1, FailbackWaiting: 2,
