@@ -33,6 +33,11 @@
 // sends a standby's changes to the leader. docs/api.md describes each
 // route.
 //
+// What the routes say about sites (the views, the status filter, the
+// summary, the nodes, the events' wire form) is the read model's
+// (core/readmodel), built from the engine's snapshot of the last commit,
+// so that no read waits for a round.
+//
 // An action's actor is taken from the X-Vigil-Actor header (the CLI sends
 // user@host); the token proves the right to act, the header only says who.
 package httpapi
