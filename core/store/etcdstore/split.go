@@ -322,33 +322,49 @@ func (s *Store) sweep(ctx context.Context) {
 	}
 }
 
-// modRevs records in modRev the mod revisions of the keys ws would copy to.
+// modRevs records in modRev the mod revisions of the keys ws would copy
+// to: the site and probe keys one by one (keys only, max_txn_ops reads a
+// transaction), never the whole prefixes, so that a roll-forward costs
+// what the set wrote, not the size of the store; and the set's events
+// as one range. The revisions are hints only: every copy is guarded by
+// the key's mod revision anyway.
 func (s *Store) modRevs(ctx context.Context, id string, ws []write, modRev map[string]int64) error {
 	var lo, hi uint64
+	var keys []string
 	for _, w := range ws {
-		if w.event >= 0 {
+		if w.event >= 0 && !w.probe && strings.HasPrefix(w.key, s.EventsPrefix()) {
 			seq, _ := strconv.ParseUint(strings.TrimPrefix(w.key, s.EventsPrefix()), 10, 64)
 			if lo == 0 || seq < lo {
 				lo = seq
 			}
 			hi = max(hi, seq)
+			continue
+		}
+		keys = append(keys, w.key)
+		if w.del && !w.probe {
+			keys = append(keys, s.ProbedPrefix()+w.name)
 		}
 	}
-	ops := []clientv3.Op{
-		clientv3.OpGet(s.SitesPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-		clientv3.OpGet(s.ProbedPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly()),
-	}
+	var ops []clientv3.Op
 	if hi > 0 {
 		ops = append(ops, clientv3.OpGet(s.eventKey(lo), clientv3.WithRange(s.eventKey(hi+1)), clientv3.WithKeysOnly()))
 	}
-	now, err := s.txn(ctx).Then(ops...).Commit()
-	if err != nil {
-		return fmt.Errorf("store: copying the split commit %s to its keys: %w", id, err)
-	}
-	for _, r := range now.Responses {
-		for _, kv := range r.GetResponseRange().Kvs {
-			modRev[string(kv.Key)] = kv.ModRevision
+	limit := s.limit()
+	for len(ops) > 0 || len(keys) > 0 {
+		for len(ops) < limit && len(keys) > 0 {
+			ops = append(ops, clientv3.OpGet(keys[0], clientv3.WithKeysOnly()))
+			keys = keys[1:]
 		}
+		now, err := s.txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return fmt.Errorf("store: copying the split commit %s to its keys: %w", id, err)
+		}
+		for _, r := range now.Responses {
+			for _, kv := range r.GetResponseRange().Kvs {
+				modRev[string(kv.Key)] = kv.ModRevision
+			}
+		}
+		ops = ops[:0]
 	}
 	return nil
 }
