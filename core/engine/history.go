@@ -65,6 +65,7 @@ type HistoryFeed struct {
 
 type histBatch struct {
 	flushed chan struct{} // a Flush marker: closed once reached
+	remap   bool          // only map fleet (follow)
 	fleet   *fleet.Fleet
 	at      time.Time
 	obs     []histObs
@@ -142,10 +143,38 @@ func OpenHistory(dir string, e *Engine, o HistoryOptions) *HistoryFeed {
 // Committed is the feed as an engine Observer: after a commit that saved
 // a round, it hands the round's verdicts to the writer.
 func (h *HistoryFeed) Committed(c Commit) {
-	if h == nil || h.ring == nil || c.Round == 0 || c.Probed == 0 {
+	if h == nil || h.ring == nil {
+		return
+	}
+	if c.Round == 0 || c.Probed == 0 {
+		h.follow(c.Views)
 		return
 	}
 	h.record(c.Views, c.Round)
+}
+
+// follow has the writer map the fleet of v when it is a new one (a
+// reload's): the fleet it maps now is then dropped at once, not kept, with
+// the configuration it was built from, until the next round.
+func (h *HistoryFeed) follow(v *Views) {
+	if v == nil {
+		return
+	}
+	h.mu.Lock()
+	same := h.mapFleet == nil || h.mapFleet == v.fleet
+	h.mu.Unlock()
+	if same {
+		return
+	}
+	h.qmu.Lock()
+	defer h.qmu.Unlock()
+	if h.closed {
+		return
+	}
+	select {
+	case h.queue <- &histBatch{fleet: v.fleet, remap: true}:
+	default: // the next round maps it
+	}
 }
 
 // AfterRound hands the verdicts of round res to the writer, as Committed
@@ -290,7 +319,12 @@ func (h *HistoryFeed) write() {
 			close(b.flushed)
 			continue
 		}
+		if b.remap {
+			h.mapTo(b.fleet)
+			continue
+		}
 		h.writeBatch(b)
+		b.fleet = nil // a spare batch keeps no fleet alive
 		select {
 		case h.spare <- b:
 		default:
