@@ -3,6 +3,7 @@ package config
 import (
 	"bytes"
 	"crypto/sha256"
+	"math"
 	"runtime"
 	"sync"
 
@@ -46,11 +47,11 @@ type blockIndex struct {
 // of the next top-level block (its trailing comments included).
 type blockSpan struct {
 	Sum        [16]byte
-	Line       int
-	Start, End int
+	Line       int32
+	Start, End int32
 	// Site is the index in Config.Sites of the site the block declared
 	// when it may be taken again; -1 when not.
-	Site int
+	Site int32
 	// DefaultHC: the site has no health_check block (it shares the
 	// defaults' value).
 	DefaultHC bool
@@ -125,7 +126,7 @@ func indexBlocks(files []fileSource, spans [][]fileSpan, cfg *Config, notes load
 	}
 	for fi, f := range files {
 		nav, _ := cfg.Files[f.name].Nav.(*topNav)
-		if nav == nil {
+		if nav == nil || len(f.src) > math.MaxInt32 {
 			return nil
 		}
 		sites := byFile[f.name]
@@ -150,10 +151,10 @@ func indexBlocks(files []fileSource, spans [][]fileSpan, cfg *Config, notes load
 			for k < len(sites) && cfg.Sites[sites[k]].DeclRange.Start.Byte < sp.pos.Byte {
 				k++
 			}
-			bs := blockSpan{Sum: spanSum(f.src[sp.pos.Byte:sp.end]), Line: sp.pos.Line, Start: sp.pos.Byte, End: sp.end, Site: -1}
+			bs := blockSpan{Sum: spanSum(f.src[sp.pos.Byte:sp.end]), Line: int32(sp.pos.Line), Start: int32(sp.pos.Byte), End: int32(sp.end), Site: -1}
 			if blocks == 1 && k < len(sites) {
 				if s := cfg.Sites[sites[k]]; s.DeclRange.Start.Byte == sp.pos.Byte && !notes.noisy[s] && ownRanges(s, f.name, sp.pos.Byte, sp.end) {
-					bs.Site, bs.DefaultHC = sites[k], s.HealthCheck == notes.defaultHC
+					bs.Site, bs.DefaultHC = int32(sites[k]), s.HealthCheck == notes.defaultHC
 				}
 			}
 			out = append(out, bs)
@@ -212,7 +213,7 @@ func reparse(files []fileSource, prev *Config, idx *blockIndex) (cfg *Config, di
 	for fi, f := range files {
 		old := map[[16]byte]blockSpan{}
 		for _, bs := range idx.Files[f.name] {
-			if bs.Site >= 0 && bs.Site < len(prev.Sites) {
+			if bs.Site >= 0 && int(bs.Site) < len(prev.Sites) {
 				old[bs.Sum] = bs
 			}
 		}
@@ -224,10 +225,10 @@ func reparse(files []fileSource, prev *Config, idx *blockIndex) (cfg *Config, di
 				if bs, found := old[spanSum(f.src[sp.pos.Byte:sp.end])]; found && oldNav != nil {
 					delete(old, bs.Sum) // one site per block
 					s := moved(prev.Sites[bs.Site], bs, sp)
-					nb, navOK := oldNav.at(bs.Start)
+					nb, navOK := oldNav.at(int(bs.Start))
 					if navOK {
-						nb.start += sp.pos.Byte - bs.Start
-						nb.end += sp.pos.Byte - bs.Start
+						nb.start += sp.pos.Byte - int(bs.Start)
+						nb.end += sp.pos.Byte - int(bs.Start)
 						bodies = append(bodies, &reusedSite{site: s, nav: nb})
 						open = -1
 						reused++
@@ -253,7 +254,7 @@ func reparse(files []fileSource, prev *Config, idx *blockIndex) (cfg *Config, di
 	var defaultHC *HealthCheck
 	for _, list := range idx.Files {
 		for _, bs := range list {
-			if bs.DefaultHC && bs.Site >= 0 && bs.Site < len(prev.Sites) {
+			if bs.DefaultHC && bs.Site >= 0 && int(bs.Site) < len(prev.Sites) {
 				defaultHC = prev.Sites[bs.Site].HealthCheck
 				break
 			}
@@ -336,7 +337,7 @@ func (n *topNav) at(start int) (navBlock, bool) {
 // moved with it (the lines and bytes; a block starts a line, so the
 // columns stay).
 func moved(s *Site, old blockSpan, sp fileSpan) *Site {
-	dLine, dByte := sp.pos.Line-old.Line, sp.pos.Byte-old.Start
+	dLine, dByte := sp.pos.Line-int(old.Line), sp.pos.Byte-int(old.Start)
 	if dLine == 0 && dByte == 0 {
 		return s
 	}
