@@ -180,6 +180,11 @@ func (s *Bolt) Backup(ctx context.Context) (rep *BackupReport, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if s.reserve && s.ReserveInUse() {
+		// The room the reserve left is the state file's: a copy there
+		// would stop the commits within hours (TestFullDiskReserveWithBackups).
+		return nil, fmt.Errorf("store: last-good copy of %s not written: data_dir is full and the state file writes into its space reserve, whose room a copy would take; copies resume once the reserve is written again", s.path)
+	}
 	good := filepath.Join(s.dir, GoodFileName)
 	tmp, err := os.CreateTemp(s.dir, tempPrefix+"good-*")
 	if err != nil {
