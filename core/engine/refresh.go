@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/vigilcdn/vigil/core/decide"
+	"github.com/vigilcdn/vigil/core/fleet"
 	"github.com/vigilcdn/vigil/core/store"
 )
 
@@ -76,10 +77,15 @@ func (e *Engine) RefreshLoaded(ctx context.Context, st *store.State, pick func(s
 		}
 		if inPlace {
 			// None of them is in the round in progress: they are reloaded
-			// where they are, and the round goes on.
+			// where they are, and the round goes on. A site with no record
+			// starts afresh, as a new site does.
 			now := nanos(e.opts.Now())
 			for _, i := range differ {
-				e.restoreInPlace(i, st.Sites[e.fleet.Sites[i].Spec.Name], now)
+				if r, ok := st.Sites[e.fleet.Sites[i].Spec.Name]; ok {
+					e.restoreInPlace(i, r, now)
+				} else {
+					e.resetInPlace(i, now)
+				}
 			}
 			e.settlePartial(ctx)
 			return nil
@@ -124,14 +130,15 @@ func (e *Engine) settlePartial(ctx context.Context) {
 }
 
 // storedDiffers returns the sites pick accepts for which the store holds
-// a state other than the one in memory: only those make a partial refresh
-// more than a reading. The last round's votes and probe times are not
-// state, and differ without counting. inPlace is set when each of them
-// has a record and none of the sites pick accepts is in the round in
-// progress, so that the refresh can leave that round alone. A round that
-// planned a site pick accepts (one whose ownership moved away meanwhile)
-// must be discarded, so that it never writes the site after its new owner
-// took it. Called with e.mu held.
+// a state other than the one in memory (no record: the state of a new
+// site): only those make a partial refresh more than a reading. The last
+// round's votes and probe times are not state, and differ without
+// counting. inPlace is set when none of the sites pick accepts is in the
+// round in progress, so that the refresh can leave that round alone: a
+// shard that claims sites, or follows another's commits, does not throw
+// its round away. A round that planned a site pick accepts (one whose
+// ownership moved away meanwhile) must be discarded, so that it never
+// writes the site after its new owner took it. Called with e.mu held.
 func (e *Engine) storedDiffers(st *store.State, pick func(site string) bool) (differ []int, inPlace bool) {
 	inPlace = true
 	for i, s := range e.fleet.Sites {
@@ -144,15 +151,62 @@ func (e *Engine) storedDiffers(st *store.State, pick func(site string) bool) (di
 			}
 		}
 		r, ok := st.Sites[s.Spec.Name]
-		if ok && sameState(s, &e.info[i], &r) {
+		if !ok {
+			r = freshRecord(s)
+		}
+		if sameState(s, &e.info[i], &r) {
 			continue
 		}
 		differ = append(differ, i)
-		if !ok {
-			inPlace = false
-		}
 	}
 	return differ, inPlace
+}
+
+// freshRecord is the record of site s as a new site starts: at its top
+// level, every origin unknown but those the configuration disables.
+func freshRecord(s *fleet.Site) store.Site {
+	enabled := configEnabled(s)
+	fresh := &fleet.Site{Spec: s.Spec, Config: s.Config, State: decide.NewSiteState(s.Spec, enabled)}
+	x := newSiteInfo(fresh)
+	for j := range x.origins {
+		if !enabled[j] {
+			x.origins[j].disabledBy, x.origins[j].cause = disabledByConfig, "disabled in the configuration"
+		}
+	}
+	return record(fresh, &x)
+}
+
+// configEnabled says, by origin, whether the configuration enables it.
+func configEnabled(s *fleet.Site) []bool {
+	enabled := make([]bool, len(s.Config.Origins))
+	for j, o := range s.Config.Origins {
+		enabled[j] = o.Enabled
+	}
+	return enabled
+}
+
+// resetInPlace makes site i a new site again, in the fleet as it is: the
+// store holds no record of it (a site no instance has written yet, which
+// this shard now owns or follows), as install does for such a site. It
+// is not marked for writing: its owner writes it when it probes it.
+// Called with e.mu held.
+func (e *Engine) resetInPlace(i int, now int64) {
+	s := e.fleet.Sites[i]
+	enabled := configEnabled(s)
+	*s.State = *decide.NewSiteState(s.Spec, enabled)
+	s.LastProbed = 0
+	e.info[i] = newSiteInfo(s)
+	x := &e.info[i]
+	for j := range x.origins {
+		x.origins[j].since = now
+		if !enabled[j] {
+			x.origins[j].disabledBy, x.origins[j].cause = disabledByConfig, "disabled in the configuration"
+		}
+	}
+	x.stateSum = stateSum(s, x)
+	e.last[i] = lastRef{}
+	e.lastChanged = true
+	e.changed.add(i)
 }
 
 // restoreInPlace reloads site i from its stored record r, in the fleet as

@@ -19,15 +19,15 @@ import (
 //  1. B sees the new member list and wants the site; A sees it too and
 //     no longer wants it.
 //  2. A stops probing it (Owns turns false) but may still write it, then
-//     reloads the sites it does not own, this one included: the engine
+//     reloads the sites it releases (only them): the engine
 //     discards a round that planned it and is still asking its sources,
 //     and the reload waits for one that is committing, so no round that
 //     planned the site commits it after this (Apply also skips a site
 //     Owns no longer accepts).
 //     A then deletes P/owners/SITE if it still has the revision A created.
 //  3. B creates P/owners/SITE with its lease only if the key does not
-//     exist (create revision 0), reloads the site from etcd, and only then
-//     probes it.
+//     exist (create revision 0), reloads the site from etcd (the sites it
+//     claimed, only them), and only then probes it, from its next round.
 //
 // The owner key exists at most once, so at any instant at most one node
 // may probe and write the site; A's late writes fail the fence, which
@@ -101,9 +101,7 @@ func (n *Node) reconcile(ctx context.Context, lease clientv3.LeaseID) {
 		// writes it under its owner key, which A still holds; one still
 		// voting that planned it is discarded (the reload picks releasing
 		// sites).
-		n.refreshMu.Lock()
-		err := n.reloadUnowned(ctx, eng)
-		n.refreshMu.Unlock()
+		err := n.reloadReleasing(ctx, eng, release)
 		if err != nil {
 			n.log.Warn("cannot hand sites over yet: the reload before the release failed; retrying", "sites", len(release), "error", err)
 			return
@@ -131,9 +129,11 @@ func (n *Node) reconcile(ctx context.Context, lease clientv3.LeaseID) {
 	}
 	n.mu.Unlock()
 	// Claimed sites are reloaded and probed as they come, not all at the
-	// end: at most every refreshEvery while claims go on.
-	// A reload reads the whole store: the claims go on at least twice as
-	// long as the last one took, so reloads stay a third of the time.
+	// end: at most every refreshEvery while claims go on. A reload reads
+	// the sites claimed since the last (LoadSites), but hands them to the
+	// engine, which looks over its whole fleet: the claims go on at least
+	// twice as long as the last one took, so reloads stay a third of the
+	// time.
 	every := n.refreshEvery()
 	last := time.Now()
 	total := 0
@@ -178,15 +178,14 @@ func (n *Node) batchSize() int {
 }
 
 // own reloads claimed sites from the store and marks them owned: only
-// then are they probed. It reports whether the reload went through.
+// then are they probed, from the instance's next round on. It reads
+// those sites only (LoadSites), never the whole store, and the engine
+// reloads them in place, so a round in progress goes on. It reports
+// whether the reload went through.
 func (n *Node) own(ctx context.Context, eng *engine.Engine, sites []string) bool {
-	set := make(map[string]bool, len(sites))
-	for _, s := range sites {
-		set[s] = true
-	}
 	// The new owner reloads a site before it probes it.
 	n.refreshMu.Lock()
-	err := eng.RefreshSites(ctx, func(site string) bool { return set[site] })
+	err := n.reloadSites(ctx, eng, sites)
 	n.refreshMu.Unlock()
 	if err != nil {
 		n.log.Error("cannot reload acquired sites; not probing them yet", "sites", len(sites), "error", err)
@@ -201,6 +200,35 @@ func (n *Node) own(ctx context.Context, eng *engine.Engine, sites []string) bool
 	n.mu.Unlock()
 	n.metrics.update()
 	return true
+}
+
+// reloadSites reloads the named sites, and only them, from the store:
+// LoadSites reads their records, which the engine takes over what it
+// holds. Called with refreshMu held.
+func (n *Node) reloadSites(ctx context.Context, eng *engine.Engine, sites []string) error {
+	st, _, err := n.opts.Store.LoadSites(ctx, sites)
+	if err != nil {
+		return fmt.Errorf("reloading %d sites from the store: %w", len(sites), err)
+	}
+	set := make(map[string]bool, len(sites))
+	for _, s := range sites {
+		set[s] = true
+	}
+	if err := eng.RefreshLoaded(ctx, st, func(site string) bool { return set[site] }); err != nil {
+		return err
+	}
+	return nil
+}
+
+// reloadReleasing is the handover's barrier: it reloads the sites being
+// released (marked releasing, so no longer probed), and only them. The
+// engine discards a round in progress that planned one of them, and the
+// reload waits for a round that is committing, so no round of this
+// instance writes them after the release.
+func (n *Node) reloadReleasing(ctx context.Context, eng *engine.Engine, release []string) error {
+	n.refreshMu.Lock()
+	defer n.refreshMu.Unlock()
+	return n.reloadSites(ctx, eng, release)
 }
 
 // taken returns the sites whose owner key exists: one paged read
