@@ -154,18 +154,22 @@ func (s *Source) checkNeeds(info sdk.Info, needs []Need) hcl.Diagnostics {
 			more = fmt.Sprintf(" and %d more", len(sites)-5)
 			sites = sites[:5]
 		}
-		why := fmt.Sprintf("does not declare the capability %s", n.Capability)
+		setting := settingNames([]string{n.Capability})
+		who := "site " + strings.Join(sites, ", ") + more + " sets"
+		if len(n.Sites) > 1 {
+			who = "sites " + strings.Join(sites, ", ") + more + " set"
+		}
+		what := fmt.Sprintf("does not declare the capability %s, which the health check's %s needs, and %s it", n.Capability, setting, who)
 		fix := "use a plugin that honours it, or take these sites off this source (the site's sources attribute)"
 		if info.ProtocolVersion < 2 {
-			why = fmt.Sprintf("speaks vote-source protocol 1, which predates capabilities (it cannot carry %s)", settingNames([]string{n.Capability}))
-			fix = fmt.Sprintf("rebuild the plugin with SDK %s or later (protocol 2), or take these sites off this source", sdk.Version)
+			what = fmt.Sprintf("speaks vote-source protocol 1, which cannot carry the health check's %s, and %s it", setting, who)
+			fix = fmt.Sprintf("rebuild the plugin with SDK %s or later (protocol 2), or take these sites off this source (the site's sources attribute)", sdk.Version)
 		}
 		diags = append(diags, &hcl.Diagnostic{
 			Severity: hcl.DiagWarning,
 			Summary:  "Vote-source plugin cannot check some sites",
-			Detail: fmt.Sprintf("Source %q: plugin %s %s %s, which the health check's %s of site %s%s needs. This source abstains on their origins (reason unsupported, %s); %s.",
-				s.spec.Name, info.Name, info.Version, why, settingNames([]string{n.Capability}), strings.Join(sites, ", "), more,
-				sdk.PluginReasonMissingCapability, fix),
+			Detail: fmt.Sprintf("Source %q: plugin %s %s %s. This source abstains on their origins (reason unsupported, %s); %s.",
+				s.spec.Name, info.Name, info.Version, what, sdk.PluginReasonMissingCapability, fix),
 			Subject: s.spec.Range.Ptr(),
 		})
 	}

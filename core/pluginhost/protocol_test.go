@@ -176,10 +176,10 @@ func TestCheckNamesMissingCapability(t *testing.T) {
 		want                       []string // a substring of each warning, in order
 	}{
 		{"protocol 1", v1Plugin, ``, "", []string{
-			"speaks vote-source protocol 1, which predates capabilities (it cannot carry ca_file), which the health check's ca_file of site api, www needs",
-			"(it cannot carry headers), which the health check's headers of site api needs"}},
+			"speaks vote-source protocol 1, which cannot carry the health check's ca_file, and sites api, www set it",
+			"speaks vote-source protocol 1, which cannot carry the health check's headers, and site api sets it"}},
 		{"protocol 2 lacking one", testPlugin, `voter = "v"`, "tls.ca_bundle", []string{
-			"does not declare the capability http.headers, which the health check's headers of site api needs"}},
+			"does not declare the capability http.headers, which the health check's headers needs, and site api sets it"}},
 		{"protocol 2 with both", testPlugin, `voter = "v"`, "tls.ca_bundle,http.headers", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
