@@ -17,7 +17,10 @@
 // the call returns an error (the chain treats it as abstaining), garbage
 // votes are dropped, and everything is logged and counted in [Stats]. A dead
 // or hung plugin is killed and started again on the next use, with capped
-// exponential backoff when it keeps failing.
+// exponential backoff when it keeps failing. A call that misses its
+// deadline once is slowness (a loaded machine, a large ballot), not a hang:
+// the process is kept, so that the next round does not pay for a restart
+// too; the second timeout in a row kills it.
 //
 // A plugin that reports suspects (sdk.SuspectReporter: a site whose origin
 // it saw failing between rounds) gets a stream from each of its processes;

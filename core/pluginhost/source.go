@@ -47,7 +47,8 @@ type Spec struct {
 	// that cannot do it: the host warns at every start.
 	PlaintextTransport bool
 	// Timeout is the deadline of every call to the plugin. Zero means
-	// DefaultTimeout.
+	// DefaultTimeout. A Vote past it costs the round's votes; the process
+	// is killed only when the next Vote times out too.
 	Timeout time.Duration
 	// StartTimeout bounds the start of the plugin process (the go-plugin
 	// handshake). Zero means DefaultStartTimeout. A restart runs in the
@@ -127,6 +128,7 @@ type Source struct {
 	configured bool // Start succeeded once: cfg is valid
 	closed     bool
 	failStreak int           // consecutive failures
+	lateStreak int           // consecutive timeouts of the running process
 	retryAt    time.Time     // no restart before this
 	starting   chan struct{} // closed when the restart in flight ends; nil when none
 	startErr   error         // why the last restart failed
@@ -359,7 +361,7 @@ func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error
 		return nil, s.failed(ctx, cctx, proc, err)
 	}
 	s.mu.Lock()
-	s.failStreak = 0
+	s.failStreak, s.lateStreak = 0, 0
 	s.mu.Unlock()
 	return append(s.keepValid(ballot, votes), held...), nil
 }
@@ -504,9 +506,13 @@ func (s *Source) failed(ctx, cctx context.Context, proc *process, err error) err
 		// The deadline travels with the call: the plugin's side can give
 		// up (and say DeadlineExceeded) a hair before our own timer fires.
 		s.stats.timeouts.Add(1)
-		s.log.Warn("vote source timed out; killing it, it restarts on next use", "timeout", s.timeout())
+		if s.keepLate(proc) {
+			s.log.Warn("vote source timed out; its process is kept (one late answer is slowness, not a hang): a second timeout in a row restarts it", "timeout", s.timeout())
+			return fmt.Errorf("source %q: no answer within %v: the plugin is kept, and restarted if its next call times out too", s.spec.Name, s.timeout())
+		}
+		s.log.Warn("vote source timed out twice in a row; killing it, it restarts on next use", "timeout", s.timeout())
 		s.drop(proc)
-		return fmt.Errorf("source %q: no answer within %v: the plugin was killed and restarts on next use", s.spec.Name, s.timeout())
+		return fmt.Errorf("source %q: no answer within %v for the second call in a row: the plugin was killed and restarts on next use", s.spec.Name, s.timeout())
 	case crashed(proc, err):
 		s.stats.crashes.Add(1)
 		s.log.Error("vote source crashed or broke the connection; it restarts on next use", "error", err)
@@ -524,6 +530,21 @@ func (s *Source) failed(ctx, cctx context.Context, proc *process, err error) err
 		s.log.Warn("vote source returned an error", "error", msg)
 		return fmt.Errorf("source %q: plugin error: %s", s.spec.Name, msg)
 	}
+}
+
+// keepLate counts a timeout of proc and reports whether proc is kept. A
+// plugin that misses one deadline is slow (a loaded machine, a large
+// ballot), not hung: killing it would make the next round pay for its
+// restart too, and on a busy machine miss that deadline as well. The
+// second timeout in a row, or a process that is gone, restarts it.
+func (s *Source) keepLate(proc *process) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != proc || proc.client.Exited() {
+		return false
+	}
+	s.lateStreak++
+	return s.lateStreak < 2
 }
 
 // crashed reports whether a failed call means the plugin is broken and
@@ -549,6 +570,7 @@ func (s *Source) dropLocked(proc *process) {
 		return
 	}
 	s.proc = nil
+	s.lateStreak = 0
 	go proc.kill() // go-plugin's cleanup may take a moment: not under the lock
 	s.failStreak++
 	s.retryAt = time.Now().Add(s.backoff())

@@ -268,10 +268,13 @@ func TestExitBetweenCalls(t *testing.T) {
 	}
 }
 
+// TestHangPastDeadline: a call past its deadline returns at the deadline.
+// A plugin late once is kept (slow, not hung): the next round asks the
+// same process; late twice in a row it is killed and restarted.
 func TestHangPastDeadline(t *testing.T) {
 	for _, mode := range []string{"hang", "block", "exit"} {
 		t.Run(mode, func(t *testing.T) {
-			src, _ := newSource(t, `voter = "v"`, func(s *Spec) { s.Timeout = 2 * time.Second })
+			src, _ := newSource(t, `voter = "v"`, func(s *Spec) { s.Timeout = 3 * time.Second })
 			pid := src.PID()
 			start := time.Now()
 			_, err := src.Vote(context.Background(), ballot(mode, 1))
@@ -281,18 +284,52 @@ func TestHangPastDeadline(t *testing.T) {
 			// hang and block never answer: that Vote returned at all is
 			// the deadline at work (how long it took is no test's business
 			// on a loaded machine).
-			t.Logf("Vote returned after %v with a 2s deadline", time.Since(start).Round(time.Millisecond))
+			t.Logf("Vote returned after %v with a 3s deadline", time.Since(start).Round(time.Millisecond))
 			st := src.Stats()
 			if mode == "exit" {
 				if st.Crashes != 1 {
 					t.Errorf("stats = %+v, want a crash", st)
 				}
-			} else if st.Timeouts != 1 || !strings.Contains(err.Error(), "no answer within 2s") {
-				t.Errorf("err = %v, stats = %+v, want a timeout", err, st)
+				waitFor(t, "the exited plugin to be gone", 10*time.Second, func() bool { return processGone(pid) })
+				waitFor(t, "the restarted plugin to vote", 30*time.Second, func() bool {
+					_, err := src.Vote(context.Background(), ballot("www", 1))
+					return err == nil
+				})
+				return
+			}
+			if st.Timeouts != 1 || st.Restarts != 0 || !strings.Contains(err.Error(), "no answer within 3s: the plugin is kept") {
+				t.Fatalf("err = %v, stats = %+v, want a timeout that keeps the plugin", err, st)
+			}
+			second := "second call in a row: the plugin was killed"
+			if mode == "block" {
+				// Late once, and it gave up at the deadline: the same
+				// process answers the next round...
+				if _, err := src.Vote(context.Background(), ballot("www", 1)); err != nil || src.PID() != pid {
+					t.Fatalf("the round after one timeout: %v, pid %d (was %d); want the same process to vote", err, src.PID(), pid)
+				}
+				// ... and late twice in a row, it is killed.
+				if _, err := src.Vote(context.Background(), ballot(mode, 1)); err == nil || !strings.Contains(err.Error(), "the plugin is kept") {
+					t.Fatalf("err = %v, want a timeout that keeps the plugin", err)
+				}
+				if _, err := src.Vote(context.Background(), ballot(mode, 1)); err == nil || !strings.Contains(err.Error(), second) {
+					t.Fatalf("err = %v, want the second timeout in a row to kill the plugin", err)
+				}
+			} else {
+				// hang ignores the deadline and holds the plugin: the
+				// next ballot times out too, and the plugin is killed.
+				if _, err := src.Vote(context.Background(), ballot("www", 1)); err == nil || !strings.Contains(err.Error(), second) {
+					t.Fatalf("err = %v, want the second timeout in a row to kill the plugin", err)
+				}
 			}
 			waitFor(t, "the hung plugin to be gone", 10*time.Second, func() bool { return processGone(pid) })
-			if _, err := src.Vote(context.Background(), ballot("www", 1)); err != nil {
-				t.Errorf("Vote after restart: %v", err)
+			// The restart runs in the background; on a loaded machine it
+			// may outlast one call's deadline.
+			waitFor(t, "the restarted plugin to vote", 30*time.Second, func() bool {
+				_, err := src.Vote(context.Background(), ballot("www", 1))
+				return err == nil
+			})
+			if src.PID() == pid {
+				t.Errorf("the plugin late twice in a row was not replaced (pid %d)", pid)
 			}
 		})
 	}
