@@ -16,7 +16,10 @@
 //  1. vigil starts the binary named by a source block's `plugin` attribute.
 //     The process gets only the environment variables the operator listed in
 //     `env`, and it exits by itself when vigil goes away.
-//  2. [BasePlugin.Info] names the plugin and its version.
+//  2. [BasePlugin.Info] names the plugin and its version, and declares its
+//     capabilities: the target settings it honours (see [CapabilityCABundle]
+//     and the others). vigil hands the plugin no target that needs a
+//     capability it did not declare; it abstains for it instead.
 //  3. [BasePlugin.ConfigSchema] declares the attributes of the source's
 //     `config { }` block. vigil decodes the operator's block against that
 //     schema, so type errors are reported at file:line:col without any code in
@@ -60,7 +63,10 @@
 // This package, sdk/probe and sdk/sdktest are all a plugin imports. Package
 // sdk/host is the host's side of the protocol (vigil uses it); plugin
 // authors never need it. The wire protocol, for plugins in other languages,
-// is sdk/proto/votesource/v1/votesource.proto and sdk/PROTOCOL.md.
+// is sdk/proto/votesource/v1/votesource.proto and sdk/PROTOCOL.md, which
+// also states the compatibility promise: a plugin serves one protocol
+// version ([ProtocolVersion]) and an agent speaks the newest and the one
+// before it.
 //
 // Testing: package sdk/sdktest runs a plugin in-process over real gRPC and as
 // a real subprocess. Package sdk/probe is the HTTP probe that the shipped

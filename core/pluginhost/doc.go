@@ -12,6 +12,16 @@
 // to the plugin; every problem, the host's or the plugin's, comes back as an
 // hcl.Diagnostic at the file:line of the attribute at fault.
 //
+// The host offers vote-source protocols 1 and 2 in go-plugin's handshake
+// (sdk/host.Plugins) and speaks the one the plugin picks. [Source.Vote]
+// hands the plugin only the targets whose settings it declared a
+// capability for (a protocol-1 plugin declares none, and gets no field of
+// protocol 2); the others get an Abstain vote from the host (voter
+// [HostVoter], reason unsupported), counted in [Stats].Unsupported. A
+// check ([Source.Check], for `vigil validate`) warns at the source's block
+// of each capability the source's sites need ([Needs]) that the plugin
+// lacks. sdk/PROTOCOL.md states the promise.
+//
 // [Source.Vote] makes one call per round with the source's deadline. A
 // plugin that crashes, hangs or answers garbage costs only its own votes:
 // the call returns an error (the chain treats it as abstaining), garbage
