@@ -114,32 +114,42 @@ func (v *Views) Commit() (round, publication uint64) { return v.Round, v.Publica
 // callers and tests.
 func (v *Views) Site(name string) *api.SiteView { return readmodel.SiteView(v, name) }
 
-// Fill sets out to the site at position i (readmodel.Snapshot), reusing
-// out's slices; with detail, the last round's events and votes too. The
-// slices it shares with the snapshot (Levels, Events) must not be
-// modified.
-func (v *Views) Fill(i int, out *readmodel.Site, detail bool) {
+// State sets out to the state of the site at position i
+// (readmodel.Snapshot), reusing out's slice. Levels is shared with the
+// snapshot.
+func (v *Views) State(i int, out *readmodel.SiteState) {
 	s, snap := v.fleet.Sites[i], v.sites[i]
 	origins := out.Origins[:0]
-	*out = readmodel.Site{Spec: s.Spec, Hostname: s.Config.Hostname, Level: snap.level, ManualHold: snap.hold, Levels: snap.levels}
 	for _, o := range snap.origins {
-		origins = append(origins, readmodel.Origin{State: o.state, Failures: o.failures, Successes: o.successes})
+		origins = append(origins, readmodel.OriginState{State: o.state, Failures: o.failures, Successes: o.successes})
 	}
-	out.Origins = origins
-	if !detail {
-		return
-	}
-	last := v.last[i]
-	out.Round, out.ProbedAt, out.Ramp = snap.probedSq, timeOf(snap.probedAt), rampOf(snap.ramp)
+	*out = readmodel.SiteState{Spec: s.Spec, Level: snap.level, ManualHold: snap.hold, Levels: snap.levels, Origins: origins}
+}
+
+// Fill sets out to the whole site at position i (readmodel.Snapshot):
+// its state, and the last round's events and votes. Levels and Events
+// are shared with the snapshot.
+func (v *Views) Fill(i int, out *readmodel.Site) {
+	v.State(i, &out.SiteState)
+	s, snap, last := v.fleet.Sites[i], v.sites[i], v.last[i]
+	out.Hostname = s.Config.Hostname
+	out.Round, out.ProbedAt, out.Probed, out.Events, out.Ramp = snap.probedSq, timeOf(snap.probedAt), false, nil, rampOf(snap.ramp)
 	var rs *roundSite
+	votes := 0
 	if last.rec != nil {
 		rs = &last.rec.sites[last.site]
 		out.Round, out.ProbedAt, out.Probed = last.rec.seq, timeOf(last.rec.at), true
 		out.Events = last.rec.events[rs.eventsFrom:rs.eventsTo:rs.eventsTo]
+		for oi := range snap.origins {
+			t := &last.rec.targets[rs.firstTarget+uint32(oi)]
+			votes += int(t.votesTo - t.votesFrom)
+		}
 	}
+	out.Details = make([]readmodel.Origin, len(snap.origins))
+	all := make([]readmodel.Vote, 0, votes) // one array for the site's votes
 	chain := v.fleet.Chain
-	for oi := range out.Origins {
-		o, os := &out.Origins[oi], &snap.origins[oi]
+	for oi := range out.Details {
+		o, os := &out.Details[oi], &snap.origins[oi]
 		o.Address, o.Cause, o.Since = s.Config.Origins[oi].Address, os.cause, timeOf(os.since)
 		if rs != nil {
 			t := &last.rec.targets[rs.firstTarget+uint32(oi)]
@@ -148,12 +158,13 @@ func (v *Views) Fill(i int, out *readmodel.Site, detail bool) {
 			if t.out.By >= 0 && int(t.out.By) < len(chain) {
 				o.By = chain[t.out.By].Name
 			}
-			votes := last.rec.votes[t.votesFrom:t.votesTo]
-			o.Votes = make([]readmodel.Vote, len(votes))
-			for j, vr := range votes {
-				o.Votes[j] = vr.vote(chain)
+			recs := last.rec.votes[t.votesFrom:t.votesTo]
+			from := len(all)
+			for _, vr := range recs {
+				all = append(all, vr.vote(chain))
 			}
-			o.Reason = reasonOf(t.out, votes, chain)
+			o.Votes = all[from:len(all):len(all)]
+			o.Reason = reasonOf(t.out, recs, chain)
 		}
 		antiflapFill(o, snap.af, oi)
 		partitionFill(o, last, oi)

@@ -258,14 +258,14 @@ type siteFilter struct {
 }
 
 // statuses tells the status of one site after another from a snapshot,
-// reusing one buffer (readmodel.Site.Status).
+// reusing one buffer (readmodel.SiteState.Status).
 type statuses struct {
 	v   *engine.Views
-	buf readmodel.Site
+	buf readmodel.SiteState
 }
 
 func (s *statuses) of(i int) string {
-	s.v.Fill(i, &s.buf, false)
+	s.v.State(i, &s.buf)
 	return s.buf.Status()
 }
 

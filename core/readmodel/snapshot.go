@@ -22,18 +22,19 @@ type Snapshot interface {
 	// Commit returns the round and the publication version of the
 	// commit the snapshot was taken after.
 	Commit() (round, publication uint64)
-	// Fill sets s to the site at position i, reusing s's slices. Without
-	// detail it fills only the site's state (Spec, Hostname, Level,
-	// ManualHold, Levels, and each origin's State, Failures and
-	// Successes), which is all Status needs.
-	Fill(i int, s *Site, detail bool)
+	// State sets s to the state of the site at position i, reusing s's
+	// slice: all that Status and Summary need, cheap enough for a pass
+	// over the whole fleet.
+	State(i int, s *SiteState)
+	// Fill sets s to the whole site at position i: its state and the
+	// detail a view shows (the last round's events and votes).
+	Fill(i int, s *Site)
 }
 
-// Site is one site as of a commit. Its Spec and Levels are shared with the
-// snapshot and must not be modified.
-type Site struct {
-	Spec     *decide.SiteSpec
-	Hostname string
+// SiteState is a site's state as of a commit. Its Spec and Levels are
+// shared with the snapshot and must not be modified.
+type SiteState struct {
+	Spec *decide.SiteSpec
 	// Level is the current level number; ManualHold is set by a manual
 	// switch off the top level.
 	Level      int
@@ -41,10 +42,21 @@ type Site struct {
 	// Levels is each level's health, in the order of Spec.Levels.
 	Levels []decide.Health
 	// Origins are in the order of Spec.Origins.
-	Origins []Origin
+	Origins []OriginState
+}
 
-	// The rest is filled only with detail.
+// OriginState is one origin's state and its consecutive verdicts.
+type OriginState struct {
+	State               decide.Health
+	Failures, Successes int32
+}
 
+// Site is one site as of a commit, with what its view shows beside the
+// state. Its slices are the caller's to keep, but for those the
+// SiteState shares and Events, which must not be modified.
+type Site struct {
+	SiteState
+	Hostname string
 	// Round is the site's last probed round and ProbedAt when it was
 	// probed: 0 and the zero time before the first.
 	Round    uint64
@@ -57,17 +69,14 @@ type Site struct {
 	Events []decide.Event
 	// Ramp is the failback ramp in progress, nil for none.
 	Ramp *Ramp
+	// Details are each origin's, in the order of Spec.Origins.
+	Details []Origin
 }
 
-// Origin is one origin of a Site.
+// Origin is what a view shows of one origin beside its OriginState.
 type Origin struct {
-	State               decide.Health
-	Failures, Successes int32
-
-	// The rest is filled only with detail.
-
 	Address string
-	// Cause says why State last changed, such as "direct: timeout";
+	// Cause says why the state last changed, such as "direct: timeout";
 	// Since is when (the zero time when unknown).
 	Cause string
 	Since time.Time

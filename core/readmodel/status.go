@@ -7,19 +7,18 @@ import (
 
 // Status returns the one-word status of the site at position i (one of
 // api.Statuses) without building its view. A pass over many sites fills
-// one Site again and again and asks its Status instead.
+// one SiteState again and again and asks its Status instead.
 func Status(s Snapshot, i int) string {
-	var site Site
-	s.Fill(i, &site, false)
-	return site.Status()
+	var st SiteState
+	s.State(i, &st)
+	return st.Status()
 }
 
 // Status sums the site up in one word, worst first: down (the current
 // level is unhealthy), failed over, degraded (an origin unhealthy), paused
 // (no health check, or fewer than two enabled origins), unknown (the
-// current level not judged yet), ok. It needs only what Fill fills
-// without detail.
-func (s *Site) Status() string {
+// current level not judged yet), ok.
+func (s *SiteState) Status() string {
 	spec := s.Spec
 	enabled := 0
 	unhealthy := false

@@ -17,9 +17,9 @@ func Summary(s Snapshot) api.FleetSummary {
 	for _, st := range api.Statuses {
 		out.Counts[st] = 0
 	}
-	var site Site
+	var site SiteState
 	for i := range s.Len() {
-		s.Fill(i, &site, false)
+		s.State(i, &site)
 		out.Counts[site.Status()]++
 		if allUnhealthy(site.Levels) {
 			out.AllUnhealthy++
@@ -48,7 +48,7 @@ func allUnhealthy(levels []decide.Health) bool {
 // failbackWaiting is the healthy level above the current one that a
 // manual failback (configured, or a manual hold) waits for an operator to
 // switch to, as the failback_available notice says; 0 for none.
-func failbackWaiting(s *Site) int {
+func failbackWaiting(s *SiteState) int {
 	spec := s.Spec
 	if decide.EffectiveFailback(spec, &decide.SiteState{ManualHold: s.ManualHold}) != decide.FailbackManual {
 		return 0

@@ -24,7 +24,7 @@ func SiteView(s Snapshot, name string) *api.SiteView {
 // each entry of GET /v1/sites).
 func At(s Snapshot, i int) *api.SiteView {
 	var site Site
-	s.Fill(i, &site, true)
+	s.Fill(i, &site)
 	_, pub := s.Commit()
 	spec := site.Spec
 	out := &api.SiteView{
@@ -64,21 +64,26 @@ func At(s Snapshot, i int) *api.SiteView {
 		out.Levels[strconv.Itoa(l)] = site.Levels[li].String()
 	}
 	for oi, o := range spec.Origins {
-		os := &site.Origins[oi]
+		st, os := &site.Origins[oi], &site.Details[oi]
 		ov := api.OriginView{
-			State: os.State.String(), Failures: os.Failures, Successes: os.Successes, Verdict: vote.VerdictNone.String(),
+			State: st.State.String(), Failures: st.Failures, Successes: st.Successes, Verdict: vote.VerdictNone.String(),
 			Asked: []string{}, Votes: []api.VoteView{}, Level: o.Level, Address: os.Address, Reason: os.Cause,
 			Since: timePtr(os.Since),
 		}
-		if site.Probed && os.State != decide.Disabled {
+		if site.Probed && st.State != decide.Disabled {
 			ov.Verdict = os.Verdict.String()
-			ov.Asked = append(ov.Asked, os.Asked...)
+			if len(os.Asked) > 0 {
+				ov.Asked = os.Asked
+			}
 			if os.By != "" {
 				by := os.By
 				ov.By = &by
 			}
-			for _, v := range os.Votes {
-				ov.Votes = append(ov.Votes, voteView(v))
+			if len(os.Votes) > 0 {
+				ov.Votes = make([]api.VoteView, len(os.Votes))
+				for j, v := range os.Votes {
+					ov.Votes[j] = voteView(v)
+				}
 			}
 			ov.Reason = os.Reason
 		}
@@ -89,7 +94,9 @@ func At(s Snapshot, i int) *api.SiteView {
 		for _, p := range os.Partitions {
 			ov.Partitions = append(ov.Partitions, api.PartitionView{Group: p.Group, Rounds: p.Rounds, Since: p.Since})
 		}
-		sort.Slice(ov.Partitions, func(a, b int) bool { return ov.Partitions[a].Group < ov.Partitions[b].Group })
+		if len(ov.Partitions) > 1 {
+			sort.Slice(ov.Partitions, func(a, b int) bool { return ov.Partitions[a].Group < ov.Partitions[b].Group })
+		}
 		out.Origins[o.Name] = ov
 	}
 	return out
@@ -118,5 +125,7 @@ func timePtr(t time.Time) *time.Time {
 	if t.IsZero() {
 		return nil
 	}
-	return &t
+	p := new(time.Time) // only now: &t would put every t on the heap
+	*p = t
+	return p
 }

@@ -30,18 +30,15 @@ func (f *fake) Index(name string) int {
 }
 func (f *fake) Name(i int) string                   { return f.sites[i].Spec.Name }
 func (f *fake) Commit() (round, publication uint64) { return f.round, f.pub }
-func (f *fake) Fill(i int, s *Site, detail bool) {
+func (f *fake) State(i int, s *SiteState) {
 	f.fills++
+	*s = f.sites[i].SiteState
+	s.Origins = slices.Clone(s.Origins)
+}
+func (f *fake) Fill(i int, s *Site) {
 	*s = f.sites[i]
-	s.Origins = slices.Clone(f.sites[i].Origins)
-	if !detail {
-		// What the engine leaves out without detail must not be needed.
-		s.Round, s.ProbedAt, s.Probed, s.Events, s.Ramp = 0, time.Time{}, false, nil, nil
-		for j := range s.Origins {
-			o := &s.Origins[j]
-			*o = Origin{State: o.State, Failures: o.Failures, Successes: o.Successes}
-		}
-	}
+	s.Origins = slices.Clone(s.Origins)
+	s.Details = slices.Clone(s.Details)
 }
 
 func spec(name string, failback decide.Failback, healthCheck bool, levels ...int) *decide.SiteSpec {
@@ -53,9 +50,10 @@ func spec(name string, failback decide.Failback, healthCheck bool, levels ...int
 }
 
 func site(sp *decide.SiteSpec, level int, levels []decide.Health, states ...decide.Health) Site {
-	s := Site{Spec: sp, Level: level, Levels: levels}
+	s := Site{SiteState: SiteState{Spec: sp, Level: level, Levels: levels}}
 	for _, h := range states {
-		s.Origins = append(s.Origins, Origin{State: h})
+		s.Origins = append(s.Origins, OriginState{State: h})
+		s.Details = append(s.Details, Origin{})
 	}
 	return s
 }
@@ -105,14 +103,14 @@ func TestViewOfAnOrigin(t *testing.T) {
 	probed := site(sp, 1, []decide.Health{H, U}, H, D, U)
 	probed.Round, probed.ProbedAt, probed.Probed = 7, since.Add(time.Minute), true
 	probed.Events = []decide.Event{{Kind: decide.KindOriginState, Origin: "a1", From: U, To: H}}
-	for i := range probed.Origins {
-		o := &probed.Origins[i]
+	for i := range probed.Details {
+		o := &probed.Details[i]
 		o.Cause, o.Since = "restored", since
 		o.Verdict, o.By, o.Asked, o.Reason = vote.VerdictUp, "direct", []string{"direct"}, "direct: ok"
 		o.Votes = []Vote{{Source: "direct", Voter: "v", Value: sdk.Up, Reason: sdk.ReasonOK, Latency: 1500 * time.Microsecond}}
 	}
-	probed.Origins[0].Partitions = []Partition{{Group: "node/pop=us", Rounds: 3, Since: since}, {Group: "node/pop=eu", Rounds: 4, Since: since}}
-	probed.Origins[0].Flapping, probed.Origins[0].FlappingSince = true, since
+	probed.Details[0].Partitions = []Partition{{Group: "node/pop=us", Rounds: 3, Since: since}, {Group: "node/pop=eu", Rounds: 4, Since: since}}
+	probed.Details[0].Flapping, probed.Details[0].FlappingSince = true, since
 	restored := probed
 	restored.Probed, restored.Events = false, nil
 
@@ -180,6 +178,6 @@ func TestSummary(t *testing.T) {
 		t.Errorf("summary %s, want %s", gb, wb)
 	}
 	if f.fills != len(f.sites) {
-		t.Errorf("%d fills for %d sites: one pass", f.fills, len(f.sites))
+		t.Errorf("%d states read for %d sites: want one pass", f.fills, len(f.sites))
 	}
 }
