@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/vigilcdn/vigil/core/config"
@@ -18,10 +19,11 @@ func init() {
 		usage: "vigil plugin docs [-plugin-dir DIR] [-json] PLUGIN",
 		help: `Starts the plugin PLUGIN as the agent does (a bare name is looked up in
 -plugin-dir, then in PATH; a path is used as it is, relative to the working
-directory), asks for its name, version and config schema, stops it, and
-prints the attributes of its source's config block with their meanings, in
-Markdown (the form of docs/config.md), or as JSON with -json. Nothing is
-configured: any vote-source plugin answers, in any language.`,
+directory), asks for its name, version, protocol, capabilities and config
+schema, stops it, and prints the attributes of its source's config block
+with their meanings, in Markdown (the form of docs/config.md), or as JSON
+with -json. Nothing is configured: any vote-source plugin answers, in any
+language.`,
 		run: runPluginDocs,
 	})
 }
@@ -46,12 +48,18 @@ func runPluginDocs(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if *asJSON {
+		caps := info.Capabilities
+		if caps == nil {
+			caps = []string{}
+		}
 		b, err := json.MarshalIndent(struct {
-			Name            string `json:"name"`
-			Version         string `json:"version"`
-			ProtocolVersion int    `json:"protocol_version"`
-			Attributes      any    `json:"attributes"`
-		}{info.Name, info.Version, info.ProtocolVersion, schema.Attributes}, "", "  ")
+			Name            string   `json:"name"`
+			Version         string   `json:"version"`
+			ProtocolVersion int      `json:"protocol_version"`
+			SDKVersion      string   `json:"sdk_version,omitempty"`
+			Capabilities    []string `json:"capabilities"`
+			Attributes      any      `json:"attributes"`
+		}{info.Name, info.Version, info.ProtocolVersion, info.SDKVersion, caps, schema.Attributes}, "", "  ")
 		if err != nil {
 			fmt.Fprintf(stderr, "vigil plugin docs: %v\n", err)
 			return 1
@@ -59,7 +67,11 @@ func runPluginDocs(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s\n", b)
 		return 0
 	}
-	fmt.Fprintf(stdout, "### %s\n\nVersion %s, vote-source protocol %d. What it accepts in its source's `config { }` block:\n\n", info.Name, info.Version, info.ProtocolVersion)
+	caps := "none"
+	if len(info.Capabilities) > 0 {
+		caps = "`" + strings.Join(info.Capabilities, "`, `") + "`"
+	}
+	fmt.Fprintf(stdout, "### %s\n\nVersion %s, vote-source protocol %d, capabilities: %s. What it accepts in its source's `config { }` block:\n\n", info.Name, info.Version, info.ProtocolVersion, caps)
 	if len(schema.Attributes) == 0 {
 		fmt.Fprintln(stdout, "No attributes: the block must be empty or absent.")
 		return 0
