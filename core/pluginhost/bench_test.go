@@ -63,3 +63,32 @@ func BenchmarkErrorRound(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkGate10k measures the host's capability check of a
+// 10,000-target ballot, every target behind a private CA (the costlier
+// case: each address is parsed), side by side: a plugin that declares
+// tls.ca_bundle (every target kept) and one that does not (every target
+// held back, with an abstention). ns/target is the check's own cost.
+func BenchmarkGate10k(b *testing.B) {
+	const targets = 10000
+	bl := ballot("bench", targets)
+	bl.CAs = map[string][]byte{"sha256:x": []byte("PEM")}
+	for i := range bl.Targets {
+		bl.Targets[i].TLS.CA = "sha256:x"
+	}
+	for _, tc := range []struct {
+		name string
+		info sdk.Info
+	}{
+		{"declared", sdk.Info{Name: "p", ProtocolVersion: 2, Capabilities: sdk.ProbeCapabilities()}},
+		{"missing", sdk.Info{Name: "p", ProtocolVersion: 2}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				gate(tc.info, bl)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/targets, "ns/target")
+		})
+	}
+}

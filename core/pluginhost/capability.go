@@ -26,6 +26,7 @@ func gate(info sdk.Info, ballot sdk.Ballot) (sdk.Ballot, []sdk.Vote, map[string]
 		kept    []sdk.Target
 		votes   []sdk.Vote
 		missing map[string]int
+		details map[string]string // by the lacking capabilities: one detail each
 	)
 	for i := range ballot.Targets {
 		t := &ballot.Targets[i]
@@ -45,10 +46,19 @@ func gate(info sdk.Info, ballot sdk.Ballot) (sdk.Ballot, []sdk.Vote, map[string]
 		for _, c := range lack {
 			missing[c]++
 		}
+		key := strings.Join(lack, ",")
+		detail, ok := details[key]
+		if !ok {
+			if details == nil {
+				details = map[string]string{}
+			}
+			detail = lackDetail(info, lack)
+			details[key] = detail
+		}
 		votes = append(votes, sdk.Vote{
 			Site: t.Site, Origin: t.Origin, Voter: HostVoter, Value: sdk.Abstain, Reason: sdk.ReasonUnsupported,
 			PluginReason: sdk.PluginReasonMissingCapability,
-			Detail:       lackDetail(info, lack),
+			Detail:       detail,
 		})
 	}
 	if votes == nil {
