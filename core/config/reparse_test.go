@@ -8,8 +8,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vigilcdn/vigil/core/config"
+	"github.com/vigilcdn/vigil/internal/benchproc"
 )
 
 // reparseSite is the text of site i: kinds of health check that a reload
@@ -148,6 +150,78 @@ func TestReloadReparseIsLoad(t *testing.T) {
 				t.Errorf("the configuration in force changed: %s", d)
 			}
 			runtime.KeepAlive(prev)
+		})
+	}
+}
+
+// BenchmarkLoadCachedReload100k is a reload's load of 100,000 sites beside
+// a start's from the cache: reload-s with one site changed, 1% of them
+// changed, and 10,000 sites grown to 50,000; from-file-s a start from the
+// cache of the same file (a new process). The CPU figures count every
+// thread of the process (the collector's too).
+func BenchmarkLoadCachedReload100k(b *testing.B) {
+	dir := b.TempDir()
+	path := filepath.Join(dir, "vigil.hcl")
+	write := func(sites int, changed func(int) bool) {
+		var src strings.Builder
+		fmt.Fprintf(&src, "control { data_dir = %q }\nsource \"direct\" { plugin = \"vigil-source-direct\" }\n", filepath.Join(dir, "data"))
+		for i := range sites {
+			port := 1
+			if changed != nil && changed(i) {
+				port = 10001
+			}
+			fmt.Fprintf(&src, "site \"s%06d\" {\n  hostname = \"s%06d.example.com\"\n  health_check { path = \"/h\" }\n  origin \"a\" { address = \"https://127.0.0.1:%d\" }\n  origin \"b\" {\n    address = \"https://127.0.0.1:2\"\n    level = 2\n  }\n}\n", i, i, port)
+		}
+		if err := os.WriteFile(path, []byte(src.String()), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	load := func() *config.Config {
+		cfg, diags := config.LoadCached(path)
+		if diags.HasErrors() {
+			b.Fatal(diags.Error())
+		}
+		return cfg
+	}
+	for _, c := range []struct {
+		name     string
+		from, to int
+		changed  func(int) bool
+	}{
+		{"one_changed", 100000, 100000, func(i int) bool { return i == 777 }},
+		{"1pc_changed", 100000, 100000, func(i int) bool { return i%100 == 7 }},
+		{"grow_10k_50k", 10000, 50000, nil},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var reloadT, startT, reloadCPU, startCPU time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				config.ForgetLastLoad()
+				write(c.from, nil)
+				prev := load()
+				write(c.to, c.changed)
+				b.StartTimer()
+				t0, c0 := time.Now(), benchproc.TreeCPU(os.Getpid())
+				cfg := load()
+				reloadT, reloadCPU = reloadT+time.Since(t0), reloadCPU+benchproc.TreeCPU(os.Getpid())-c0
+				runtime.KeepAlive(cfg)
+				b.StopTimer()
+				if config.LastReused() == 0 {
+					b.Fatal("nothing taken again")
+				}
+				runtime.KeepAlive(prev)
+				config.ForgetLastLoad()
+				runtime.GC()
+				t0, c0 = time.Now(), benchproc.TreeCPU(os.Getpid())
+				_ = load()
+				startT, startCPU = startT+time.Since(t0), startCPU+benchproc.TreeCPU(os.Getpid())-c0
+				b.StartTimer()
+			}
+			n := float64(b.N)
+			b.ReportMetric(reloadT.Seconds()/n, "reload-s")
+			b.ReportMetric(reloadCPU.Seconds()/n, "reload-cpu-s")
+			b.ReportMetric(startT.Seconds()/n, "from-file-s")
+			b.ReportMetric(startCPU.Seconds()/n, "from-file-cpu-s")
 		})
 	}
 }
