@@ -1,0 +1,266 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	demoorigin "github.com/vigilcdn/vigil/examples/demo-origin"
+	"github.com/vigilcdn/vigil/internal/testnet"
+)
+
+// conditional are series the rules may read that the end-to-end setup
+// below does not produce, each with why; they must still be written by
+// the code (a literal of core/ or plugins/) and documented.
+var conditional = map[string]string{
+	"vigil_cluster_owned_sites":     "only with a sharded etcd store",
+	"vigil_node_edge_applies_total": "only on a node that drives an edge (HAProxy, a template)",
+}
+
+// TestRulesAndDashboardReadExportedSeries runs a real agent (the node
+// gateway and the direct probe as its chain, two levels of demo origins
+// on loopback) and a real vigil-node attached to it and following its
+// publication, scrapes both /metrics pages, and checks that every series
+// the dashboard's queries read is on one of them, and every series the
+// rules read is too (but for the few of conditional, written only in
+// setups this test does not build, which must be in the code).
+func TestRulesAndDashboardReadExportedSeries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the real binaries")
+	}
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", bin+"/",
+		"github.com/vigilcdn/vigil/cmd/vigil",
+		"github.com/vigilcdn/vigil/plugins/direct/cmd/vigil-source-direct",
+		"github.com/vigilcdn/vigil/plugins/node/cmd/vigil-source-node",
+		"github.com/vigilcdn/vigil/plugins/node/cmd/vigil-node")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the binaries: %v\n%s", err, out)
+	}
+
+	origin := map[string]string{}
+	for _, n := range []string{"a1", "a2", "b1"} {
+		s := httptest.NewServer(demoorigin.New(n))
+		t.Cleanup(s.Close)
+		origin[n] = s.URL
+	}
+	dir := t.TempDir()
+	apiAddr, gateway := testnet.Addr(t), testnet.Addr(t)
+	cfg := fmt.Sprintf(`
+control {
+  round_interval = "500ms"
+  data_dir       = %q
+  plugin_dir     = %q
+  api {
+    listen    = %q
+    token_env = "VIGIL_TOKEN"
+  }
+}
+source "node" {
+  plugin    = "vigil-source-node"
+  min_votes = 1
+  timeout   = "3s"
+  env       = ["VIGIL_NODE_TOKEN"]
+  config {
+    listen         = %q
+    token_env      = "VIGIL_NODE_TOKEN"
+    online_timeout = "3s"
+  }
+}
+source "direct" { plugin = "vigil-source-direct" }
+site "www" {
+  hostname = "www.example.com"
+  origin "a1" { address = %q }
+  origin "a2" { address = %q }
+  origin "b1" {
+    address = %q
+    level   = 2
+  }
+}
+`, filepath.Join(dir, "data"), bin, apiAddr, gateway, origin["a1"], origin["a2"], origin["b1"])
+	config := filepath.Join(dir, "vigil.hcl")
+	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "VIGIL_TOKEN=deploy-test", "VIGIL_NODE_TOKEN=node-secret")
+	start(t, "agent", env, filepath.Join(bin, "vigil"), "agent", "-config", config)
+	nodeMetrics := testnet.Addr(t)
+	start(t, "vigil-node", env, filepath.Join(bin, "vigil-node"), "-id", "edge-1",
+		"-gateway", gateway, "-token-env", "VIGIL_NODE_TOKEN",
+		"-control-plane", "http://"+apiAddr, "-proxy-listen", testnet.Addr(t),
+		"-metrics-listen", nodeMetrics, "-state-dir", t.TempDir())
+
+	// Wait (a hang guard only) for the pages to have what a running
+	// fleet has: the node attached and following the publication, and
+	// a round whose votes include the node's.
+	var agent, node map[string]*dto.MetricFamily
+	ready := func() bool {
+		agent, node = scrape("http://"+apiAddr+"/metrics"), scrape("http://"+nodeMetrics+"/metrics")
+		return value(agent, "vigil_votes_total", "source", "node", "outcome", "up") > 0 &&
+			value(agent, "vigil_probe_success") > 0 &&
+			value(node, "vigil_node_gateway_attached") == 1 &&
+			value(node, "vigil_node_publication_version") >= 1 &&
+			node["vigil_node_proxy_requests_total"] != nil
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for !ready() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent and the node never reached a running state; agent families %d, node families %d", len(agent), len(node))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	exported := map[string]bool{}
+	for _, page := range []map[string]*dto.MetricFamily{agent, node} {
+		for name, f := range page {
+			switch f.GetType() {
+			case dto.MetricType_HISTOGRAM:
+				exported[name+"_bucket"], exported[name+"_sum"], exported[name+"_count"] = true, true, true
+			case dto.MetricType_SUMMARY:
+				exported[name+"_sum"], exported[name+"_count"] = true, true
+			default:
+				exported[name] = true
+			}
+		}
+	}
+	recorded := recordedNames(readRules(t))
+
+	for _, q := range dashboardQueries(t) {
+		for _, n := range seriesNames(q.expr) {
+			if !exported[n] {
+				t.Errorf("%s reads %s, which neither the agent nor vigil-node exports", q.where, n)
+			}
+		}
+	}
+	code := sourceText(t)
+	for _, r := range readRules(t) {
+		for _, n := range seriesNames(r.expr) {
+			switch {
+			case exported[n] || recorded[n] || n == "up":
+			case conditional[n] != "":
+				if !strings.Contains(code, `"`+n+`"`) {
+					t.Errorf("%s reads %s (%s), which the code never writes", r.name(), n, conditional[n])
+				}
+			default:
+				t.Errorf("%s reads %s, which neither the agent nor vigil-node exports", r.name(), n)
+			}
+		}
+	}
+	for n := range conditional {
+		if exported[n] {
+			t.Logf("%s is exported here after all: it need not be in conditional", n)
+		}
+	}
+}
+
+// start runs a binary with args until the test ends; its output is shown
+// if the test fails.
+func start(t *testing.T, name string, env []string, bin string, args ...string) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s output:\n%s", name, out.String())
+		}
+	})
+}
+
+// scrape reads a /metrics page, nil while it cannot be read.
+func scrape(url string) map[string]*dto.MetricFamily {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return nil
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return nil
+	}
+	return fams
+}
+
+// value is the sum of family name's samples whose labels include the
+// given name/value pairs; 0 when there are none.
+func value(fams map[string]*dto.MetricFamily, name string, labels ...string) float64 {
+	f := fams[name]
+	if f == nil {
+		return 0
+	}
+	sum := 0.0
+	for _, m := range f.GetMetric() {
+		ok := true
+		for i := 0; i+1 < len(labels); i += 2 {
+			if !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool {
+				return l.GetName() == labels[i] && l.GetValue() == labels[i+1]
+			}) {
+				ok = false
+			}
+		}
+		if !ok {
+			continue
+		}
+		switch {
+		case m.Gauge != nil:
+			sum += m.Gauge.GetValue()
+		case m.Counter != nil:
+			sum += m.Counter.GetValue()
+		case m.Untyped != nil:
+			sum += m.Untyped.GetValue()
+		}
+	}
+	return sum
+}
+
+// sourceText is the Go source of core/ and plugins/ (tests left out), for
+// the series this test cannot see written.
+func sourceText(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	for _, root := range []string{"../core", "../plugins"} {
+		err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return nil
+			}
+			src, err := os.ReadFile(path)
+			b.Write(src)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
+}
