@@ -47,6 +47,15 @@ const (
 // did not declare.
 const PluginReasonMissingCapability = "vigil/missing_capability"
 
+// KnownCapabilities returns every capability this SDK defines, in a fixed
+// order. A name outside it is not an error on the wire (a newer host may
+// know it), but in a plugin built with this SDK it is most likely a typo
+// that vigil reads as "not declared": package sdktest's CheckInfo fails on
+// it.
+func KnownCapabilities() []string {
+	return ProbeCapabilities()
+}
+
 // ProbeCapabilities returns the capabilities of a plugin that checks every
 // target with package sdk/probe, which honours every target setting, and
 // that abstains with a reason on what it cannot judge. Return them from

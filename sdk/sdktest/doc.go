@@ -5,7 +5,9 @@
 // so a test can call it through the same client vigil uses and still set
 // breakpoints in the plugin. [Build] and [Launch] compile the plugin's main
 // package and start it as a real subprocess with the go-plugin handshake,
-// AutoMTLS and an empty environment, as vigil does. [CheckVotes] checks an
+// AutoMTLS and an empty environment, as vigil does. [CheckInfo] checks the
+// plugin's Info (a capability name this SDK does not know is most likely a
+// typo that vigil reads as not declared). [CheckVotes] checks an
 // answer against the rules of the VoteSource contract, and [Suspects]
 // reads what a plugin's sdk.SuspectReporter reports, over the same stream
 // vigil reads.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,6 +123,42 @@ func ConfigureErr(t testing.TB, src sdk.VoteSource, cfg sdk.Config) error {
 		}
 	}
 	return src.Configure(ctx, cfg)
+}
+
+// CheckInfo calls src's Info and fails the test when the answer would
+// mislead vigil: no name, no version, a capability this SDK does not know
+// (a typo such as "tls.ca-bundle" is read as not declared, and vigil would
+// hand the plugin none of the targets it was meant for) or one declared
+// twice. Through [InProcess] or [Launch] it also checks what the SDK
+// fills: the protocol version and the SDK version. It returns the Info.
+func CheckInfo(t testing.TB, src sdk.BasePlugin) sdk.Info {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	info, err := src.Info(ctx)
+	if err != nil {
+		t.Fatalf("sdktest: Info: %v", err)
+	}
+	if info.Name == "" || info.Version == "" {
+		t.Errorf("sdktest: Info names no plugin or no version: %+v", info)
+	}
+	if _, remote := src.(host.SuspectWatcher); remote && (info.ProtocolVersion != sdk.ProtocolVersion || info.SDKVersion != sdk.Version) {
+		t.Errorf("sdktest: Info over the wire says protocol %d, SDK %q; this SDK serves protocol %d, SDK %s",
+			info.ProtocolVersion, info.SDKVersion, sdk.ProtocolVersion, sdk.Version)
+	}
+	known := sdk.KnownCapabilities()
+	seen := map[string]bool{}
+	for _, c := range info.Capabilities {
+		switch {
+		case seen[c]:
+			t.Errorf("sdktest: Info declares capability %q twice", c)
+		case !slices.Contains(known, c):
+			t.Errorf("sdktest: Info declares capability %q, which this SDK does not know (vigil would read it as not declared); the known ones: %s",
+				c, strings.Join(known, ", "))
+		}
+		seen[c] = true
+	}
+	return info
 }
 
 // CheckSchema fetches src's ConfigSchema and fails the test, as vigil

@@ -77,3 +77,43 @@ func TestValidateVotes(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckInfo: CheckInfo passes a plugin whose Info is sound, in-process
+// and over the wire, and fails one that declares an unknown capability.
+func TestCheckInfo(t *testing.T) {
+	info := sdktest.CheckInfo(t, sdktest.InProcess(t, echo.New()))
+	if info.SDKVersion != sdk.Version || info.ProtocolVersion != sdk.ProtocolVersion {
+		t.Errorf("info = %+v", info)
+	}
+	for _, tc := range []struct {
+		caps []string
+		fail bool
+	}{
+		{sdk.ProbeCapabilities(), false},
+		{nil, false},
+		{[]string{"tls.ca-bundle"}, true},
+		{[]string{sdk.CapabilityAbstain, sdk.CapabilityAbstain}, true},
+	} {
+		ft := &fakeT{TB: t}
+		sdktest.CheckInfo(ft, infoOnly{sdk.Info{Name: "x", Version: "1", Capabilities: tc.caps}})
+		if ft.failed != tc.fail {
+			t.Errorf("capabilities %v: failed %v, want %v", tc.caps, ft.failed, tc.fail)
+		}
+	}
+}
+
+type infoOnly struct{ info sdk.Info }
+
+func (p infoOnly) Info(context.Context) (sdk.Info, error)         { return p.info, nil }
+func (infoOnly) ConfigSchema(context.Context) (sdk.Schema, error) { return sdk.Schema{}, nil }
+func (infoOnly) Configure(context.Context, sdk.Config) error      { return nil }
+
+// fakeT records a failure instead of failing the test.
+type fakeT struct {
+	testing.TB
+	failed bool
+}
+
+func (f *fakeT) Errorf(string, ...any) { f.failed = true }
+func (f *fakeT) Fatalf(string, ...any) { f.failed = true }
+func (f *fakeT) Helper()               {}
