@@ -206,6 +206,7 @@ func reparse(files []fileSource, prev *Config, idx *blockIndex) (cfg *Config, di
 	parsed := make([]parsedFile, len(files))
 	type piece struct {
 		file, at int // the file, the piece's place in parsed[file].bodies
+		span     int // the piece's first span
 		pos      hcl.Pos
 		end      int
 	}
@@ -220,7 +221,7 @@ func reparse(files []fileSource, prev *Config, idx *blockIndex) (cfg *Config, di
 		oldNav, _ := prev.Files[f.name].Nav.(*topNav)
 		var bodies []hcl.Body
 		open := -1 // the piece to parse that the next new block joins
-		for _, sp := range spans[fi] {
+		for si, sp := range spans[fi] {
 			if sp.site {
 				if bs, found := old[spanSum(f.src[sp.pos.Byte:sp.end])]; found && oldNav != nil {
 					delete(old, bs.Sum) // one site per block
@@ -236,12 +237,13 @@ func reparse(files []fileSource, prev *Config, idx *blockIndex) (cfg *Config, di
 					}
 				}
 			}
-			if open >= 0 {
+			if open >= 0 && pieces[open].end-pieces[open].pos.Byte < chunkSize {
 				pieces[open].end = sp.end
 				continue
 			}
+			// Pieces of about chunkSize at most, parsed concurrently.
 			open = len(pieces)
-			pieces = append(pieces, piece{file: fi, at: len(bodies), pos: sp.pos, end: sp.end})
+			pieces = append(pieces, piece{file: fi, at: len(bodies), span: si, pos: sp.pos, end: sp.end})
 			bodies = append(bodies, nil)
 		}
 		parsed[fi] = parsedFile{bodies: bodies, file: &hcl.File{Bytes: f.src, Body: hcl.EmptyBody()}}
@@ -281,7 +283,7 @@ func reparse(files []fileSource, prev *Config, idx *blockIndex) (cfg *Config, di
 	}
 	wg.Wait()
 	for k, p := range pieces {
-		if failed[k] || !sitesAlone(parsed[p.file].bodies[p.at], spans[p.file], p.pos.Byte, p.end) {
+		if failed[k] || !sitesAlone(parsed[p.file].bodies[p.at], spans[p.file][p.span:], p.pos.Byte, p.end) {
 			return nil, nil, nil, 0, false
 		}
 	}
@@ -293,7 +295,8 @@ func reparse(files []fileSource, prev *Config, idx *blockIndex) (cfg *Config, di
 }
 
 // sitesAlone reports whether, in a piece parsed again, every block other
-// than a site's lies in a span of its own, as in the index.
+// than a site's lies in a span of its own, as in the index. spans start
+// with the piece's first.
 func sitesAlone(body hcl.Body, spans []fileSpan, start, end int) bool {
 	sb, ok := body.(*hclsyntax.Body)
 	if !ok {

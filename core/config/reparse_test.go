@@ -83,6 +83,13 @@ func TestReloadReparseIsLoad(t *testing.T) {
 		bad   bool
 	}{
 		{name: "sites added at the end", sites: append(slices.Clone(base), reparseSite(n, dir), reparseSite(n+1, dir)), same: []int{0, 7, n - 1}},
+		{name: "many sites added, parsed in several pieces", sites: func() []string {
+			s := slices.Clone(base)
+			for i := n; i < n+2000; i++ { // over chunkSize (256 KiB)
+				s = append(s, reparseSite(i, dir))
+			}
+			return s
+		}(), same: []int{0, n - 1}},
 		{name: "one site changed in place", sites: with(func(s []string) []string { s[10] = changed(10); return s }), same: []int{0, 9}},
 		{name: "a site removed in the middle", sites: with(func(s []string) []string { return slices.Delete(s, 20, 21) }), same: []int{0, 19}},
 		{name: "a site added first", sites: with(func(s []string) []string { return slices.Insert(s, 0, reparseSite(n, dir)) })},
