@@ -62,7 +62,8 @@ type blockSpan struct {
 type fileSpan struct {
 	pos  hcl.Pos
 	end  int
-	site bool // the text begins with the keyword site
+	site bool     // the text begins with the keyword site
+	sum  [16]byte // the text's, for a site block
 }
 
 // spansOf cuts src at its top-level blocks.
@@ -75,6 +76,9 @@ func spansOf(src []byte) []fileSpan {
 			end = pts[i+1].Byte
 		}
 		out[i] = fileSpan{pos: p, end: end, site: isSiteBlock(src[p.Byte:end])}
+		if out[i].site {
+			out[i].sum = spanSum(src[p.Byte:end])
+		}
 	}
 	return out
 }
@@ -151,7 +155,7 @@ func indexBlocks(files []fileSource, spans [][]fileSpan, cfg *Config, notes load
 			for k < len(sites) && cfg.Sites[sites[k]].DeclRange.Start.Byte < sp.pos.Byte {
 				k++
 			}
-			bs := blockSpan{Sum: spanSum(f.src[sp.pos.Byte:sp.end]), Line: int32(sp.pos.Line), Start: int32(sp.pos.Byte), End: int32(sp.end), Site: -1}
+			bs := blockSpan{Sum: sp.sum, Line: int32(sp.pos.Line), Start: int32(sp.pos.Byte), End: int32(sp.end), Site: -1}
 			if blocks == 1 && k < len(sites) {
 				if s := cfg.Sites[sites[k]]; s.DeclRange.Start.Byte == sp.pos.Byte && !notes.noisy[s] && ownRanges(s, f.name, sp.pos.Byte, sp.end) {
 					bs.Site, bs.DefaultHC = int32(sites[k]), s.HealthCheck == notes.defaultHC
@@ -218,12 +222,15 @@ func reparse(files []fileSource, prev *Config, idx *blockIndex) (cfg *Config, di
 				old[bs.Sum] = bs
 			}
 		}
-		oldNav, _ := prev.Files[f.name].Nav.(*topNav)
+		var oldNav *topNav
+		if pf := prev.Files[f.name]; pf != nil {
+			oldNav, _ = pf.Nav.(*topNav)
+		}
 		var bodies []hcl.Body
 		open := -1 // the piece to parse that the next new block joins
 		for si, sp := range spans[fi] {
 			if sp.site {
-				if bs, found := old[spanSum(f.src[sp.pos.Byte:sp.end])]; found && oldNav != nil {
+				if bs, found := old[sp.sum]; found && oldNav != nil {
 					delete(old, bs.Sum) // one site per block
 					s := moved(prev.Sites[bs.Site], bs, sp)
 					nb, navOK := oldNav.at(int(bs.Start))
