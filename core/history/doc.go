@@ -25,4 +25,11 @@
 // replay of recorded rounds through another chain (vigil simulate
 // -history). A file of version 1 kept none: an agent starts it again
 // empty, and ReadSnapshot still reads it.
+//
+// From version 3 each round entry also keeps, when the path-partition
+// rule ran (control { partition }), the rule's groups whose every vote
+// was down in a round with an up vote (GroupSlots of them, by number; the
+// names in a table after the header): with the tallies, what the rule
+// needs to run again in a replay. A file of version 2 kept none: an agent
+// starts it again empty, and ReadSnapshot still reads it.
 package history

@@ -14,7 +14,11 @@ import (
 // Damaged).
 type Snapshot struct {
 	Rounds, VoteSlots int
-	// Version is the file's format version (1 kept no votes).
+	// GroupSlots is how many down groups of the path-partition rule each
+	// round keeps (0 before version 3, which kept none).
+	GroupSlots int
+	// Version is the file's format version (1 kept no votes, 2 no voter
+	// groups).
 	Version int
 	Created time.Time
 	// Origins holds each kept origin's record by its Key.
@@ -37,11 +41,31 @@ func ReadSnapshot(path string) (*Snapshot, error) {
 	if bad != "" {
 		return nil, fmt.Errorf("history: %s: %s", path, bad)
 	}
+	var names []string
+	if h.groupTable > 0 {
+		// A running agent may be adding a name: read again a table
+		// caught between its name and its head.
+		tb := make([]byte, h.groupTable)
+		var bad string
+		for try := 0; try < 3; try++ {
+			if _, err := f.ReadAt(tb, headerSize); err != nil {
+				return nil, fmt.Errorf("history: %s: reading the group table: %w", path, err)
+			}
+			var groups groupTable
+			if groups, bad = decodeGroups(tb); bad == "" {
+				names = groups.names
+				break
+			}
+		}
+		if bad != "" {
+			return nil, fmt.Errorf("history: %s: %s", path, bad)
+		}
+	}
 	ib := make([]byte, h.capacity*8)
-	if _, err := f.ReadAt(ib, headerSize); err != nil {
+	if _, err := f.ReadAt(ib, h.indexAt()); err != nil {
 		return nil, fmt.Errorf("history: %s: reading the index: %w", path, err)
 	}
-	s := &Snapshot{Rounds: h.rounds, VoteSlots: h.voteSlots, Version: h.version, Created: h.created, Origins: map[uint64]Origin{}}
+	s := &Snapshot{Rounds: h.rounds, VoteSlots: h.voteSlots, GroupSlots: h.groupSlots, Version: h.version, Created: h.created, Origins: map[uint64]Origin{}}
 	rec := make([]byte, h.recordSize)
 	now := time.Now().Unix()
 	for slot := 0; slot < h.capacity; slot++ {
@@ -59,7 +83,7 @@ func ReadSnapshot(path string) (*Snapshot, error) {
 		if binary.LittleEndian.Uint64(rec) != key {
 			continue // never written since the slot was handed out
 		}
-		s.Origins[key] = h.decode(rec, now)
+		s.Origins[key] = h.decode(rec, now, names)
 	}
 	return s, nil
 }

@@ -11,12 +11,15 @@ import (
 // The file's layout (all integers little-endian):
 //
 //	header   4096 bytes: magic, version, record size, capacity, rounds,
-//	         vote slots, the three tiers, creation time, CRC-32C
+//	         vote slots, the three tiers, creation time, CRC-32C; from
+//	         version 3 also group slots and the group table's size, with
+//	         their own CRC-32C
+//	groups   (version 3) the table of voter group names, 16 KiB
 //	index    capacity x 8 bytes (one key per slot, 0 = free), padded to 4096
 //	records  capacity x RecordSize
 const (
 	magic   = "VIGILHR\x00"
-	version = 2
+	version = 3
 	// readVersion is the oldest version ReadSnapshot still reads (an
 	// agent opening a file of another version starts it again empty).
 	readVersion = 1
@@ -26,16 +29,31 @@ const (
 	// u16, count u16, the newest bucket number of each tier (3 x u32),
 	// 4 bytes reserved.
 	recordHead = 32
-	// entryBase is one round entry without vote slots: time u32 (Unix
-	// seconds), latency u16 (units of 100 us, saturating), verdict u8
-	// (bits 0-1 the verdict, bits 2-7 the settling source + 1), state u8
-	// (bits 0-1 the origin's state after the round, 2-7 reserved).
+	// entryBase is one round entry without vote and group slots: time
+	// u32 (Unix seconds), latency u16 (units of 100 us, saturating),
+	// verdict u8 (bits 0-1 the verdict, bits 2-7 the settling source + 1),
+	// state u8 (bits 0-1 the origin's state after the round, bit 2 the
+	// partition rule ran, bit 3 more down groups than group slots, 4-7
+	// reserved).
 	entryBase = 8
+	// statePartition and stateGroupsCut are the flags of an entry's
+	// eighth byte (version 3).
+	statePartition = 1 << 2
+	stateGroupsCut = 1 << 3
 	// voteSlotSize is one per-source tally of a round entry: the source's
 	// chain position + 1 (0: an empty slot), then its up, down and
 	// abstain votes of the round (u8 each, saturating).
 	voteSlotSize = 4
-	bucketSize   = 4 // up u16, down u16
+	// groupSlotSize is one down group of a round entry (version 3): its
+	// number in the group table + 1 (u16; 0: an empty slot).
+	groupSlotSize = 2
+	bucketSize    = 4 // up u16, down u16
+	// groupTableSize is the size of the group table (version 3): a head
+	// of 16 bytes (names u32, bytes used u32, CRC-32C of the names,
+	// CRC-32C of the head's first 12 bytes), then each name as its
+	// length (u8) and its bytes, in the order they were first kept.
+	groupTableSize = 4 * pageSize
+	groupTableHead = 16
 )
 
 // Tier is one ring of up/down counters: Count buckets of Span each.
@@ -53,6 +71,16 @@ var Tiers = [3]Tier{{10 * time.Minute, 6}, {time.Hour, 24}, {6 * time.Hour, 28}}
 // order; the votes of a fourth source asked are not kept.
 const VoteSlots = 3
 
+// GroupSlots is how many down groups each round entry of this version
+// keeps (the groups of the path-partition rule whose every vote was down
+// in a round with an up vote, docs/partition.md); a round with more keeps
+// the first GroupSlots and says some were cut.
+const GroupSlots = 2
+
+// MaxGroupName is the longest group name the group table keeps; a longer
+// one is left out, as if cut.
+const MaxGroupName = 255
+
 // DefaultRounds is how many verdicts each origin keeps.
 const DefaultRounds = 60
 
@@ -62,15 +90,22 @@ const MaxRounds = 1024
 // layout is the geometry of one file.
 type layout struct {
 	rounds, voteSlots int
-	capacity          int
-	recordSize        int
-	entrySize         int
-	tierOff           [3]int // offset of each tier's buckets in a record
+	// groupSlots and groupTable are 0 before version 3.
+	groupSlots, groupTable int
+	capacity               int
+	recordSize             int
+	entrySize              int
+	tierOff                [3]int // offset of each tier's buckets in a record
 }
 
-func newLayout(rounds, voteSlots, capacity int) layout {
-	l := layout{rounds: rounds, voteSlots: voteSlots, capacity: capacity}
-	l.entrySize = entryBase + voteSlots*voteSlotSize
+// newLayout is the layout of this version's files.
+func newLayout(rounds, capacity int) layout {
+	return makeLayout(rounds, VoteSlots, GroupSlots, groupTableSize, capacity)
+}
+
+func makeLayout(rounds, voteSlots, groupSlots, groupTable, capacity int) layout {
+	l := layout{rounds: rounds, voteSlots: voteSlots, groupSlots: groupSlots, groupTable: groupTable, capacity: capacity}
+	l.entrySize = entryBase + voteSlots*voteSlotSize + groupSlots*groupSlotSize
 	off := recordHead + rounds*l.entrySize
 	for i, t := range Tiers {
 		l.tierOff[i] = off
@@ -82,15 +117,21 @@ func newLayout(rounds, voteSlots, capacity int) layout {
 
 // RecordSize is the bytes one origin takes in the file (its index key not
 // counted: add 8).
-func RecordSize(rounds int) int { return newLayout(rounds, VoteSlots, 0).recordSize }
+func RecordSize(rounds int) int { return newLayout(rounds, 0).recordSize }
 
 // FileSize is the size of a file of capacity slots keeping rounds
 // verdicts each.
-func FileSize(rounds, capacity int) int64 { return newLayout(rounds, VoteSlots, capacity).fileSize() }
+func FileSize(rounds, capacity int) int64 { return newLayout(rounds, capacity).fileSize() }
+
+// RecordsAt is the offset of the first record in a file of capacity
+// slots (for tests that damage one).
+func RecordsAt(capacity int) int64 { return newLayout(DefaultRounds, capacity).recordsAt() }
 
 func (l layout) indexSize() int { return (l.capacity*8 + pageSize - 1) / pageSize * pageSize }
 
-func (l layout) recordsAt() int64 { return int64(headerSize + l.indexSize()) }
+func (l layout) indexAt() int64 { return int64(headerSize + l.groupTable) }
+
+func (l layout) recordsAt() int64 { return l.indexAt() + int64(l.indexSize()) }
 
 func (l layout) recordAt(slot int) int64 { return l.recordsAt() + int64(slot)*int64(l.recordSize) }
 
@@ -113,6 +154,9 @@ func (l layout) encodeHeader(created time.Time) []byte {
 	}
 	le.PutUint64(b[48:], uint64(created.Unix()))
 	le.PutUint32(b[56:], crc32.Checksum(b[:56], castagnoli))
+	le.PutUint16(b[60:], uint16(l.groupSlots))
+	le.PutUint32(b[64:], uint32(l.groupTable))
+	le.PutUint32(b[68:], crc32.Checksum(b[60:68], castagnoli))
 	return b
 }
 
@@ -145,12 +189,22 @@ func decodeHeader(b []byte, old bool) (headerInfo, string) {
 	if rounds < 1 || rounds > MaxRounds || capacity < 1 || slots > 63 {
 		return h, "the header's sizes are out of range"
 	}
+	groupSlots, groupTable := 0, 0
+	if h.version >= 3 {
+		if crc32.Checksum(b[60:68], castagnoli) != le.Uint32(b[68:]) {
+			return h, "the header's checksum of its group fields does not match"
+		}
+		groupSlots, groupTable = int(le.Uint16(b[60:])), int(le.Uint32(b[64:]))
+		if groupSlots > 63 || groupTable%pageSize != 0 || groupTable > 1<<24 || (groupSlots > 0) != (groupTable > 0) {
+			return h, "the header's group sizes are out of range"
+		}
+	}
 	for i, t := range Tiers {
 		if time.Duration(le.Uint32(b[24+8*i:]))*time.Second != t.Span || int(le.Uint16(b[28+8*i:])) != t.Count {
 			return h, "its uptime counters are not this version's"
 		}
 	}
-	h.layout = newLayout(rounds, slots, capacity)
+	h.layout = makeLayout(rounds, slots, groupSlots, groupTable, capacity)
 	if int(le.Uint32(b[12:])) != h.recordSize {
 		return h, "the header's record size does not match its rounds"
 	}

@@ -66,6 +66,19 @@ type Obs struct {
 	// first NVotes count (at most VoteSlots are kept).
 	Votes  [VoteSlots]Tally
 	NVotes uint8
+	// Partition is set when the path-partition rule ran for the round
+	// (control { partition }): DownGroups are then the rule's groups
+	// (docs/partition.md) whose every vote was down, kept only in a round
+	// with an up vote (without one no group is alone), in the order the
+	// rule met them; the first NDown count, and GroupsCut says the round
+	// had more than GroupSlots of them (or a name the file could not
+	// keep), left out.
+	Partition  bool
+	DownGroups [GroupSlots]string
+	NDown      uint8
+	GroupsCut  bool
+
+	groupIDs [GroupSlots]uint16 // each kept group's number + 1, set by Record
 }
 
 // Point is one kept round of one origin.
@@ -78,6 +91,13 @@ type Point struct {
 	// Votes are the round's tallies of the sources asked, in chain order
 	// (nil in a file of version 1, which kept none).
 	Votes []Tally
+	// Partition is set when the path-partition rule ran for the round
+	// (never in a file before version 3): DownGroups are then the groups
+	// whose every vote was down in a round with an up vote (see Obs), and
+	// GroupsCut says some were left out.
+	Partition  bool
+	DownGroups []string
+	GroupsCut  bool
 }
 
 // Window counts the judged rounds of an uptime window.
@@ -137,7 +157,9 @@ type Ring struct {
 	l    layout
 	keys []uint64 // by slot; 0 free
 	free []int32  // free slots, lowest first
-	buf  []byte   // one chunk of records
+	// groups are the names of the voter groups the file keeps.
+	groups groupTable
+	buf    []byte // one chunk of records
 	// writeAt writes to the file (a test replaces it to fail writes).
 	writeAt func(b []byte, off int64) (int, error)
 }
@@ -189,7 +211,7 @@ func Open(path string, o Options) (*Ring, Report, error) {
 		rep.Restarted = why
 	}
 	if r == nil {
-		if r, err = create(path, newLayout(o.Rounds, VoteSlots, capacityFor(o.Origins))); err != nil {
+		if r, err = create(path, newLayout(o.Rounds, capacityFor(o.Origins))); err != nil {
 			return nil, rep, err
 		}
 	}
@@ -234,8 +256,20 @@ func openExisting(path string, o Options) (r *Ring, why string, err error) {
 	if h.voteSlots != VoteSlots {
 		return fail(fmt.Sprintf("it keeps %d vote slots a round and this agent keeps %d", h.voteSlots, VoteSlots))
 	}
+	if h.groupSlots != GroupSlots || h.groupTable != groupTableSize {
+		return fail(fmt.Sprintf("it keeps %d group slots a round and %d bytes of group names, and this agent %d and %d", h.groupSlots, h.groupTable, GroupSlots, groupTableSize))
+	}
+	tb := make([]byte, h.groupTable)
+	if _, err := f.ReadAt(tb, headerSize); err != nil {
+		f.Close()
+		return nil, "", fmt.Errorf("history: reading %s: %w", path, err)
+	}
+	groups, bad := decodeGroups(tb)
+	if bad != "" {
+		return fail(bad)
+	}
 	ib := make([]byte, h.capacity*8)
-	if _, err := f.ReadAt(ib, headerSize); err != nil {
+	if _, err := f.ReadAt(ib, h.indexAt()); err != nil {
 		f.Close()
 		return nil, "", fmt.Errorf("history: reading %s: %w", path, err)
 	}
@@ -253,11 +287,13 @@ func openExisting(path string, o Options) (r *Ring, why string, err error) {
 		keys[i] = k
 	}
 	r = newRing(f, path, h.layout, keys)
+	r.groups = groups
 	return r, "", nil
 }
 
 func newRing(f *os.File, path string, l layout, keys []uint64) *Ring {
-	r := &Ring{f: f, path: path, l: l, keys: keys, buf: make([]byte, chunkSlots*l.recordSize)}
+	r := &Ring{f: f, path: path, l: l, keys: keys, buf: make([]byte, chunkSlots*l.recordSize),
+		groups: groupTable{ids: map[string]uint16{}, size: l.groupTable}}
 	r.writeAt = f.WriteAt
 	r.rebuildFree()
 	return r
@@ -303,7 +339,7 @@ func create(path string, l layout) (*Ring, error) {
 // grow copies the file into a larger one of capacity slots and switches
 // to it.
 func (r *Ring) grow(capacity int) error {
-	n, err := create(r.path+".grow", newLayout(r.l.rounds, r.l.voteSlots, capacity))
+	n, err := create(r.path+".grow", makeLayout(r.l.rounds, r.l.voteSlots, r.l.groupSlots, r.l.groupTable, capacity))
 	if err != nil {
 		return err
 	}
@@ -312,7 +348,16 @@ func (r *Ring) grow(capacity int) error {
 		binary.LittleEndian.PutUint64(ib[8*i:], k)
 	}
 	err = func() error {
-		if _, err := n.f.WriteAt(ib, headerSize); err != nil {
+		if r.l.groupTable > 0 {
+			tb := make([]byte, r.l.groupTable)
+			if _, err := r.f.ReadAt(tb, headerSize); err != nil {
+				return err
+			}
+			if _, err := n.f.WriteAt(tb, headerSize); err != nil {
+				return err
+			}
+		}
+		if _, err := n.f.WriteAt(ib, n.l.indexAt()); err != nil {
 			return err
 		}
 		buf := make([]byte, chunkSlots*r.l.recordSize)
@@ -403,7 +448,7 @@ func (r *Ring) Sync(keys []uint64) ([]int32, error) {
 		for i, k := range r.keys {
 			binary.LittleEndian.PutUint64(ib[8*i:], k)
 		}
-		if _, err := r.writeAt(ib, headerSize); err != nil {
+		if _, err := r.writeAt(ib, r.l.indexAt()); err != nil {
 			return out, fmt.Errorf("history: writing the index: %w", err)
 		}
 	}
@@ -418,6 +463,9 @@ func (r *Ring) Record(at time.Time, obs []Obs) (reset int, err error) {
 	i := 0
 	for i < len(obs) && obs[i].Slot < 0 {
 		i++
+	}
+	if err := r.groupNumbers(obs[i:]); err != nil {
+		return 0, err
 	}
 	unix := at.Unix()
 	for i < len(obs) {
@@ -434,6 +482,49 @@ func (r *Ring) Record(at time.Time, obs []Obs) (reset int, err error) {
 		i = j
 	}
 	return reset, nil
+}
+
+// groupNumbers sets the group numbers of obs, adding the names the table
+// does not keep yet (a name it has no room for is left out, and its round
+// says some were cut).
+func (r *Ring) groupNumbers(obs []Obs) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.f == nil {
+		return errClosed
+	}
+	for i := range obs {
+		o := &obs[i]
+		o.groupIDs = [GroupSlots]uint16{}
+		if !o.Partition || r.l.groupSlots == 0 {
+			continue
+		}
+		k := 0
+		for _, name := range o.DownGroups[:min(int(o.NDown), GroupSlots)] {
+			id, ok := r.groups.lookup(name)
+			if !ok {
+				raw, head, room := r.groups.prepare(name)
+				if !room {
+					o.GroupsCut = true
+					continue
+				}
+				at := int64(headerSize + groupTableHead + len(r.groups.raw))
+				if _, err := r.writeAt(raw[len(r.groups.raw):], at); err != nil {
+					return fmt.Errorf("history: writing the group table: %w", err)
+				}
+				if _, err := r.writeAt(head, headerSize); err != nil {
+					return fmt.Errorf("history: writing the group table: %w", err)
+				}
+				id = r.groups.commit(name, raw)
+			}
+			o.groupIDs[k] = id + 1
+			k++
+		}
+		if int(o.NDown) > GroupSlots {
+			o.GroupsCut = true
+		}
+	}
+	return nil
 }
 
 // recordChunk writes the outcomes of neighbouring slots from start with
@@ -493,6 +584,16 @@ func (l layout) apply(rec []byte, unix int64, o Obs) {
 	}
 	e[6] = byte(o.Verdict&3) | byte(by)<<2
 	e[7] = byte(o.State & 3)
+	if o.Partition && l.groupSlots > 0 {
+		e[7] |= statePartition
+		if o.GroupsCut {
+			e[7] |= stateGroupsCut
+		}
+		at := entryBase + l.voteSlots*voteSlotSize
+		for k := 0; k < l.groupSlots && k < len(o.groupIDs); k++ {
+			le.PutUint16(e[at+k*groupSlotSize:], o.groupIDs[k])
+		}
+	}
 	for k := 0; k < int(o.NVotes) && k < l.voteSlots && k < len(o.Votes); k++ {
 		v := o.Votes[k]
 		if v.Source < 0 || int(v.Source) >= 254 {
@@ -580,8 +681,8 @@ func (l layout) windows(rec []byte, now int64) [3]Window {
 	return out
 }
 
-// decode reads a sound record.
-func (l layout) decode(rec []byte, now int64) Origin {
+// decode reads a sound record; names are the file's group names.
+func (l layout) decode(rec []byte, now int64, names []string) Origin {
 	le := binary.LittleEndian
 	head, count := int(le.Uint16(rec[12:])), int(le.Uint16(rec[14:]))
 	count = min(count, l.rounds)
@@ -611,6 +712,22 @@ func (l layout) decode(rec []byte, now int64) Origin {
 				p.Votes = append(p.Votes, Tally{Source: int8(slot[0] - 1), Up: slot[1], Down: slot[2], Abstain: slot[3]})
 			}
 		}
+		if l.groupSlots > 0 && e[7]&statePartition != 0 {
+			p.Partition, p.GroupsCut = true, e[7]&stateGroupsCut != 0
+			p.DownGroups = []string{}
+			at := entryBase + l.voteSlots*voteSlotSize
+			for k := range l.groupSlots {
+				id := int(le.Uint16(e[at+k*groupSlotSize:]))
+				if id == 0 {
+					break
+				}
+				if id > len(names) {
+					p.GroupsCut = true // a name written after the table was read
+					continue
+				}
+				p.DownGroups = append(p.DownGroups, names[id-1])
+			}
+		}
 		o.Points = append(o.Points, p)
 	}
 	return o
@@ -638,7 +755,7 @@ func (r *Ring) Read(slot int32, key uint64, now time.Time) (o Origin, ok, damage
 	if binary.LittleEndian.Uint64(rec) != key {
 		return o, false, false, nil
 	}
-	return r.l.decode(rec, now.Unix()), true, false, nil
+	return r.l.decode(rec, now.Unix(), r.groups.names), true, false, nil
 }
 
 // Close closes the file.

@@ -51,13 +51,13 @@ func read(t *testing.T, r *history.Ring, slot int32, key uint64, now time.Time) 
 }
 
 func TestSizes(t *testing.T) {
-	if got := history.RecordSize(60); got != 1464 {
-		t.Errorf("RecordSize(60) = %d; docs/history.md says 1464", got)
+	if got := history.RecordSize(60); got != 1704 {
+		t.Errorf("RecordSize(60) = %d; docs/history.md says 1704", got)
 	}
 	for _, c := range []struct {
 		sites int
 		want  int64
-	}{{1000, 4_526_080}, {10000, 37_687_296}, {100000, 369_299_456}} {
+	}{{1000, 5_279_744}, {10000, 43_847_680}, {100000, 429_527_040}} {
 		r, rep := open(t, filepath.Join(t.TempDir(), "history.ring"), history.Options{Origins: 2 * c.sites})
 		if rep.Size != c.want || history.FileSize(60, r.Capacity()) != c.want {
 			t.Errorf("%d sites of 2 origins: file %d bytes, capacity %d; docs/history.md says %d", c.sites, rep.Size, r.Capacity(), c.want)
@@ -165,8 +165,9 @@ func TestDamagedFileStartsEmpty(t *testing.T) {
 			for i := range b {
 				b[i] = byte(i % 8)
 			}
-			return patch(p, 4096, b)
+			return patch(p, 4096+16384, b) // header, group table
 		}, "index"},
+		{"group table bit flip", func(p string) error { return patch(p, 4096+2, []byte{0xff}) }, "voter groups"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -211,7 +212,7 @@ func TestDamagedRecordIsReset(t *testing.T) {
 		}
 	}
 	r.Close()
-	recordsAt := int64(4096 + 8192) // header + index of 1024 slots
+	recordsAt := history.RecordsAt(1024) // header, group table, index of 1024 slots
 	if err := patch(path, recordsAt+int64(slots[0])*int64(history.RecordSize(60))+40, []byte{0xde, 0xad}); err != nil {
 		t.Fatal(err)
 	}

@@ -55,9 +55,10 @@ func TestVoteTalliesRoundTrip(t *testing.T) {
 // origin with one round.
 func writeV1(t *testing.T, path string, k uint64, at time.Time) {
 	t.Helper()
-	l := newLayout(DefaultRounds, 0, 1024)
+	l := makeLayout(DefaultRounds, 0, 0, 0, 1024)
 	b := make([]byte, l.fileSize())
 	h := l.encodeHeader(at)
+	clear(h[60:72]) // version 3's group fields
 	binary.LittleEndian.PutUint32(h[8:], 1)
 	binary.LittleEndian.PutUint32(h[56:], crc32.Checksum(h[:56], castagnoli))
 	copy(b, h)
