@@ -116,6 +116,9 @@ type process struct {
 	cmd    *exec.Cmd
 	src    sdk.VoteSource
 	log    *exitLogger
+	// info is what the process said of itself (Info) once started: the
+	// protocol agreed and its capabilities decide what it is handed.
+	info sdk.Info
 	// watching lives as long as the process: its suspect stream (see
 	// Source.watch) ends with it. unwatch ends it.
 	watching context.Context

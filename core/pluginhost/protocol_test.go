@@ -5,8 +5,11 @@ import (
 	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -233,5 +236,59 @@ func TestNeeds(t *testing.T) {
 		if got[i].Capability != want[i].Capability || strings.Join(got[i].Sites, ",") != strings.Join(want[i].Sites, ",") {
 			t.Errorf("Needs[%d] = %+v, want %+v", i, got[i], want[i])
 		}
+	}
+}
+
+// TestRestartRereadsInfo: a plugin binary replaced by one of another
+// protocol (an upgrade or a rollback) is asked for its Info again when
+// the host restarts it, and the host adapts to the new answer.
+func TestRestartRereadsInfo(t *testing.T) {
+	plain, private, bundle := origins(t)
+	bin := filepath.Join(t.TempDir(), "vigil-source-swapped")
+	copyFile(t, testPlugin, bin)
+	t.Setenv("VIGIL_TEST_CAPS", "tls.ca_bundle")
+	src, logs := startSource(t, bin, `voter = "v2"`, []string{"VIGIL_TEST_CAPS"})
+	if info := src.Info(); info.ProtocolVersion != 2 || !info.Has(sdk.CapabilityCABundle) {
+		t.Fatalf("Info = %+v", info)
+	}
+	copyFile(t, v1Plugin, bin) // the rollback
+	pid := src.PID()
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the host to notice the exit", 10*time.Second, func() bool {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		return src.proc.client.Exited()
+	})
+	votes, err := src.Vote(context.Background(), capsBallot(plain, private, bundle))
+	if err != nil {
+		t.Fatalf("Vote after the restart: %v\nlogs:\n%s", err, logs)
+	}
+	if info := src.Info(); info.ProtocolVersion != 1 || info.Name != "v1source" || len(info.Capabilities) != 0 {
+		t.Errorf("Info after the restart = %+v, want the protocol-1 plugin's", info)
+	}
+	if v := byOrigin(votes)["private"]; v.Voter != HostVoter || v.Value != sdk.Abstain {
+		t.Errorf("the private CA's origin after the restart: %+v, want the host's abstention", v)
+	}
+	if v := byOrigin(votes)["plain"]; v.Voter != "v1" || v.Value != sdk.Up {
+		t.Errorf("the plain origin after the restart: %+v, want the protocol-1 plugin's up", v)
+	}
+}
+
+// copyFile copies an executable by writing a new file and renaming it
+// over dst, as a package upgrade does (a running binary is not written).
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := dst + ".new"
+	if err := os.WriteFile(tmp, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -248,6 +248,7 @@ func (s *Source) Start(ctx context.Context) hcl.Diagnostics {
 		proc.kill()
 		return s.diag("Vote source closed", "The source was closed while it started.")
 	}
+	proc.info = info
 	s.proc, s.info, s.cfg, s.configured = proc, info, cfg, true
 	s.mu.Unlock()
 	s.watch(proc)
@@ -339,10 +340,6 @@ func (s *Source) logStarted(msg string, info sdk.Info, proc *process) {
 func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error) {
 	s.stats.calls.Add(1)
 	s.remember(&ballot)
-	ballot, held := s.gate(ballot)
-	if len(ballot.Targets) == 0 && len(held) > 0 {
-		return held, nil // nothing the plugin can be asked
-	}
 	cctx, cancel := s.call(ctx)
 	defer cancel()
 	if err := s.acquire(cctx); err != nil {
@@ -354,6 +351,12 @@ func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error
 	if err != nil {
 		s.stats.failures.Add(1)
 		return nil, err
+	}
+	// What this process declared, not what the last start said: a restart
+	// may have run another binary.
+	ballot, held := s.gate(proc.info, ballot)
+	if len(ballot.Targets) == 0 && len(held) > 0 {
+		return held, nil // nothing the plugin can be asked
 	}
 	votes, err := proc.src.Vote(cctx, ballot)
 	if err != nil {
@@ -368,10 +371,7 @@ func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error
 
 // gate takes out of the ballot the targets the plugin lacks a capability
 // for, and returns the host's abstentions on them.
-func (s *Source) gate(ballot sdk.Ballot) (sdk.Ballot, []sdk.Vote) {
-	s.mu.Lock()
-	info := s.info
-	s.mu.Unlock()
+func (s *Source) gate(info sdk.Info, ballot sdk.Ballot) (sdk.Ballot, []sdk.Vote) {
 	out, held, missing := gate(info, ballot)
 	if len(held) == 0 {
 		return ballot, nil
@@ -491,6 +491,7 @@ func (s *Source) restart(done chan struct{}) {
 		return
 	}
 	s.logStarted("vote source restarted", info, proc)
+	proc.info = info
 	s.proc, s.info, s.lacking = proc, info, ""
 	s.watch(proc)
 }
