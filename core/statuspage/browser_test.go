@@ -63,6 +63,19 @@ type fakeSource struct {
 	mu   sync.Mutex
 	down map[string]bool
 	err  error // every Vote fails with it, when set
+	// upDetail is the detail of an origin's up votes instead of
+	// "status 200", such as "HTTP 404 Not Found" (setUpDetail).
+	upDetail map[string]string
+}
+
+// setUpDetail makes the up votes for origin carry detail ("": the default).
+func (f *fakeSource) setUpDetail(origin, detail string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.upDetail == nil {
+		f.upDetail = map[string]string{}
+	}
+	f.upDetail[origin] = detail
 }
 
 // setError makes every Vote fail with err (nil: answer again).
@@ -92,6 +105,9 @@ func (f *fakeSource) Vote(_ context.Context, b sdk.Ballot) ([]sdk.Vote, error) {
 	for _, t := range b.Targets {
 		for _, voter := range []string{"edge-fra-1", "edge-ams-1"} {
 			v := sdk.Vote{Site: t.Site, Origin: t.Origin, Voter: voter, Value: sdk.Up, Reason: sdk.ReasonOK, Detail: "status 200", Latency: 3 * time.Millisecond}
+			if d := f.upDetail[t.Origin]; d != "" {
+				v.Detail = d
+			}
 			if f.down[t.Origin] {
 				v.Value, v.Reason, v.Detail = sdk.Down, sdk.ReasonConnectFailed, "dial tcp: connection refused"
 			}

@@ -159,6 +159,18 @@
     return Object.keys(site.levels || {}).map(Number).sort((a, b) => a - b);
   }
 
+  // clientErrorUp is the 4xx status ("404") on which a voter of the last
+  // round found the origin up, or '' when none did. A probe's detail
+  // starts "HTTP 404 Not Found" (sdk/probe); with expected_status set, a
+  // 4xx is a down vote and needs no hint.
+  function clientErrorUp(o) {
+    for (const v of o.votes || []) {
+      const m = v.value === 'up' && /^HTTP (4\d\d)\b/.exec(v.detail || '');
+      if (m) return m[1];
+    }
+    return '';
+  }
+
   function originsOf(site) {
     return Object.entries(site.origins || {})
       .map(([name, o]) => ({ name, ...o }))
@@ -308,6 +320,15 @@
     const table = tableRoles(h('table', { class: 'origins' },
       h('caption', { class: 'vh' }, `Origins of ${site.site}`), thead, tbody));
     sec.append(h('h3', null, 'Origins'), h('div', { class: 'scroll' }, table));
+    for (const o of originsOf(site)) {
+      const code = clientErrorUp(o);
+      if (code) {
+        sec.append(h('p', { class: 'warn hint', data: { origin: o.name } },
+          h('strong', null, `${o.name}: HTTP ${code} counts as up: is the health path right?`),
+          ' A status below 500 is up unless the site lists the ones it expects: ',
+          h('code', null, 'health_check { expected_status = [200] }'), '.'));
+      }
+    }
 
     if (st.history[site.site]) sec.append(renderHistory(site));
     if (detail) sec.append(renderVotes(site));
