@@ -10,6 +10,10 @@
 // value and the detector's memory (the streaks) is a Memory the caller
 // keeps. The engine runs it after every round with the voters' labels
 // its sources report; `vigil simulate` runs it with the labels written in
-// the timeline, so both say the same thing. Nothing here changes a
-// verdict, a state or a level.
+// the timeline, so both say the same thing. The agent's history keeps,
+// for each round, the groups whose every vote was down (Tally.DownGroups)
+// beside each source's up votes, and the what-if replay (`vigil simulate
+// -history`) rebuilds the round's tally from them (Tally.AddUps): the
+// rule needs nothing more of a round. Nothing here changes a verdict, a
+// state or a level.
 package partition

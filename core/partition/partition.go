@@ -57,6 +57,30 @@ func (t *Tally) Add(group string, up bool) {
 // first vote came.
 func (t *Tally) Groups() []Group { return t.groups }
 
+// AddUps counts n up votes whose voters' groups are not known, only that
+// they voted up: like any up vote they make a down group alone, and they
+// are in no group that could be. A replay counts the recorded up votes
+// this way (the history keeps each source's up votes as a count, and the
+// down groups by name: DownGroups).
+func (t *Tally) AddUps(n int) { t.ups += max(n, 0) }
+
+// DownGroups appends to dst the names of the groups whose every vote was
+// down, in the order their first vote came, when some vote was up; none
+// when no vote was up, since no group can then be alone. With each
+// source's up votes, it is all the rule needs of a round to judge it
+// again: what the history keeps for a replay.
+func (t *Tally) DownGroups(dst []string) []string {
+	if t.ups == 0 {
+		return dst
+	}
+	for _, g := range t.groups {
+		if g.Up == 0 && g.Down > 0 {
+			dst = append(dst, g.Name)
+		}
+	}
+	return dst
+}
+
 // alone reports whether g is alone against the others: it voted, every
 // one of its votes is down, and some vote outside it is up.
 func (t *Tally) alone(g Group) bool {

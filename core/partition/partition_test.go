@@ -143,3 +143,74 @@ func TestGroupName(t *testing.T) {
 		})
 	}
 }
+
+// The down groups and the up votes are all the rule needs of a round: a
+// tally rebuilt from them (the groups down, the ups as a count) judges
+// every round as the tally of every vote did.
+func TestDownGroupsRebuildTheRound(t *testing.T) {
+	rounds := [][]vote{
+		{euDown, usUp, direct}, {euDown, usUp}, {euDown, euDown, usDown, direct},
+		{euDown, euUp, usUp}, {euDown, usDown}, {usUp}, {euDown, usUp},
+	}
+	var full, rebuilt partition.Memory
+	var t1, t2 partition.Tally
+	key := partition.Origin{Site: "www", Origin: "a1"}
+	for r, votes := range rounds {
+		t1.Reset()
+		ups := 0
+		for _, v := range votes {
+			t1.Add(v.group, v.up)
+			if v.up {
+				ups++
+			}
+		}
+		down := t1.DownGroups(nil)
+		t2.Reset()
+		t2.AddUps(ups)
+		for _, g := range down {
+			t2.Add(g, false)
+		}
+		e1, _ := full.Observe(key, &t1, 2, int64(r), nil, nil)
+		e2, _ := rebuilt.Observe(key, &t2, 2, int64(r), nil, nil)
+		if len(e1) != len(e2) {
+			t.Fatalf("round %d: events %+v from every vote, %+v rebuilt from the down groups %q", r, e1, e2, down)
+		}
+		for i := range e1 {
+			if e1[i] != e2[i] {
+				t.Errorf("round %d event %d: %+v from every vote, %+v rebuilt", r, i, e1[i], e2[i])
+			}
+		}
+	}
+	if full.Len() != rebuilt.Len() {
+		t.Errorf("memory: %d origins from every vote, %d rebuilt", full.Len(), rebuilt.Len())
+	}
+}
+
+func TestDownGroups(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		votes []vote
+		want  []string
+	}{
+		{"one pop down", []vote{euDown, usUp}, []string{"node/pop=eu"}},
+		{"nobody up: none", []vote{euDown, usDown}, nil},
+		{"a split group is not down", []vote{euDown, euUp, usDown, direct}, []string{"node/pop=us"}},
+		{"every group up", []vote{euUp, usUp}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tally partition.Tally
+			for _, v := range tc.votes {
+				tally.Add(v.group, v.up)
+			}
+			got := tally.DownGroups(nil)
+			if len(got) != len(tc.want) {
+				t.Fatalf("DownGroups = %q, want %q", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Fatalf("DownGroups = %q, want %q", got, tc.want)
+				}
+			}
+		})
+	}
+}
