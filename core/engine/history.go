@@ -80,6 +80,11 @@ type histObs struct {
 	latency time.Duration
 	votes   [history.VoteSlots]history.Tally
 	nvotes  uint8
+	// part is set when the partition rule ran: down are then its first
+	// groups whose every vote was down (ndown of them in all).
+	part  bool
+	down  [history.GroupSlots]string
+	ndown uint8
 }
 
 // errLogEvery bounds how often a failing history write is logged.
@@ -210,6 +215,7 @@ func (h *HistoryFeed) record(v *Views, round uint64) {
 		}
 		at = timeOf(rec.at)
 		rs := &rec.sites[last.site]
+		parts := rec.partitions[last.site] // partition.go
 		snap := v.sites[i]
 		s := v.fleet.Sites[i]
 		for oi := range s.Spec.Origins {
@@ -224,6 +230,15 @@ func (h *HistoryFeed) record(v *Views, round uint64) {
 				latency: meanLatency(t.out, votes),
 			}
 			o.nvotes = tallies(&o.votes, s.SourceList, int(t.out.Asked), votes)
+			o.part = rec.partitions != nil
+			for _, ps := range parts {
+				if ps.down && ps.origin == oi && o.ndown < 0xff {
+					if int(o.ndown) < len(o.down) {
+						o.down[o.ndown] = ps.group
+					}
+					o.ndown++
+				}
+			}
 			b.obs = append(b.obs, o)
 		}
 	}
@@ -340,7 +355,7 @@ func (h *HistoryFeed) writeBatch(b *histBatch) {
 	obs := h.obs[:0]
 	for _, o := range b.obs {
 		obs = append(obs, history.Obs{Slot: h.slots[h.offsets[o.site]+int32(o.origin)], Verdict: o.verdict, By: o.by, State: o.state, Latency: o.latency,
-			Votes: o.votes, NVotes: o.nvotes})
+			Votes: o.votes, NVotes: o.nvotes, Partition: o.part, DownGroups: o.down, NDown: o.ndown})
 	}
 	h.mu.Unlock()
 	if cap(obs) > 1<<16 && len(obs) < cap(obs)/4 {

@@ -58,15 +58,20 @@ type partitionDetector struct {
 	mem   partition.Memory
 	tally partition.Tally
 	susp  []partition.Streak // the buffer of one origin's suspicions
+	down  []string           // the buffer of one origin's down groups
 	fleet *fleet.Fleet       // the fleet the memory was last checked against
 }
 
-// partSuspect is a suspicion as a round record keeps it for the views.
+// partSuspect is a suspicion as a round record keeps it for the views,
+// or, with down set, a group whose every vote was down in a round with an
+// up vote, for the history (history.go: what a replay needs to run the
+// rule again).
 type partSuspect struct {
 	origin int
 	group  string
 	rounds int
 	since  int64
+	down   bool
 }
 
 // partitionSetup makes, keeps or drops the detector for the configuration
@@ -135,6 +140,11 @@ func (e *Engine) partitionEvents(f *fleet.Fleet, rec *roundRecord, rs *roundSite
 		vl = &voterLabels{}
 	}
 	unknown := vl.values == nil
+	if rec.partitions == nil {
+		// Not nil: the history knows the rule ran in this round.
+		rec.partitions = map[int32][]partSuspect{}
+	}
+	n := int32(len(rec.sites))
 	var out []decide.Event
 	site := s.Spec.Name
 	for oi := range s.Spec.Origins {
@@ -156,11 +166,11 @@ func (e *Engine) partitionEvents(f *fleet.Fleet, rec *roundRecord, rs *roundSite
 		}
 		out, p.susp = p.mem.Observe(partition.Origin{Site: site, Origin: s.Spec.Origins[oi].Name}, &p.tally, p.rounds, at, out, p.susp[:0])
 		for _, st := range p.susp {
-			if rec.partitions == nil {
-				rec.partitions = map[int32][]partSuspect{}
-			}
-			n := int32(len(rec.sites))
 			rec.partitions[n] = append(rec.partitions[n], partSuspect{origin: oi, group: st.Group, rounds: st.Rounds, since: st.Since})
+		}
+		p.down = p.tally.DownGroups(p.down[:0])
+		for _, g := range p.down {
+			rec.partitions[n] = append(rec.partitions[n], partSuspect{origin: oi, group: g, down: true})
 		}
 	}
 	e.refreshLabels(p, e.opts.Now(), unknown)
@@ -177,7 +187,7 @@ func partitionFill(o *readmodel.Origin, last lastRef, origin int) {
 		return
 	}
 	for _, ps := range last.rec.partitions[last.site] {
-		if ps.origin == origin {
+		if ps.origin == origin && !ps.down {
 			o.Partitions = append(o.Partitions, readmodel.Partition{Group: ps.group, Rounds: ps.rounds, Since: timeOf(ps.since)})
 		}
 	}
