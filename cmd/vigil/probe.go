@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"text/tabwriter"
 
@@ -125,6 +126,7 @@ func printProbe(stdout io.Writer, res *api.ProbeResult, chain []string, asJSON b
 	}
 	fmt.Fprintf(stdout, "%s (%s): one dry-run round through %s; nothing is saved\n", res.Site, res.Hostname, through)
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	var hints []string
 	for _, o := range res.Origins {
 		if !o.Enabled {
 			fmt.Fprintf(tw, "%s\tlevel %d\t%s\tdisabled: not probed\n", o.Origin, o.Level, o.Address)
@@ -145,8 +147,14 @@ func printProbe(stdout io.Writer, res *api.ProbeResult, chain []string, asJSON b
 			}
 			fmt.Fprintf(tw, "\t%s/%s\t%s\t%s\t%.1f ms\n", v.Source, v.Voter, v.Value, detail, v.LatencyMS)
 		}
+		if hint := clientErrorHint(o.Votes); hint != "" {
+			hints = append(hints, o.Origin+": "+hint)
+		}
 	}
 	tw.Flush()
+	for _, h := range hints {
+		fmt.Fprintf(stdout, "hint: %s\n", h)
+	}
 	if len(res.Failed) > 0 {
 		fmt.Fprintln(stdout, "\nsources that failed this round (no votes; their origins passed on to the next source):")
 		tw = tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
@@ -156,4 +164,25 @@ func printProbe(stdout io.Writer, res *api.ProbeResult, chain []string, asJSON b
 		tw.Flush()
 	}
 	return 0
+}
+
+// clientStatus is the HTTP status of a probe's detail ("HTTP 404 Not
+// Found", as sdk/probe writes it) when it is a 4xx.
+var clientStatus = regexp.MustCompile(`^HTTP (4[0-9][0-9])\b`)
+
+// clientErrorHint is the hint for an origin that some voter found up on
+// a 4xx answer: below 500 is up unless the site sets expected_status, and
+// a 4xx to the health check is most often a mistyped path. Empty when no
+// up vote was a 4xx.
+func clientErrorHint(votes []api.VoteView) string {
+	for _, v := range votes {
+		if v.Value != "up" {
+			continue
+		}
+		if m := clientStatus.FindStringSubmatch(v.Detail); m != nil {
+			return fmt.Sprintf("HTTP %s counts as up: is the health path right? "+
+				"health_check { expected_status = [200] } makes only the listed statuses count as up.", m[1])
+		}
+	}
+	return ""
 }
