@@ -81,11 +81,13 @@ func TestReloadReparseIsLoad(t *testing.T) {
 		same  []int
 		fresh bool
 		bad   bool
+		// before runs after the first load (a CA bundle renewed).
+		before func(t *testing.T)
 	}{
 		{name: "sites added at the end", sites: append(slices.Clone(base), reparseSite(n, dir), reparseSite(n+1, dir)), same: []int{0, 7, n - 1}},
 		{name: "many sites added, parsed in several pieces", sites: func() []string {
 			s := slices.Clone(base)
-			for i := n; i < n+2000; i++ { // over chunkSize (256 KiB)
+			for i := n; i < n+1500; i++ { // over chunkSize (256 KiB)
 				s = append(s, reparseSite(i, dir))
 			}
 			return s
@@ -103,6 +105,12 @@ func TestReloadReparseIsLoad(t *testing.T) {
 		})},
 		{name: "the control block changed", control: "  sites_per_round = 50\n", sites: with(func(s []string) []string { s[10] = changed(10); return s }), fresh: true},
 		{name: "a duplicate site", sites: append(slices.Clone(base), base[5]), bad: true},
+		{name: "a CA bundle renewed", sites: with(func(s []string) []string { s[10] = changed(10); return s }), fresh: true, before: func(t *testing.T) {
+			renewed := append(slices.Clone(ca), '\n')
+			if err := os.WriteFile(filepath.Join(dir, "ca.pem"), renewed, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(dir, "vigil.hcl")
@@ -119,6 +127,9 @@ func TestReloadReparseIsLoad(t *testing.T) {
 				t.Fatal(diags.Error())
 			}
 			prevWant, _ := config.Load(path)
+			if c.before != nil {
+				c.before(t)
+			}
 			write(reparseConfig(dir, c.control, c.sites))
 			want, wantDiags := config.Load(path)
 			got, gotDiags := config.LoadCached(path)
