@@ -47,6 +47,9 @@ func startMemberEvery(t *testing.T, id, endpoint, mode string, round time.Durati
 // keeps.
 func startMemberLease(t *testing.T, id, endpoint, mode string, round, ttl time.Duration, body string) *agentProc {
 	t.Helper()
+	if binDir == "" {
+		t.Skip("an HA member is a real agent process, which TestMain builds unless -short")
+	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "vigil.hcl")
 	cfg := fmt.Sprintf(`
