@@ -30,6 +30,9 @@ type metrics struct {
 	storeErrors  prometheus.Counter
 	storeHealthy prometheus.Gauge
 
+	// sourceSeconds is each source's time in a round (its Vote calls).
+	sourceSeconds *prometheus.HistogramVec
+
 	confirmRounds   prometheus.Counter
 	confirmSites    prometheus.Counter
 	confirmDeferred prometheus.Counter
@@ -58,6 +61,10 @@ func newMetrics(reg prometheus.Registerer, e *Engine) *metrics {
 			Name: "vigil_round_duration_seconds", Help: "How long a round took, votes and commit included.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
 		}),
+		sourceSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "vigil_source_duration_seconds", Help: "How long each source of the chain took in a round (or confirmation round) that asked it: which source made a round late.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+		}, []string{"source"}),
 		roundsLate: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "vigil_rounds_late_total", Help: "Rounds that started late because the previous one outlasted round_interval.",
 		}),
@@ -102,7 +109,7 @@ func newMetrics(reg prometheus.Registerer, e *Engine) *metrics {
 		m.suspects.WithLabelValues(r)
 	}
 	reg.MustRegister(m.votes, m.abstentions, m.verdicts, m.switches, m.events, m.storeHealthy,
-		m.roundSeconds, m.roundsLate, m.lateness, m.rounds, m.sitesProbed, m.publication, m.storeErrors,
+		m.roundSeconds, m.sourceSeconds, m.roundsLate, m.lateness, m.rounds, m.sitesProbed, m.publication, m.storeErrors,
 		&pluginCollector{e: e})
 	// Every series exists from the start, so that increase() sees the
 	// first failover too.
@@ -123,6 +130,7 @@ func (m *metrics) initSources(names []string) {
 	for _, n := range names {
 		m.votes.WithLabelValues(n, "up")
 		m.votes.WithLabelValues(n, "down")
+		m.sourceSeconds.WithLabelValues(n)
 	}
 	for _, n := range names {
 		m.verdicts.WithLabelValues(n, vote.VerdictUp.String())

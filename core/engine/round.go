@@ -69,12 +69,16 @@ type chainAsker struct {
 	// errs[source] is its error when it failed to answer.
 	asked []bool
 	errs  []error
+	// took[source] is the time the source's Vote calls took this round,
+	// measured with now (nil: not measured, as in a probe).
+	took []time.Duration
+	now  func() time.Time
 }
 
 func newAsker(f *fleet.Fleet, sources []VoteSource, log hclog.Logger, round uint64, flat func(vote.Target) int32, in *interner) *chainAsker {
 	return &chainAsker{fleet: f, sources: sources, log: log, round: round, flat: flat, intern: in,
 		tallies: make([][2]int, len(sources)), abstained: make([]map[sdk.Reason]int, len(sources)),
-		asked: make([]bool, len(sources)), errs: make([]error, len(sources))}
+		asked: make([]bool, len(sources)), errs: make([]error, len(sources)), took: make([]time.Duration, len(sources))}
 }
 
 func (a *chainAsker) Ask(ctx context.Context, source int, targets []vote.Target, counts []vote.Counts) {
@@ -99,7 +103,14 @@ func (a *chainAsker) Ask(ctx context.Context, source int, targets []vote.Target,
 		}
 	}
 	a.asked[source] = true
+	var start time.Time
+	if a.now != nil {
+		start = a.now()
+	}
 	votes, err := src.Vote(ctx, ballot)
+	if a.now != nil {
+		a.took[source] += a.now().Sub(start)
+	}
 	ballot = sdk.Ballot{} // the targets are not needed any more: let them go
 	if err != nil {
 		a.errs[source] = err
@@ -168,6 +179,9 @@ func target(s *fleet.Site, origin int, deadline time.Duration) sdk.Target {
 func (a *chainAsker) count(m *metrics, logCut bool) {
 	for source, t := range a.tallies {
 		name := a.fleet.Chain[source].Name
+		if a.asked[source] && a.now != nil {
+			m.sourceSeconds.WithLabelValues(name).Observe(a.took[source].Seconds())
+		}
 		m.votes.WithLabelValues(name, "up").Add(float64(t[0]))
 		m.votes.WithLabelValues(name, "down").Add(float64(t[1]))
 		for reason, n := range a.abstained[source] {
@@ -298,6 +312,7 @@ func (e *Engine) runRound(ctx context.Context, confirm bool) RoundResult {
 	}
 	pos := e.planPositions(f, plan)
 	asker := newAsker(f, sources, e.log, plan.Seq, func(t vote.Target) int32 { return pos[t.Site] + t.Origin }, &e.intern)
+	asker.now = e.opts.Now
 	e.inFlight = plan
 	e.mu.Unlock()
 
