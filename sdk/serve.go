@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -51,6 +53,9 @@ type serveConfig struct {
 	stderr io.Writer
 	exit   func(int)
 	getenv func(string) string
+	debug  bool
+	// stop ends a debug serve; nil means SIGINT or SIGTERM.
+	stop context.Context
 }
 
 type optionFunc func(*serveConfig)
@@ -65,6 +70,35 @@ func WithLogLevel(level string) ServeOption {
 			c.level = l
 		}
 	})
+}
+
+// DebugEnv is the environment variable that starts a plugin in debug
+// mode when set to 1 or true: see [WithDebug].
+const DebugEnv = glue.DebugEnv
+
+// ReattachEnv is the environment variable from which vigil (the agent,
+// `vigil probe -config` and `vigil validate`) reads the reattach string a
+// plugin prints in debug mode: see [WithDebug].
+const ReattachEnv = glue.ReattachEnv
+
+// WithDebug serves the plugin in debug mode, as the environment variable
+// VIGIL_PLUGIN_DEBUG=1 or the flag -debug do for a binary run by hand
+// (under a debugger, dlv exec ./vigil-source-x -- -debug). The plugin
+// then does not wait for vigil to start it: it listens on a socket of its
+// own and prints on stdout a reattach string, one line,
+//
+//	VIGIL_REATTACH_PLUGINS='{"vigil-source-x":{"protocol":"grpc","protocol_version":2,"pid":4242,"addr":{"network":"unix","string":"/tmp/plugin123"}}}'
+//
+// Exported in vigil's environment, it makes the agent, `vigil probe
+// -config` and `vigil validate` connect to this process instead of
+// starting the binary, for each source whose name or `plugin` binary name
+// is the key (Info's Name; edit the key to pick one source). vigil never
+// restarts nor stops a process it attached to, and logs so; the transport
+// is not encrypted (no AutoMTLS) and the process serves until SIGINT or
+// SIGTERM. Log lines go to stderr as plain text, and stdout and stderr
+// stay the terminal's. Debug mode is for a developer's machine only.
+func WithDebug() ServeOption {
+	return optionFunc(func(c *serveConfig) { c.debug = true })
 }
 
 // Serve runs the plugin: it is the whole of a plugin's main.
@@ -86,6 +120,10 @@ func Serve(factory Factory, opts ...ServeOption) {
 	cfg := serveConfig{level: hclog.Debug, args: os.Args[1:], stdout: os.Stdout, stderr: os.Stderr, exit: os.Exit, getenv: os.Getenv}
 	for _, o := range opts {
 		o.apply(&cfg)
+	}
+	if cfg.getenv(glue.MagicCookieKey) != glue.MagicCookieValue && (cfg.debug || debugWanted(cfg.getenv(DebugEnv), cfg.args)) {
+		cfg.exit(serveDebug(factory, cfg))
+		return
 	}
 	if cfg.getenv(glue.MagicCookieKey) != glue.MagicCookieValue {
 		log := hclog.New(&hclog.LoggerOptions{Level: cfg.level, Output: cfg.stderr})
@@ -111,6 +149,67 @@ func Serve(factory Factory, opts ...ServeOption) {
 		GRPCServer: newGRPCServer,
 		Logger:     log,
 	})
+}
+
+// debugWanted reports whether the environment's value of DebugEnv or
+// the arguments ask for debug mode.
+func debugWanted(env string, args []string) bool {
+	if on, err := strconv.ParseBool(env); err == nil && on {
+		return true
+	}
+	for _, a := range args {
+		if a == "-debug" || a == "--debug" {
+			return true
+		}
+	}
+	return false
+}
+
+// serveDebug serves the plugin in debug mode (see WithDebug) until
+// cfg.stop ends, or SIGINT or SIGTERM, and returns the exit status.
+func serveDebug(factory Factory, cfg serveConfig) int {
+	log := hclog.New(&hclog.LoggerOptions{Level: cfg.level, Output: cfg.stderr})
+	impl := factory(log)
+	ictx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	info, err := impl.Info(ictx)
+	cancel()
+	if err != nil {
+		fmt.Fprintf(cfg.stderr, "plugin info: %v\n", err)
+		return 1
+	}
+	ctx := cfg.stop
+	if ctx == nil {
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+	}
+	reattach := make(chan *plugin.ReattachConfig, 1)
+	closed := make(chan struct{})
+	go plugin.Serve(&plugin.ServeConfig{
+		HandshakeConfig: glue.Handshake,
+		VersionedPlugins: map[int]plugin.PluginSet{
+			ProtocolVersion: {glue.PluginName: &grpcPlugin{impl: impl}},
+		},
+		GRPCServer: newGRPCServer,
+		Logger:     log,
+		Test:       &plugin.ServeTestConfig{Context: ctx, ReattachConfigCh: reattach, CloseCh: closed},
+	})
+	select {
+	case rc := <-reattach:
+		line, err := glue.FormatReattach(info.Name, rc)
+		if err != nil {
+			fmt.Fprintf(cfg.stderr, "debug mode: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(cfg.stderr, "%s %s serves in debug mode (pid %d); set this in the environment of the vigil agent, vigil probe -config or vigil validate to use this process instead of starting the binary (Ctrl-C stops it):\n",
+			info.Name, info.Version, rc.Pid)
+		fmt.Fprintf(cfg.stdout, "%s='%s'\n", ReattachEnv, line)
+	case <-closed:
+		fmt.Fprintf(cfg.stderr, "debug mode: the plugin stopped before it listened (see the log above)\n")
+		return 1
+	}
+	<-closed
+	return 0
 }
 
 // offers reports whether the comma-separated list of versions holds v.
@@ -175,7 +274,8 @@ func byHand(impl VoteSource, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	fmt.Fprintf(stderr, "%s %s is a vigil vote-source plugin (protocol %d): vigil starts it, named by a source block's `plugin` attribute.\n"+
-		"Run by hand it answers -version, and -schema (its config block's attributes, as JSON; `vigil plugin docs %s` renders them).\n",
+		"Run by hand it answers -version, -schema (its config block's attributes, as JSON; `vigil plugin docs %s` renders them)\n"+
+		"and -debug (it serves in debug mode and prints a VIGIL_REATTACH_PLUGINS line for vigil; see the SDK's README, \"Debugging a plugin\").\n",
 		info.Name, info.Version, info.ProtocolVersion, info.Name)
 	return 1
 }
