@@ -91,8 +91,11 @@ func runHistoryExport(args []string, stdout, stderr io.Writer) int {
 	}
 	if *outPath != "-" {
 		votes := "per-source votes included"
-		if !x.Header.Votes {
+		switch {
+		case !x.Header.Votes:
 			votes = "verdicts only: the history file keeps no votes (format version 1)"
+		case !x.Header.Partition:
+			votes += "; no partition data: the history file keeps no voter groups (format version 2)"
 		}
 		fmt.Fprintf(stdout, "%s: %d origins, %d recorded rounds, %d journal events (names from the %s; journal: %s; %s)\n",
 			*outPath, len(x.Origins), points, len(x.Events), x.Header.Names, x.Header.Journal, votes)
@@ -114,6 +117,9 @@ func exportHistory(dir string, cfg *config.Config) (*simulate.Export, error) {
 	case cfg != nil:
 		h.Names, h.RoundInterval = "config", cfg.Control.RoundInterval.String()
 		h.ConfirmInterval = simulate.ShortestConfirm(cfg)
+		if cfg.Control.Partition != nil {
+			h.PartitionLabel = cfg.Control.Partition.Label
+		}
 		for _, s := range cfg.Sources {
 			h.Sources = append(h.Sources, s.Name)
 		}

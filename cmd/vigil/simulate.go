@@ -92,6 +92,7 @@ func replayHistory(from string, cfg *config.Config, stdout, stderr io.Writer) in
 			}
 			x.Header.RoundInterval, x.Header.Sources, x.Header.Names = "", nil, "the replayed configuration"
 			x.Header.ConfirmInterval = "" // the replayed configuration's, not the recording's
+			x.Header.PartitionLabel = ""  // likewise
 		}
 	} else {
 		f, err := os.Open(from)

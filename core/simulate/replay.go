@@ -19,9 +19,10 @@ import (
 )
 
 // ExportVersion is the version of the history export format
-// (docs/replay.md). Version 2 adds each round's per-source tallies;
-// version 1 (verdicts only) is still read.
-const ExportVersion = 2
+// (docs/replay.md). Version 2 adds each round's per-source tallies,
+// version 3 the down groups of the path-partition rule; versions 1
+// (verdicts only) and 2 (no partition data) are still read.
+const ExportVersion = 3
 
 // oldestExportVersion is the oldest version ReadExport reads.
 const oldestExportVersion = 1
@@ -51,6 +52,14 @@ type ExportHeader struct {
 	// known and set: the recording has confirmation rounds, and a recorded
 	// round less than round_interval after the round before it is one.
 	ConfirmInterval string `json:"confirm_interval,omitempty"`
+	// Partition says the points carry the partition rule's data (a
+	// history file of version 3): a point's partition, down_groups and
+	// groups_cut. False for older files and exports.
+	Partition bool `json:"partition"`
+	// PartitionLabel is the voter label the recording's rule grouped the
+	// votes by (control { partition { label } }), when known (-config)
+	// and set.
+	PartitionLabel string `json:"partition_label,omitempty"`
 }
 
 // ExportOrigin is one origin's recorded rounds, oldest first.
@@ -75,6 +84,13 @@ type ExportPoint struct {
 	// Votes are the round's tallies of the sources asked, in chain order
 	// (with a header's votes true).
 	Votes []ExportTally `json:"votes,omitempty"`
+	// Partition is set when the recording's path-partition rule ran in
+	// the round (with a header's partition true): DownGroups are then the
+	// groups (docs/partition.md) whose every vote was down, in a round
+	// with an up vote, and GroupsCut says the history left some out.
+	Partition  bool     `json:"partition,omitempty"`
+	DownGroups []string `json:"down_groups,omitempty"`
+	GroupsCut  bool     `json:"groups_cut,omitempty"`
 }
 
 // ExportTally is one source's votes for one origin in one round.
@@ -104,7 +120,7 @@ type Names struct{ Site, Origin string }
 // of the file that none names are left out. sources is the recording's
 // chain (nil when not known); events the journal (nil when not read).
 func BuildExport(snap *history.Snapshot, names []Names, h ExportHeader, events []store.Event) *Export {
-	h.Version, h.Rounds, h.Votes = ExportVersion, snap.Rounds, snap.VoteSlots > 0
+	h.Version, h.Rounds, h.Votes, h.Partition = ExportVersion, snap.Rounds, snap.VoteSlots > 0, snap.GroupSlots > 0
 	x := &Export{Header: h}
 	srcName := func(i int8) string {
 		if int(i) < len(h.Sources) {
@@ -126,6 +142,10 @@ func BuildExport(snap *history.Snapshot, names []Names, h ExportHeader, events [
 			}
 			for _, v := range p.Votes {
 				ep.Votes = append(ep.Votes, ExportTally{Src: srcName(v.Source), Up: int(v.Up), Down: int(v.Down), Abstain: int(v.Abstain)})
+			}
+			ep.Partition, ep.DownGroups, ep.GroupsCut = p.Partition, p.DownGroups, p.GroupsCut
+			if len(ep.DownGroups) == 0 {
+				ep.DownGroups = nil
 			}
 			eo.Points = append(eo.Points, ep)
 		}
@@ -190,6 +210,9 @@ func ReadExport(r io.Reader) (*Export, error) {
 			if x.Header.Version < 2 {
 				x.Header.Votes = false // version 1 kept verdicts only
 			}
+			if x.Header.Version < 3 {
+				x.Header.Partition = false // nor did version 2 keep voter groups
+			}
 			continue
 		}
 		var probe struct {
@@ -226,11 +249,15 @@ type Switch struct {
 	Reason   string
 }
 
-// SiteReplay is one site's recorded and replayed switches.
+// SiteReplay is one site's recorded and replayed switches, and its
+// recorded and replayed path partitions (path_partition_suspected).
 type SiteReplay struct {
 	Site     string
 	Recorded []Switch
 	Replayed []Switch
+
+	RecordedPartitions []PartitionEvent
+	ReplayedPartitions []PartitionEvent
 }
 
 // ReplayResult is the outcome of Replay.
@@ -250,6 +277,10 @@ type ReplayResult struct {
 	// configuration (min_votes, tally and the order replayed); otherwise
 	// the recorded verdicts were replayed.
 	Votes bool
+	// Partitions is set when the path-partition rule ran over the
+	// recorded rounds (this configuration has control { partition } and
+	// the recording has partition data).
+	Partitions bool
 }
 
 // Replay runs the recorded rounds of x through a fresh fleet of cfg on
@@ -334,6 +365,16 @@ func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
 		src = tsrc
 		res.Warnings = append(res.Warnings, chainWarnings(x.Header.Sources, f)...)
 	}
+	recPartitions := map[string][]PartitionEvent{}
+	for _, e := range x.Events {
+		if e.Event.Kind == decide.KindPathPartitionSuspected && f.Site(e.Site) != nil && e.Time.Unix() >= times[0] &&
+			e.Time.Unix() <= times[len(times)-1]+int64(max(interval/time.Second, 1)) {
+			ev := e.Event
+			recPartitions[e.Site] = append(recPartitions[e.Site], PartitionEvent{Time: roundAt(times, e.Time), Origin: ev.Origin, Group: ev.Group, Rounds: ev.Rounds, Suspected: ev.Suspected})
+		}
+	}
+	pr := newReplayPartition(x, cfg, f, len(recPartitions) > 0, &res.Warnings)
+	res.Partitions = pr != nil
 	replayed := map[string][]Switch{}
 	round := 0
 	setRound := func(t int64, ok bool) {
@@ -342,7 +383,7 @@ func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
 			vsrc.round, tsrc.round = byTime[t], votesAt[t]
 		}
 	}
-	note := func(at time.Time, reports []fleet.Report) {
+	note := func(at time.Time, t int64, ok bool, reports []fleet.Report) {
 		for _, rep := range reports {
 			for _, ev := range rep.Events {
 				if ev.Kind == decide.KindLevelSwitched {
@@ -350,11 +391,12 @@ func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
 				}
 			}
 		}
+		pr.observe(f, reports, t, ok, at)
 	}
 	step := func(at time.Time, t int64, ok bool) {
 		round++
 		setRound(t, ok)
-		note(at, f.Round(context.Background(), src))
+		note(at, t, ok, f.Round(context.Background(), src))
 	}
 	// Confirmation rounds (docs/replay.md): a recorded round less than
 	// the recording's round_interval, in whole seconds, after the last
@@ -384,7 +426,7 @@ func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
 			res.Confirmations++
 			setRound(t, true)
 			reports, _ := f.Confirm(context.Background(), src)
-			note(time.Unix(t, 0).UTC(), reports)
+			note(time.Unix(t, 0).UTC(), t, true, reports)
 			continue
 		}
 		if i > 0 && interval > 0 {
@@ -405,6 +447,7 @@ func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
 	case confirming && res.Confirmations == 0:
 		res.Warnings = append(res.Warnings, "this configuration sets confirm_interval, but the recording has no confirmation rounds: a replay cannot make the probes they would have made, so its sites are judged by the recorded rounds alone")
 	}
+	res.Warnings = append(res.Warnings, pr.warnings()...)
 	res.Rounds = round
 	res.From, res.To = time.Unix(times[0], 0).UTC(), time.Unix(times[len(times)-1], 0).UTC()
 	recorded := map[string][]Switch{}
@@ -427,13 +470,20 @@ func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
 	for n := range replayed {
 		names[n] = true
 	}
+	for n := range recPartitions {
+		names[n] = true
+	}
 	for _, o := range x.Origins {
 		if f.Site(o.Site) != nil {
 			names[o.Site] = true
 		}
 	}
 	for n := range names {
-		res.Sites = append(res.Sites, SiteReplay{Site: n, Recorded: recorded[n], Replayed: replayed[n]})
+		sr := SiteReplay{Site: n, Recorded: recorded[n], Replayed: replayed[n], RecordedPartitions: recPartitions[n]}
+		if pr != nil {
+			sr.ReplayedPartitions = pr.events[n]
+		}
+		res.Sites = append(res.Sites, sr)
 	}
 	sort.Slice(res.Sites, func(a, b int) bool { return res.Sites[a].Site < res.Sites[b].Site })
 	return res, nil
@@ -646,8 +696,28 @@ func (r *ReplayResult) WriteText(w io.Writer) {
 		if len(s.Recorded)+len(s.Replayed) == 0 {
 			fmt.Fprintf(w, "  %-36s  %s\n", "no switch", "no switch")
 		}
+		if len(s.RecordedPartitions)+len(s.ReplayedPartitions) > 0 {
+			fmt.Fprintf(w, "  path partitions\n")
+			width := 36
+			for _, e := range s.RecordedPartitions {
+				width = max(width, len(e.text()))
+			}
+			for i := 0; i < max(len(s.RecordedPartitions), len(s.ReplayedPartitions)); i++ {
+				a, b := "", ""
+				if i < len(s.RecordedPartitions) {
+					a = s.RecordedPartitions[i].text()
+				}
+				if i < len(s.ReplayedPartitions) {
+					b = s.ReplayedPartitions[i].text()
+				}
+				fmt.Fprintf(w, "  %-*s  %s\n", width, a, b)
+			}
+		}
 	}
 	fmt.Fprintf(w, "\nverdict: %s\n", r.Summary())
+	if p := r.partitionSummary(); p != "" {
+		fmt.Fprintf(w, "path partitions: %s\n", p)
+	}
 }
 
 func (s Switch) text() string {
