@@ -226,7 +226,15 @@ func (r *ReplayResult) partitionSummary() string {
 	case same:
 		return fmt.Sprintf("as recorded (%d event%s)", rec, plurals(rec))
 	}
-	out := fmt.Sprintf("%d replayed event%s instead of %d", rep, plurals(rep), rec)
+	var out string
+	switch d := rep - rec; {
+	case d == 0:
+		out = fmt.Sprintf("the same number of events (%d)", rep)
+	case d < 0:
+		out = fmt.Sprintf("%d fewer event%s (%d instead of %d)", -d, plurals(-d), rep, rec)
+	default:
+		out = fmt.Sprintf("%d more event%s (%d instead of %d)", d, plurals(d), rep, rec)
+	}
 	if len(shift) > 0 {
 		var sum time.Duration
 		for _, d := range shift {
@@ -240,6 +248,9 @@ func (r *ReplayResult) partitionSummary() string {
 		default:
 			out += ", first suspicion at the same time"
 		}
+	}
+	if rep == rec && !strings.HasSuffix(out, "later") && !strings.HasSuffix(out, "sooner") {
+		out += ", not all at the recorded rounds" // else "as recorded"
 	}
 	return out
 }

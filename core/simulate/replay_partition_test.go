@@ -139,13 +139,13 @@ func TestReplayPartitions(t *testing.T) {
 		{"the recording's configuration", partConfig(t, "pop", 3, nodeThenDirect),
 			recorded, "as recorded (2 events)", "", true},
 		{"rounds 2: a round sooner", partConfig(t, "pop", 2, nodeThenDirect),
-			[]string{"4 a1 node/pop=eu suspected 2", "8 a1 node/pop=eu ended 5"}, "2 replayed events instead of 2, first suspicion 10 s sooner", "", true},
+			[]string{"4 a1 node/pop=eu suspected 2", "8 a1 node/pop=eu ended 5"}, "the same number of events (2), first suspicion 10 s sooner", "", true},
 		{"rounds 6: never", partConfig(t, "pop", 6, nodeThenDirect),
-			nil, "0 replayed events instead of 2", "", true},
+			nil, "2 fewer events (0 instead of 2)", "", true},
 		// direct settles every round alone: node is never asked, so no
 		// node group votes, and none is alone.
 		{"direct first", partConfig(t, "pop", 3, directThenNode),
-			nil, "0 replayed events instead of 2", "", true},
+			nil, "2 fewer events (0 instead of 2)", "", true},
 		{"another label", partConfig(t, "region", 3, nodeThenDirect),
 			nil, "2 recorded, not replayed", `grouped the voters by the label "pop" (its header) and this configuration groups them by "region"`, false},
 		{"no partition block", partConfig(t, "", 0, nodeThenDirect),
@@ -238,6 +238,11 @@ func TestReplayPartitionGaps(t *testing.T) {
 	want := []string{"5 a1 node/pop=eu suspected 3", "8 a1 node/pop=eu ended 4"}
 	if got := events(res.Sites[0].ReplayedPartitions); !slices.Equal(got, want) {
 		t.Fatalf("replayed %q, want %q", got, want)
+	}
+	var out bytes.Buffer
+	res.WriteText(&out)
+	if want := "path partitions: the same number of events (2), first suspicion at the same time, not all at the recorded rounds\n"; !strings.Contains(out.String(), want) {
+		t.Fatalf("output, want %q:\n%s", want, out.String())
 	}
 	w := strings.Join(res.Warnings, "\n")
 	if !strings.Contains(w, "1 recorded rounds of an origin carry no partition data") || !strings.Contains(w, "1 recorded rounds of an origin had more groups down than the history keeps") {
