@@ -38,6 +38,13 @@
 // source's ballots, names of at most sdk.MaxSuspectName bytes, at most
 // [MaxSuspectsPerSecond]. The rest is dropped and counted.
 //
+// Debug mode: when VIGIL_REATTACH_PLUGINS (sdk/host.ReattachEnv) names a
+// source, or its plugin binary's base name, the Source attaches to that
+// process, a plugin started by hand in debug mode (sdk.WithDebug), instead
+// of starting the binary. It logs so, never kills that process (a restart
+// attaches again; Close only closes the connection), and its PID is the
+// attached process's.
+//
 // No plugin process outlives the host: on Linux the host asks the kernel to
 // SIGKILL the plugin when the host dies, and plugins built with sdk.Serve
 // also exit when their parent goes away.

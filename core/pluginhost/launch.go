@@ -113,9 +113,15 @@ func hostEnv(names []string) (env, missing []string) {
 // process is one running plugin process.
 type process struct {
 	client *plugin.Client
-	cmd    *exec.Cmd
-	src    sdk.VoteSource
-	log    *exitLogger
+	cmd    *exec.Cmd // nil for an attached process
+	pid    int
+	// attached is a process started by hand in debug mode, which vigil
+	// attached to (VIGIL_REATTACH_PLUGINS): never killed; rpc is its
+	// connection, closed when the source lets it go.
+	attached bool
+	rpc      plugin.ClientProtocol
+	src      sdk.VoteSource
+	log      *exitLogger
 	// info is what the process said of itself (Info) once started: the
 	// protocol agreed and its capabilities decide what it is handed.
 	info sdk.Info
@@ -150,8 +156,14 @@ func (l *exitLogger) kill(client *plugin.Client) {
 	client.Kill()
 }
 
-// launch starts the plugin binary and dispenses its VoteSource.
+// launch starts the plugin binary and dispenses its VoteSource, or
+// attaches to the process VIGIL_REATTACH_PLUGINS names for the source.
 func (s *Source) launch() (*process, error) {
+	if rc, key, err := s.reattachFor(); err != nil {
+		return nil, err
+	} else if rc != nil {
+		return s.attach(rc, key)
+	}
 	path, err := resolve(s.spec.Plugin, s.spec.PluginDir)
 	if err != nil {
 		return nil, err
@@ -208,7 +220,7 @@ func (s *Source) launch() (*process, error) {
 		return nil, fmt.Errorf("plugin %q does not serve a vote source", path)
 	}
 	watching, unwatch := context.WithCancel(context.Background())
-	return &process{client: client, cmd: cmd, src: src, log: exitLog, watching: watching, unwatch: unwatch}, nil
+	return &process{client: client, cmd: cmd, pid: cmd.Process.Pid, src: src, log: exitLog, watching: watching, unwatch: unwatch}, nil
 }
 
 func (s *Source) startTimeout() time.Duration {
@@ -223,6 +235,10 @@ func (s *Source) startTimeout() time.Duration {
 // error worth logging.
 func (p *process) stop() {
 	p.unwatch()
+	if p.attached {
+		p.detach()
+		return
+	}
 	p.log.onPurpose.Store(true)
 	p.client.Kill()
 }
@@ -231,9 +247,20 @@ func (p *process) stop() {
 // host is closing) and waits for go-plugin's cleanup.
 func (p *process) kill() {
 	p.unwatch()
+	if p.attached {
+		p.detach()
+		return
+	}
 	p.log.onPurpose.Store(true)
 	if p.cmd.Process != nil {
 		_ = p.cmd.Process.Kill()
 	}
 	p.client.Kill()
+}
+
+// detach lets an attached process go: the connection is closed, the
+// process runs on.
+func (p *process) detach() {
+	closeConn(p.rpc)
+	p.log.Info("let go of the plugin started by hand; it keeps running (vigil never stops it)", "pid", p.pid)
 }

@@ -319,7 +319,7 @@ func (s *Source) configure(ctx context.Context, proc *process, cfg sdk.Config) e
 // capabilities, and, for a protocol-1 plugin, what it is not handed.
 func (s *Source) logStarted(msg string, info sdk.Info, proc *process) {
 	s.log.Info(msg, "plugin", info.Name, "version", info.Version, "protocol", info.ProtocolVersion,
-		"sdk", info.SDKVersion, "capabilities", strings.Join(info.Capabilities, ","), "pid", proc.cmd.Process.Pid)
+		"sdk", info.SDKVersion, "capabilities", strings.Join(info.Capabilities, ","), "pid", proc.pid)
 	if info.ProtocolVersion < 2 {
 		s.log.Warn("the plugin speaks vote-source protocol 1: it is not handed targets whose health check sets ca_file, tls_server_name, insecure_skip_tls_verify, headers, follow_redirects or max_body (the source abstains on them); rebuild it with SDK "+sdk.Version+" or later",
 			"plugin", info.Name)
@@ -605,10 +605,10 @@ func (s *Source) backoff() time.Duration {
 func (s *Source) PID() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.proc == nil || s.proc.cmd.Process == nil {
+	if s.proc == nil {
 		return 0
 	}
-	return s.proc.cmd.Process.Pid
+	return s.proc.pid
 }
 
 // Close stops the plugin. The Source cannot be used afterwards. Close

@@ -14,6 +14,7 @@
 //	pluginreason  one Down with a plugin reason, one with a malformed one
 //	settings  one Up vote per target whose detail says what the target
 //	          carried: "ca=NAME pem=BYTES sni=NAME headers=N"
+//	pid      one Up vote per target whose detail is "pid=" and the process id
 //
 // Its Info declares the capabilities listed, comma-separated, in
 // VIGIL_TEST_CAPS (none when it is unset).
@@ -201,6 +202,12 @@ func (s *source) Vote(ctx context.Context, b sdk.Ballot) ([]sdk.Vote, error) {
 		for i, t := range b.Targets {
 			votes[i] = sdk.Vote{Site: t.Site, Origin: t.Origin, Voter: s.voter, Value: sdk.Up, Reason: sdk.ReasonOK,
 				Detail: fmt.Sprintf("ca=%s pem=%d sni=%s headers=%d", t.TLS.CA, len(b.CAs[t.TLS.CA]), t.TLS.ServerName, len(t.Headers))}
+		}
+		return votes, nil
+	case "pid":
+		votes := make([]sdk.Vote, len(b.Targets))
+		for i, t := range b.Targets {
+			votes[i] = sdk.Vote{Site: t.Site, Origin: t.Origin, Voter: s.voter, Value: sdk.Up, Reason: sdk.ReasonOK, Detail: fmt.Sprintf("pid=%d", os.Getpid())}
 		}
 		return votes, nil
 	case "env":
