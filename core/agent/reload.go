@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"reflect"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -77,7 +78,17 @@ func (a *Agent) ReloadFile(by string) (ReloadResult, error) {
 	if len(diags) > 0 {
 		a.diagnose(cfg.Files, diags)
 	}
+	a.mu.Lock()
+	unchanged := config.Unchanged(a.cfg, cfg)
+	a.mu.Unlock()
 	res, err := a.Reload(cfg)
+	if err == nil && !unchanged && len(cfg.Sites) >= bigRound {
+		// A large reload leaves tens of megabytes behind (the files
+		// read, the cache written, the fleet it replaced): give them back
+		// to the system now, as a large round does, so that what the
+		// agent holds after a reload is what a fresh start holds.
+		debug.FreeOSMemory()
+	}
 	if err != nil {
 		if errors.Is(err, ErrReloadRefused) {
 			a.log.Error(err.Error())

@@ -98,6 +98,21 @@ func (h heapStats) String() string {
 	return fmt.Sprintf("%s live (%s in use)", mib(h.live), mib(h.inuse))
 }
 
+// rss is the process's resident memory (0 when /proc cannot tell).
+func rss() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
 func mib(b uint64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
 
 func loadAverage() string {
@@ -164,6 +179,7 @@ func TestReloadMeasure(t *testing.T) {
 			if stopProfile != nil {
 				stopProfile()
 			}
+			rssAfter := rss()
 			after := liveHeap()
 			heapProfile(t, "after")
 			if got := a.Engine().Views().Len(); got != to {
@@ -175,12 +191,13 @@ func TestReloadMeasure(t *testing.T) {
 			cpu1, t1 := benchproc.TreeCPU(os.Getpid()), time.Now()
 			b := f.start(t)
 			startWall, startCPU := time.Since(t1), benchproc.TreeCPU(os.Getpid())-cpu1
+			rssFresh := rss()
 			fresh := liveHeap()
 			heapProfile(t, "fresh")
 			_ = b.Stop()
 			b = nil
-			t.Logf("%s (load %s): reload %.2fs wall, %.2fs CPU; heap %s before, %s after (fresh start with %d sites: %s, %.2fs wall, %.2fs CPU; %s with no agent); applied %q",
-				c.name, loadAverage(), wall.Seconds(), cpu.Seconds(), before, after, to, fresh,
+			t.Logf("%s (load %s): reload %.2fs wall, %.2fs CPU; heap %s before, %s after, resident %s (fresh start with %d sites: %s, resident %s, %.2fs wall, %.2fs CPU; %s with no agent); applied %q",
+				c.name, loadAverage(), wall.Seconds(), cpu.Seconds(), before, after, mib(rssAfter), to, fresh, mib(rssFresh),
 				startWall.Seconds(), startCPU.Seconds(), afterStop, strings.Join(res.Applied, "; "))
 		})
 	}
