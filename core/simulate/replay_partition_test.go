@@ -1,8 +1,11 @@
 package simulate_test
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
+	"flag"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,9 +17,13 @@ import (
 	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/history"
+	"github.com/vigilcdn/vigil/core/partition"
 	"github.com/vigilcdn/vigil/core/simulate"
 	"github.com/vigilcdn/vigil/core/store"
+	"github.com/vigilcdn/vigil/core/vote"
 )
+
+var updateReplay = flag.Bool("update-replay", false, "rewrite testdata/partition/*/incident.jsonl from the scenario's timeline")
 
 // partConfig is chainConfig with control { partition } (label and
 // rounds; no block when label is "").
@@ -384,5 +391,177 @@ func TestExportKeepsDownGroups(t *testing.T) {
 	p := x.Origins[0].Points
 	if !x.Header.Partition || len(p) != 2 || !p[0].Partition || !slices.Equal(p[0].DownGroups, []string{"node/pop=eu"}) || p[1].Partition || p[1].DownGroups != nil {
 		t.Fatalf("header %+v, points %+v", x.Header, p)
+	}
+}
+
+// scenarioT0 is the start of a scenario's first round in its
+// incident.jsonl.
+var scenarioT0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC).Unix()
+
+// TestReplayScenarios replays each scenario of testdata/partition that
+// has an incident.jsonl (the export an agent would have written of its
+// timeline: see its README) under the scenario's configuration: the
+// replayed path partitions are the journal's, and both are what vigil
+// simulate prints of the timeline, round for round; so are the
+// switches. -update-replay writes incident.jsonl again from the timeline
+// and simulate's output.
+func TestReplayScenarios(t *testing.T) {
+	dirs, err := filepath.Glob(filepath.Join("testdata", "partition", "*", "config.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, c := range dirs {
+		dir := filepath.Dir(c)
+		if _, err := os.Stat(filepath.Join(dir, "incident.jsonl")); err != nil && !*updateReplay {
+			continue
+		}
+		if *updateReplay && !strings.HasSuffix(dir, "-replayed") {
+			continue
+		}
+		n++
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			cfg, steps := loadScenario(t, dir)
+			var out bytes.Buffer
+			if err := simulate.Run(cfg, steps, &out); err != nil {
+				t.Fatal(err)
+			}
+			var lines []simulate.RoundLine
+			sc := bufio.NewScanner(&out)
+			sc.Buffer(nil, 1<<20)
+			for sc.Scan() {
+				var l simulate.RoundLine
+				if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+					t.Fatal(err)
+				}
+				lines = append(lines, l)
+			}
+			interval := int64(cfg.Control.RoundInterval / time.Second)
+			at := func(round int) time.Time { return time.Unix(scenarioT0+int64(round-1)*interval, 0).UTC() }
+			if *updateReplay {
+				writeIncident(t, filepath.Join(dir, "incident.jsonl"), cfg, steps, lines, at)
+			}
+			f, err := os.Open(filepath.Join(dir, "incident.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			x, err := simulate.ReadExport(f)
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := simulate.Replay(x, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Warnings) != 0 || !res.Partitions {
+				t.Fatalf("warnings %q, partitions replayed %v", res.Warnings, res.Partitions)
+			}
+			simParts, simSwitches := map[string][]simulate.PartitionEvent{}, map[string][]string{}
+			for _, l := range lines {
+				for _, ev := range l.Events {
+					switch ev.Kind {
+					case decide.KindPathPartitionSuspected:
+						simParts[l.Site] = append(simParts[l.Site], simulate.PartitionEvent{Time: at(l.Round), Origin: ev.Origin, Group: ev.Group, Rounds: ev.Rounds, Suspected: ev.Suspected})
+					case decide.KindLevelSwitched:
+						simSwitches[l.Site] = append(simSwitches[l.Site], itoa(l.Round)+" "+itoa(ev.FromLevel)+"->"+itoa(ev.ToLevel))
+					}
+				}
+			}
+			for _, s := range res.Sites {
+				if !slices.Equal(s.ReplayedPartitions, simParts[s.Site]) || !slices.Equal(s.RecordedPartitions, simParts[s.Site]) {
+					t.Errorf("site %s: replayed %+v, recorded %+v; simulate printed %+v", s.Site, s.ReplayedPartitions, s.RecordedPartitions, simParts[s.Site])
+				}
+				var sw []string
+				for _, r := range s.Replayed {
+					sw = append(sw, itoa(r.Round)+" "+itoa(r.From)+"->"+itoa(r.To))
+				}
+				if !slices.Equal(sw, simSwitches[s.Site]) {
+					t.Errorf("site %s: replayed switches %q, simulate's %q", s.Site, sw, simSwitches[s.Site])
+				}
+			}
+			var text bytes.Buffer
+			res.WriteText(&text)
+			t.Logf("\n%s", text.String())
+		})
+	}
+	if n == 0 {
+		t.Fatal("no scenario with an incident.jsonl in testdata/partition")
+	}
+}
+
+// writeIncident writes the export an agent would have made of the
+// scenario: each round's verdicts as simulate printed them, the tallies
+// of the sources asked and the partition rule's down groups from the
+// timeline's votes, and the journal's switches and partition events.
+func writeIncident(t *testing.T, path string, cfg *config.Config, steps []simulate.Step, lines []simulate.RoundLine, at func(int) time.Time) {
+	t.Helper()
+	h := simulate.ExportHeader{Version: simulate.ExportVersion, Exported: at(len(steps) + 1), RoundInterval: cfg.Control.RoundInterval.String(),
+		Names: "config", Rounds: history.DefaultRounds, Votes: true, Journal: "included", Partition: true, PartitionLabel: cfg.Control.Partition.Label}
+	for _, s := range cfg.Sources {
+		h.Sources = append(h.Sources, s.Name)
+	}
+	x := &simulate.Export{Header: h}
+	points := map[string][]simulate.ExportPoint{}
+	var keys []string
+	var tally partition.Tally
+	for _, l := range lines {
+		st := steps[l.Round-1]
+		if st.Round == nil || st.Confirm {
+			t.Fatalf("round %d is not a plain round: scenarios with incident.jsonl have rounds only", l.Round)
+		}
+		for _, o := range cfg.Sites[0].Origins {
+			ol, ok := l.Origins[o.Name]
+			if !ok {
+				continue
+			}
+			key := l.Site + "/" + o.Name
+			p := simulate.ExportPoint{T: at(l.Round).Unix(), V: ol.Verdict, S: ol.State, Partition: true}
+			if ol.By != nil {
+				p.By = *ol.By
+			}
+			tally.Reset()
+			for _, src := range ol.Asked {
+				tl := simulate.ExportTally{Src: src}
+				for i, v := range st.Round[key][src] {
+					switch v {
+					case vote.VerdictUp:
+						tl.Up++
+					case vote.VerdictDown:
+						tl.Down++
+					default:
+						tl.Abstain++
+						continue
+					}
+					label := ""
+					if ls := st.Labels[key][src]; ls != nil {
+						label = ls[i]
+					}
+					tally.Add(partition.GroupName(src, cfg.Control.Partition.Label, label), v == vote.VerdictUp)
+				}
+				p.Votes = append(p.Votes, tl)
+			}
+			p.DownGroups = tally.DownGroups(nil)
+			if points[key] == nil {
+				keys = append(keys, key)
+			}
+			points[key] = append(points[key], p)
+		}
+		for _, ev := range l.Events {
+			if ev.Kind == decide.KindLevelSwitched || ev.Kind == decide.KindPathPartitionSuspected {
+				x.Events = append(x.Events, store.Event{Seq: uint64(len(x.Events) + 1), Time: at(l.Round), Site: l.Site, Round: uint64(l.Round), Event: ev})
+			}
+		}
+	}
+	for _, k := range keys {
+		site, origin, _ := strings.Cut(k, "/")
+		x.Origins = append(x.Origins, simulate.ExportOrigin{Site: site, Origin: origin, Points: points[k]})
+	}
+	var buf bytes.Buffer
+	if err := x.Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
