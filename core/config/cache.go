@@ -43,7 +43,10 @@ const cacheMagic = "vigil decoded configuration\n"
 // A second call with nothing changed, such as a SIGHUP of an unchanged
 // configuration, returns a Config that shares every site, source and
 // notifier with the one the previous call returned, as long as that one is
-// still in use: no parse, no decode, no second copy in memory.
+// still in use: no parse, no decode, no second copy in memory. A call with
+// changed files, such as a SIGHUP after an edit, parses only the site
+// blocks whose text is new and takes every other site from that Config
+// (reparse.go), as long as nothing but site blocks changed.
 func LoadCached(path string) (*Config, hcl.Diagnostics) {
 	files, diags := readFiles(path)
 	if diags.HasErrors() {

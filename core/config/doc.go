@@ -10,5 +10,7 @@
 //
 // LoadCached is Load for the agent: it keeps the decoded Config in
 // data_dir (config.cache), keyed on the files' content and the build of
-// vigil, and starts from it when neither changed (cache.go).
+// vigil, and starts from it when neither changed (cache.go). At a reload
+// it decodes only the site blocks that changed, taking the others from the
+// configuration in force (reparse.go).
 package config
