@@ -243,3 +243,82 @@ func BenchmarkLoadCachedReload100k(b *testing.B) {
 		})
 	}
 }
+
+// TestReloadReparseFolder: a configuration of several files reloads as a
+// fresh Load reads it: a site changed in one file takes the others of
+// both files again; a site moved to the other file, and a new file, are
+// parsed.
+func TestReloadReparseFolder(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "conf")
+	if err := os.MkdirAll(conf, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	sites := func(from, to int, edit func(i int, s string) string) string {
+		var b strings.Builder
+		for i := from; i < to; i++ {
+			s := fmt.Sprintf("site \"s%03d\" {\n  hostname = \"s%03d.example.com\"\n  origin \"a\" { address = \"https://127.0.0.1:1\" }\n  origin \"b\" {\n    address = \"https://127.0.0.1:2\"\n    level = 2\n  }\n}\n", i, i)
+			if edit != nil {
+				s = edit(i, s)
+			}
+			b.WriteString(s)
+		}
+		return b.String()
+	}
+	head := fmt.Sprintf("control {\n  data_dir = %q\n}\nsource \"direct\" { plugin = \"vigil-source-direct\" }\n", filepath.Join(dir, "data"))
+	write := func(name, src string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(conf, name), []byte(src), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	config.ForgetLastLoad()
+	write("a.hcl", head+sites(0, 10, nil))
+	write("b.hcl", sites(10, 20, nil))
+	prev, diags := config.LoadCached(conf)
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	for _, step := range []struct {
+		name     string
+		do       func()
+		reused   int
+		sameSite string
+	}{
+		{"a site changed in the second file", func() {
+			write("b.hcl", sites(10, 20, func(i int, s string) string {
+				if i == 15 {
+					s = strings.Replace(s, "https://127.0.0.1:1\"", "https://127.0.0.1:10001\"", 1)
+				}
+				return s
+			}))
+		}, 19, "s003"},
+		{"a site moved to the first file", func() {
+			write("a.hcl", head+sites(0, 11, nil))
+			write("b.hcl", sites(11, 20, nil))
+		}, 18, "s004"}, // s010 moved and s015 changed back: parsed
+		{"a new file", func() { write("c.hcl", sites(20, 22, nil)) }, 0, ""},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			step.do()
+			want, wantDiags := config.Load(conf)
+			got, gotDiags := config.LoadCached(conf)
+			if gotDiags.HasErrors() {
+				t.Fatal(gotDiags.Error())
+			}
+			if a, b := diagStrings(wantDiags), diagStrings(gotDiags); !slices.Equal(a, b) {
+				t.Errorf("diagnostics differ:\nLoad:       %q\nLoadCached: %q", a, b)
+			}
+			for _, d := range configDiff(want, got) {
+				t.Error(d)
+			}
+			if n := config.LastReused(); n != step.reused {
+				t.Errorf("%d sites taken again, want %d", n, step.reused)
+			}
+			if step.sameSite != "" && got.Site(step.sameSite) != prev.Site(step.sameSite) {
+				t.Errorf("site %s: a new value, want the one in force", step.sameSite)
+			}
+			prev = got
+		})
+	}
+}
