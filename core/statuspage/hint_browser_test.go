@@ -51,7 +51,14 @@ func TestBrowserHintsAtClientErrors(t *testing.T) {
 		check(t)
 	})
 	t.Run("gone once a1 answers 200", func(t *testing.T) {
-		src.setUpDetail("a1", "HTTP 200 OK")
+		src.setUpDetail("a1", "status 200")
 		step(t, ctx, "wait for the hint to go", gone(hint))
+	})
+	t.Run("back on a checkpoint's status 410", func(t *testing.T) {
+		src.setUpDetail("a1", "status 410") // as the dnspup source words it
+		step(t, ctx, "wait for the hint", visible(hint))
+		if got := text(t, ctx, hint); !strings.Contains(got, "a1: HTTP 410 counts as up") {
+			t.Errorf("hint = %q; want it to name HTTP 410", got)
+		}
 	})
 }

@@ -161,11 +161,12 @@
 
   // clientErrorUp is the 4xx status ("404") on which a voter of the last
   // round found the origin up, or '' when none did. A probe's detail
-  // starts "HTTP 404 Not Found" (sdk/probe); with expected_status set, a
-  // 4xx is a down vote and needs no hint.
+  // starts "HTTP 404 Not Found" (sdk/probe: the direct source, the nodes)
+  // or "status 404" (dnspup); with expected_status set, a 4xx is a down
+  // vote and needs no hint.
   function clientErrorUp(o) {
     for (const v of o.votes || []) {
-      const m = v.value === 'up' && /^HTTP (4\d\d)\b/.exec(v.detail || '');
+      const m = v.value === 'up' && /^(?:HTTP|status) (4\d\d)\b/.exec(v.detail || '');
       if (m) return m[1];
     }
     return '';
