@@ -166,9 +166,10 @@ func printProbe(stdout io.Writer, res *api.ProbeResult, chain []string, asJSON b
 	return 0
 }
 
-// clientStatus is the HTTP status of a probe's detail ("HTTP 404 Not
-// Found", as sdk/probe writes it) when it is a 4xx.
-var clientStatus = regexp.MustCompile(`^HTTP (4[0-9][0-9])\b`)
+// clientStatus is the HTTP status of a probe's detail when it is a 4xx:
+// "HTTP 404 Not Found" as sdk/probe (the direct source, the nodes) writes
+// it, "status 404" as the dnspup source does.
+var clientStatus = regexp.MustCompile(`^(?:HTTP|status) (4[0-9][0-9])\b`)
 
 // clientErrorHint is the hint for an origin that some voter found up on
 // a 4xx answer: below 500 is up unless the site sets expected_status, and

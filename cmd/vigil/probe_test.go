@@ -138,6 +138,7 @@ func TestProbeHintsAtClientErrors(t *testing.T) {
 			{Source: "node", Voter: "edge-1", Value: "up", Reason: "ok", Detail: "HTTP 200 OK"},
 			{Source: "node", Voter: "edge-2", Value: "up", Reason: "ok", Detail: "HTTP 410 Gone"},
 		}, "hint: a1: HTTP 410 counts as up"},
+		{"404 up from a dnspup checkpoint", []api.VoteView{{Source: "dnspup", Voter: "ams-1", Value: "up", Reason: "ok", Detail: "status 404"}}, hint404},
 		{"200 up", []api.VoteView{{Source: "direct", Voter: "direct", Value: "up", Reason: "ok", Detail: "HTTP 200 OK"}}, ""},
 		{"503 down", []api.VoteView{{Source: "direct", Voter: "direct", Value: "down", Reason: "http_5xx", Detail: "HTTP 503 Service Unavailable"}}, ""},
 		{"404 down by expected_status", []api.VoteView{{Source: "direct", Voter: "direct", Value: "down", Reason: "unexpected_status", Detail: "HTTP 404, expected one of [200]"}}, ""},
