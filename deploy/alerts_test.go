@@ -95,6 +95,11 @@ func TestRulesAndDashboardNameDocumentedSeries(t *testing.T) {
 	for _, q := range dashboardQueries(t) {
 		check(q.where, q.expr)
 	}
+	for name := range recorded {
+		if !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("the rules record %s, which docs/metrics.md does not list", name)
+		}
+	}
 }
 
 // TestDashboard: the dashboard is a Grafana dashboard with the rows the
