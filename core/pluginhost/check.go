@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/vigilcdn/vigil/sdk/host"
 )
 
 // CheckOptions say how far [Source.Check] goes and where its diagnostics
@@ -59,6 +61,13 @@ func (s *Source) checkBinary(at func(string) hcl.Range) hcl.Diagnostics {
 		diags = append(diags, s.diagAt(at, "env", hcl.DiagWarning, "Environment variables not set",
 			fmt.Sprintf("env names %s, which vigil's environment does not set: the plugin starts without them. Export them where the agent runs, or take them out of env.",
 				strings.Join(missing, ", "))))
+	}
+	if rc, key, err := s.reattachFor(); err != nil {
+		return append(diags, s.diagAt(at, "plugin", hcl.DiagError, "Cannot attach to the vote-source plugin in debug mode", err.Error()))
+	} else if rc != nil {
+		return append(diags, s.diagAt(at, "plugin", hcl.DiagWarning, "Vote-source plugin in debug mode",
+			fmt.Sprintf("%s names it (%q): vigil attaches to that process (pid %d) instead of starting the binary, whose presence and checksum are not checked. Unset %s to check the binary.",
+				host.ReattachEnv, key, rc.Pid, host.ReattachEnv)))
 	}
 	path, err := resolve(s.spec.Plugin, s.spec.PluginDir)
 	if err != nil {
