@@ -282,14 +282,15 @@ func (l *loader) finish() {
 	}
 	for _, sb := range l.siteBlocks {
 		s := sb.site
-		if sb.reused {
-			// Decoded with the same sources: its list stands.
-		} else if attr := sb.sourcesAttr; attr != nil {
+		switch attr := sb.sourcesAttr; {
+		case sb.reused:
+			// Taken again, decoded with the same sources: its list stands.
+		case attr != nil:
 			var names []string
 			if l.decode(attr, &names) {
 				s.Sources = l.siteSources(attr, names, declared)
 			}
-		} else {
+		default:
 			s.Sources = declared
 		}
 		if len(s.Origins) == 0 {
