@@ -83,6 +83,9 @@ func TestReloadReparseIsLoad(t *testing.T) {
 		bad   bool
 		// before runs after the first load (a CA bundle renewed).
 		before func(t *testing.T)
+		// cached: the configuration in force was read from config.cache
+		// (a start from the cache), not parsed.
+		cached bool
 	}{
 		{name: "sites added at the end", sites: append(slices.Clone(base), reparseSite(n, dir), reparseSite(n+1, dir)), same: []int{0, 7, n - 1}},
 		{name: "many sites added, parsed in several pieces", sites: func() []string {
@@ -93,6 +96,7 @@ func TestReloadReparseIsLoad(t *testing.T) {
 			return s
 		}(), same: []int{0, n - 1}},
 		{name: "one site changed in place", sites: with(func(s []string) []string { s[10] = changed(10); return s }), same: []int{0, 9}},
+		{name: "one site changed, after a start from the cache", cached: true, sites: with(func(s []string) []string { s[10] = changed(10); return s }), same: []int{0, 9}},
 		{name: "a site removed in the middle", sites: with(func(s []string) []string { return slices.Delete(s, 20, 21) }), same: []int{0, 19}},
 		{name: "a site added first", sites: with(func(s []string) []string { return slices.Insert(s, 0, reparseSite(n, dir)) })},
 		{name: "two sites swapped", sites: with(func(s []string) []string { s[3], s[4] = s[4], s[3]; return s }), same: []int{0, 5}},
@@ -125,6 +129,12 @@ func TestReloadReparseIsLoad(t *testing.T) {
 			prev, diags := config.LoadCached(path)
 			if diags.HasErrors() {
 				t.Fatal(diags.Error())
+			}
+			if c.cached {
+				config.ForgetLastLoad()
+				if prev, diags = config.LoadCached(path); diags.HasErrors() {
+					t.Fatal(diags.Error())
+				}
 			}
 			prevWant, _ := config.Load(path)
 			if c.before != nil {
