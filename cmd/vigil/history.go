@@ -96,6 +96,8 @@ func runHistoryExport(args []string, stdout, stderr io.Writer) int {
 			votes = "verdicts only: the history file keeps no votes (format version 1)"
 		case !x.Header.Partition:
 			votes += "; no partition data: the history file keeps no voter groups (format version 2)"
+		default:
+			votes += ", and the partition rule's down groups"
 		}
 		fmt.Fprintf(stdout, "%s: %d origins, %d recorded rounds, %d journal events (names from the %s; journal: %s; %s)\n",
 			*outPath, len(x.Origins), points, len(x.Events), x.Header.Names, x.Header.Journal, votes)

@@ -6,4 +6,10 @@
 // doubt and take no round time. With control { partition }, the
 // path-partition rule (core/partition) runs after every round and tick,
 // its voter labels written on the timeline's votes ("down@pop=eu").
+//
+// Replay is `vigil simulate -history` (docs/replay.md): an agent's
+// recorded history (an Export of its history file) through the same code
+// under another configuration, the recorded votes through its chain and
+// the recorded down groups through the partition rule, beside the
+// recorded switches and path_partition_suspected events.
 package simulate
