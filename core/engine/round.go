@@ -25,8 +25,9 @@ type roundRecord struct {
 	targets []roundTarget
 	votes   []voteRecord
 	events  []decide.Event
-	// partitions are the suspected path partitions by site position, nil
-	// when there are none (partition.go).
+	// partitions are the suspected path partitions by site position, and
+	// the groups the rule saw all down for the history; nil when the rule
+	// did not run (partition.go).
 	partitions map[int32][]partSuspect
 }
 
