@@ -48,6 +48,7 @@ type HistoryFeed struct {
 	qmu    sync.Mutex
 	closed bool
 	queue  chan *histBatch
+	remap  chan *fleet.Fleet // a reload's new fleet, to map at once (follow)
 	spare  chan *histBatch
 	done   chan struct{}
 
@@ -65,7 +66,6 @@ type HistoryFeed struct {
 
 type histBatch struct {
 	flushed chan struct{} // a Flush marker: closed once reached
-	remap   bool          // only map fleet (follow)
 	fleet   *fleet.Fleet
 	at      time.Time
 	obs     []histObs
@@ -141,6 +141,7 @@ func OpenHistory(dir string, e *Engine, o HistoryOptions) *HistoryFeed {
 	}
 	h.ring = ring
 	h.queue, h.spare, h.done = make(chan *histBatch, 1), make(chan *histBatch, 2), make(chan struct{})
+	h.remap = make(chan *fleet.Fleet, 1)
 	go h.write()
 	return h
 }
@@ -176,10 +177,13 @@ func (h *HistoryFeed) follow(v *Views) {
 	if h.closed {
 		return
 	}
+	// Apart from the rounds' queue, which a remap must not fill (the
+	// next round's batch would be dropped); the latest fleet wins.
 	select {
-	case h.queue <- &histBatch{fleet: v.fleet, remap: true}:
-	default: // the next round maps it
+	case <-h.remap:
+	default:
 	}
+	h.remap <- v.fleet
 }
 
 // AfterRound hands the verdicts of round res to the writer, as Committed
@@ -329,13 +333,22 @@ func meanLatency(out vote.Outcome, votes []voteRecord) time.Duration {
 // write is the writer goroutine.
 func (h *HistoryFeed) write() {
 	defer close(h.done)
-	for b := range h.queue {
+	for {
+		var b *histBatch
+		select {
+		case f := <-h.remap:
+			if v := h.eng.Views(); v != nil && v.fleet == f { // not an older fleet than a round mapped since
+				h.mapTo(f)
+			}
+			continue
+		case next, ok := <-h.queue:
+			if !ok {
+				return
+			}
+			b = next
+		}
 		if b.flushed != nil {
 			close(b.flushed)
-			continue
-		}
-		if b.remap {
-			h.mapTo(b.fleet)
 			continue
 		}
 		h.writeBatch(b)
