@@ -39,6 +39,12 @@
 // asks vigil, between rounds, to confirm a site early when the plugin saw
 // one of its origins fail.
 //
+// Narrow checks: a source that checks less than vigil's health check asks
+// (a TCP connect, a DNS lookup) votes Down on what it sees fail and
+// abstains on the rest. It must not vote Up for what it did not check: an
+// Up settles the origin, and the sources after it, which would have seen
+// an HTTP 503, are never asked. examples/tcpcheck is such a source.
+//
 // Errors: an error returned by Vote is that round's error for the source.
 // vigil drops the source's votes for the round and shows the error's text
 // to operators (in the log, in `vigil probe`, in `vigil status` and on the
