@@ -33,14 +33,18 @@ type Source struct {
 // New returns a Source with default settings; log may be nil.
 func New(log sdk.Logger) *Source {
 	if log == nil {
-		log = nopLogger{}
+		log = sdk.NopLogger()
 	}
 	return &Source{log: log, concurrency: DefaultConcurrency, voter: DefaultVoter}
 }
 
-// Info names the plugin.
+// Info names the plugin and declares the one capability it honours: it
+// answers what it cannot judge with an Abstain vote and a reason. It
+// declares none of the TLS or HTTP settings (it opens a TCP connection,
+// nothing more), so vigil hands it no target that sets them and abstains
+// for it there.
 func (s *Source) Info(context.Context) (sdk.Info, error) {
-	return sdk.Info{Name: "vigil-source-tcp", Version: "0.1.0"}, nil
+	return sdk.Info{Name: "vigil-source-tcp", Version: "0.2.0", Capabilities: []string{sdk.CapabilityAbstain}}, nil
 }
 
 // ConfigSchema declares the `config { }` attributes. vigil checks their
@@ -84,9 +88,16 @@ func (s *Source) Configure(_ context.Context, cfg sdk.Config) error {
 }
 
 // Vote connects to every target, at most s.concurrency at once, and casts
-// one vote per target. A target whose address cannot be parsed gets no vote:
-// the source abstains on it rather than calling it down.
+// one vote per target: Down when the connection is refused or times out,
+// Abstain otherwise. This is a narrow check: an open port says nothing of
+// the HTTP answer vigil's health check asks for (an origin answering 503
+// accepts connections), so the source never votes Up; it leaves what it
+// did not check to the sources after it. A target whose address cannot be
+// parsed, or that the round's deadline left unchecked, gets an Abstain
+// with its reason too.
 func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error) {
+	ctx, cancel := sdk.SoftDeadline(ctx) // leave time to send the votes back
+	defer cancel()
 	votes := make([]*sdk.Vote, len(ballot.Targets))
 	// A plain Group (no WithContext): one target's failure cancels no other.
 	var g errgroup.Group
@@ -104,19 +115,25 @@ func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error
 	}
 	_ = g.Wait() // every func returns nil
 	out := make([]sdk.Vote, 0, len(votes))
-	for _, v := range votes {
-		if v != nil {
-			out = append(out, *v)
+	for i, v := range votes {
+		if v == nil { // not reached before the deadline
+			v = s.abstain(&ballot.Targets[i], sdk.ReasonOutOfTime, "the round's deadline came before the check")
 		}
+		out = append(out, *v)
 	}
 	return out, nil
+}
+
+// abstain is the source's Abstain vote on t.
+func (s *Source) abstain(t *sdk.Target, reason sdk.Reason, detail string) *sdk.Vote {
+	return &sdk.Vote{Site: t.Site, Origin: t.Origin, Voter: s.voter, Value: sdk.Abstain, Reason: reason, Detail: detail}
 }
 
 func (s *Source) check(ctx context.Context, t *sdk.Target) *sdk.Vote {
 	addr, err := s.dialAddress(t.Address)
 	if err != nil {
 		s.log.Warn("cannot check target", "site", t.Site, "origin", t.Origin, "error", err)
-		return nil
+		return s.abstain(t, sdk.ReasonUnsupported, err.Error())
 	}
 	timeout := t.Timeout
 	if timeout <= 0 {
@@ -130,10 +147,11 @@ func (s *Source) check(ctx context.Context, t *sdk.Target) *sdk.Vote {
 	v := &sdk.Vote{Site: t.Site, Origin: t.Origin, Voter: s.voter, Latency: time.Since(start)}
 	switch {
 	case err == nil:
+		// Open, but the HTTP answer is unchecked: no Up from this source.
 		conn.Close()
-		v.Value, v.Reason, v.Detail = sdk.Up, sdk.ReasonOK, "connected to "+addr
+		v.Value, v.Reason, v.Detail = sdk.Abstain, sdk.ReasonUnsupported, "connected to "+addr+": the port is open; whether the origin answers well is for the next source"
 	case ctx.Err() != nil:
-		return nil // the round's deadline, not the origin's fault: abstain
+		return s.abstain(t, sdk.ReasonOutOfTime, "the round's deadline came during the connection") // not the origin's fault
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded):
 		v.Value, v.Reason, v.Detail = sdk.Down, sdk.ReasonTimeout, fmt.Sprintf("no connection to %s within %v", addr, timeout)
 	default:
@@ -163,12 +181,3 @@ func (s *Source) dialAddress(address string) (string, error) {
 	}
 	return net.JoinHostPort(u.Hostname(), port), nil
 }
-
-// nopLogger discards everything.
-type nopLogger struct{}
-
-func (nopLogger) Trace(string, ...any) {}
-func (nopLogger) Debug(string, ...any) {}
-func (nopLogger) Info(string, ...any)  {}
-func (nopLogger) Warn(string, ...any)  {}
-func (nopLogger) Error(string, ...any) {}

@@ -60,14 +60,21 @@ func TestTCPCheck(t *testing.T) {
 			for _, v := range votes {
 				got[v.Origin] = v
 			}
-			if v := got["open"]; v.Value != sdk.Up || v.Reason != sdk.ReasonOK || v.Voter != "tcp-test" {
-				t.Errorf("open: %+v", v)
+			// A narrow check: an open port is no Up (an origin answering
+			// 503 accepts connections too).
+			if v := got["open"]; v.Value != sdk.Abstain || v.Reason != sdk.ReasonUnsupported || v.Voter != "tcp-test" {
+				t.Errorf("open: %+v, want an Abstain (unsupported)", v)
 			}
 			if v := got["closed"]; v.Value != sdk.Down || v.Reason != sdk.ReasonConnectFailed {
 				t.Errorf("closed: %+v", v)
 			}
-			if v, ok := got["garbled"]; ok {
-				t.Errorf("voted on an unparsable address: %+v", v)
+			if v := got["garbled"]; v.Value != sdk.Abstain || v.Reason != sdk.ReasonUnsupported {
+				t.Errorf("garbled: %+v, want an Abstain (unsupported) on an unparsable address", v)
+			}
+			for _, v := range votes {
+				if v.Value == sdk.Up {
+					t.Errorf("an Up vote from a narrow check: %+v", v)
+				}
 			}
 		})
 	}

@@ -1,5 +1,6 @@
-// Command vigil-source-tcp is an example vigil vote source: an origin is up
-// when a TCP connection to it opens. vigil starts it; see ../../README.md.
+// Command vigil-source-tcp is an example vigil vote source, a narrow
+// check: an origin is down when a TCP connection to it fails; it abstains
+// on the rest. vigil starts it; see ../../README.md.
 package main
 
 import (
