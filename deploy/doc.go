@@ -8,5 +8,7 @@
 // release for linux/amd64 with dist and check what an operator would get,
 // run promtool and amtool on the monitoring files, and check the series
 // the rules and the dashboard read against the /metrics pages of a real
-// agent and vigil-node.
+// agent and vigil-node, which a real Prometheus then scrapes with the
+// example configuration to evaluate the rules, and the Alertmanager
+// example's inhibitions on a real Alertmanager.
 package deploy

@@ -3,14 +3,18 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +41,9 @@ var conditional = map[string]string{
 // publication, scrapes both /metrics pages, and checks that every series
 // the dashboard's queries read is on one of them, and every series the
 // rules read is too (but for the few of conditional, written only in
-// setups this test does not build, which must be in the code).
+// setups this test does not build, which must be in the code). Then a
+// real Prometheus scrapes both with the example configuration and
+// evaluates the rules on them.
 func TestRulesAndDashboardReadExportedSeries(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the real binaries")
@@ -164,6 +170,142 @@ site "www" {
 		if exported[n] {
 			t.Logf("%s is exported here after all: it need not be in conditional", n)
 		}
+	}
+
+	t.Run("a real Prometheus evaluates the rules", func(t *testing.T) {
+		need(t, "prometheus")
+		prometheusEvaluates(t, apiAddr, nodeMetrics)
+	})
+}
+
+// prometheusEvaluates runs a real Prometheus with the example
+// configuration (its targets pointed at the running agent and node,
+// scraping and evaluating every second) and the shipped rules, and waits
+// (a hang guard only) until every rule group has evaluated without error
+// and the recording rules give the values the running fleet implies,
+// with the host label of the example's relabelling.
+func prometheusEvaluates(t *testing.T, agentAddr, nodeAddr string) {
+	example, err := os.ReadFile(prometheusFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := filepath.Abs(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := strings.NewReplacer(
+		"scrape_interval: 30s", "scrape_interval: 1s",
+		"evaluation_interval: 30s", "evaluation_interval: 1s",
+		"- vigil.rules.yml", "- "+rules,
+		"127.0.0.1:8470", agentAddr,
+		"127.0.0.1:9471", nodeAddr,
+		`targets: ["127.0.0.1:9093"]`, `targets: []`,
+	).Replace(string(example))
+	if cfg == string(example) || !strings.Contains(cfg, agentAddr) || !strings.Contains(cfg, nodeAddr) {
+		t.Fatalf("the example's layout changed: cannot point it at the test's targets:\n%s", cfg)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := testnet.Addr(t)
+	start(t, "prometheus", os.Environ(), "prometheus", "--config.file="+path,
+		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr)
+	base := "http://" + addr
+
+	get := func(path string, v any) bool {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(v) == nil
+	}
+	// Every group has run, and no rule has an evaluation error.
+	var groups struct {
+		Data struct {
+			Groups []struct {
+				Name           string  `json:"name"`
+				EvaluationTime float64 `json:"evaluationTime"`
+				LastEvaluation string  `json:"lastEvaluation"`
+				Rules          []struct {
+					Name      string `json:"name"`
+					Health    string `json:"health"`
+					LastError string `json:"lastError"`
+				} `json:"rules"`
+			} `json:"groups"`
+		} `json:"data"`
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		ran := get("/api/v1/rules", &groups) && len(groups.Data.Groups) >= 4
+		for _, g := range groups.Data.Groups {
+			for _, r := range g.Rules {
+				ran = ran && r.Health != "unknown"
+			}
+		}
+		if ran {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Prometheus did not evaluate every rule: %+v", groups.Data.Groups)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	for _, g := range groups.Data.Groups {
+		for _, r := range g.Rules {
+			if r.Health != "ok" {
+				t.Errorf("rule %s (group %s): health %s, %s", r.Name, g.Name, r.Health, r.LastError)
+			}
+		}
+	}
+	// What the running fleet implies: one site on its top level, three
+	// healthy origins, rounds every 500ms each probing the one site.
+	for _, tc := range []struct {
+		query string
+		ok    func(float64) bool
+		want  string
+	}{
+		{`vigil:sites_off_top_level:sum{job="vigil"}`, func(v float64) bool { return v == 0 }, "0"},
+		{`vigil:origins_unhealthy:sum{job="vigil"}`, func(v float64) bool { return v == 0 }, "0"},
+		{`vigil:round_interval_seconds:avg10m{job="vigil"}`, func(v float64) bool { return v > 0 }, "above 0"},
+		{`vigil:site_probe_interval_seconds:avg10m{job="vigil"}`, func(v float64) bool { return v > 0 }, "above 0"},
+		{`vigil:detection_seconds:estimate{job="vigil"}`, func(v float64) bool { return v > 0 }, "above 0"},
+		{`vigil:source_failure_ratio:rate10m{job="vigil",source="node"}`, func(v float64) bool { return v == 0 }, "0"}, // direct, after it, is never asked: 0/0
+		{`vigil_node_gateway_attached{job="vigil-node"}`, func(v float64) bool { return v == 1 }, "1"},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			var res struct {
+				Data struct {
+					Result []struct {
+						Metric map[string]string `json:"metric"`
+						Value  [2]any            `json:"value"`
+					} `json:"result"`
+				} `json:"data"`
+			}
+			deadline := time.Now().Add(60 * time.Second)
+			var v float64
+			for {
+				if get("/api/v1/query?query="+url.QueryEscape(tc.query), &res) && len(res.Data.Result) == 1 {
+					s, _ := res.Data.Result[0].Value[1].(string)
+					if f, err := strconv.ParseFloat(s, 64); err == nil && !math.IsNaN(f) {
+						v = f
+						break
+					}
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no value for %s: %+v", tc.query, res.Data.Result)
+				}
+				time.Sleep(250 * time.Millisecond)
+			}
+			if !tc.ok(v) {
+				t.Errorf("%s = %v, want %s", tc.query, v, tc.want)
+			}
+			if m := res.Data.Result[0].Metric; m["host"] != "127.0.0.1" || m["vigil"] != "vigil" || m["instance"] == "" {
+				t.Errorf("%s has labels %v, want instance, host=\"127.0.0.1\" and vigil=\"vigil\" (the example's target labels)", tc.query, m)
+			}
+		})
 	}
 }
 
