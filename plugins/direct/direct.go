@@ -195,7 +195,7 @@ func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error
 	if len(ballot.Targets) == 0 {
 		return nil, nil
 	}
-	ctx, cancel := softDeadline(ctx)
+	ctx, cancel := sdk.SoftDeadline(ctx)
 	defer cancel()
 	start := s.now()
 	soft, hasDeadline := ctx.Deadline()
@@ -329,16 +329,4 @@ func clip(s string) string {
 		return s[:200] + "..."
 	}
 	return s
-}
-
-// softDeadline ends probing a little before the call's deadline (a tenth
-// of the time left, at most a second) so that the votes cast get back to
-// vigil in time.
-func softDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
-	dl, ok := ctx.Deadline()
-	if !ok {
-		return context.WithCancel(ctx)
-	}
-	margin := min(time.Until(dl)/10, time.Second)
-	return context.WithDeadline(ctx, dl.Add(-margin))
 }

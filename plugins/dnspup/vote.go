@@ -423,7 +423,7 @@ func abstention(t *sdk.Target, reason sdk.Reason, detail string) sdk.Vote {
 }
 
 // softDeadline ends the requests a little before the call's deadline (a
-// tenth of the time left, at most a second, as plugins/direct does) so that
+// tenth of the time left, at most a second: sdk.SoftDeadline's margin) so that
 // the votes cast get back to vigil in time. giveUp, halfway from the soft
 // deadline to the call's, is when Vote stops waiting for requests that the
 // soft deadline cancelled; it is zero when ctx has no deadline.
@@ -433,7 +433,7 @@ func softDeadline(ctx context.Context) (context.Context, context.CancelFunc, tim
 		c, cancel := context.WithCancel(ctx)
 		return c, cancel, time.Time{}
 	}
-	margin := max(0, min(time.Until(dl)/10, time.Second))
+	margin := sdk.SoftDeadlineMargin(time.Until(dl))
 	c, cancel := context.WithDeadline(ctx, dl.Add(-margin))
 	return c, cancel, dl.Add(-margin / 2)
 }

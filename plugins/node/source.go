@@ -273,7 +273,7 @@ func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error
 	if len(ballot.Targets) == 0 {
 		return nil, nil
 	}
-	ctx, cancel := softDeadline(ctx)
+	ctx, cancel := sdk.SoftDeadline(ctx)
 	defer cancel()
 	soft, hasDeadline := ctx.Deadline()
 	st := s.settings()
@@ -672,16 +672,4 @@ func abstainsOnly(r sdk.Reason) bool {
 		return true
 	}
 	return false
-}
-
-// softDeadline ends waiting a little before the call's deadline (a tenth
-// of the time left, at most a second) so that the votes received get back
-// to vigil in time.
-func softDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
-	dl, ok := ctx.Deadline()
-	if !ok {
-		return context.WithCancel(ctx)
-	}
-	margin := min(time.Until(dl)/10, time.Second)
-	return context.WithDeadline(ctx, dl.Add(-margin))
 }
