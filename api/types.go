@@ -41,6 +41,42 @@ type SiteView struct {
 	// requests and From the rest; NextStepAt is when the next step is due
 	// (taken at the first round from then whose Level is healthy).
 	Ramp *RampView `json:"ramp,omitempty"`
+	// DNSUpdate is the state of the dynamic update (publish
+	// "dns_update") of the site's name; nil when no dns_update is
+	// configured or the name is outside its zone.
+	DNSUpdate *DNSUpdateView `json:"dns_update,omitempty"`
+}
+
+// The states of a DNSUpdateView.
+const (
+	// DNSUpdateOK: the primary took the last update.
+	DNSUpdateOK = "ok"
+	// DNSUpdateFailing: the last update failed (after its retries, or
+	// refused); Error says why.
+	DNSUpdateFailing = "failing"
+	// DNSUpdateConflict: the primary's records were not those vigil last
+	// wrote (a hand edit); they stay until the site's next change.
+	DNSUpdateConflict = "conflict"
+	// DNSUpdatePending: nothing pushed for the name yet.
+	DNSUpdatePending = "pending"
+	// DNSUpdateStandby: this instance does not push (a cluster's standby
+	// or shard that is not the leader); the leader's view has the state.
+	DNSUpdateStandby = "standby"
+)
+
+// DNSUpdateView is the dynamic update state of one site's name, in a
+// SiteView (docs/dns.md#3-dynamic-update).
+type DNSUpdateView struct {
+	// Name is the DNS name updated; State one of the DNSUpdate* states.
+	Name  string `json:"name"`
+	State string `json:"state"`
+	// Version is the publication last pushed (or tried); 0 before any.
+	Version uint64 `json:"version,omitempty"`
+	// Error says why the last update failed; Failures counts the failed
+	// updates of the name since this instance began pushing.
+	Error    string     `json:"error,omitempty"`
+	Failures uint64     `json:"failures,omitempty"`
+	At       *time.Time `json:"at,omitempty"`
 }
 
 // RampView is a failback ramp in progress, in a SiteView.

@@ -152,7 +152,7 @@ func Start(cfg *config.Config, opts Options) (a *Agent, err error) {
 	a.api = httpapi.New(httpapi.Options{
 		Engine: eng, Token: tokens.Operator, ReadToken: tokens.Read, NodeToken: tokens.Node, ReadsNeedToken: cfg.Control.API.ReadAccess == "token",
 		Gatherer: reg, Logger: log.Named("api"), Extra: a.parts.extraRoutes, History: a.history,
-		Reload: a.reloadAPI,
+		Reload: a.reloadAPI, DNSUpdates: a.parts,
 	})
 	if err := a.tls.set(cfg.Control.API.TLS); err != nil {
 		return nil, err

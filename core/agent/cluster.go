@@ -45,6 +45,9 @@ type cluster struct {
 	cfg        *config.Config
 	dispatcher *notify.Dispatcher
 	notifyOpts []notify.Option // set by start
+	// onLead runs beside the notifications while this instance leads
+	// (the dynamic DNS updates); set by start.
+	onLead func(ctx context.Context)
 }
 
 // newCluster connects to etcd and builds the store and the node around it.
@@ -114,18 +117,32 @@ func (c *cluster) start(ctx context.Context, a *Agent, eng *engine.Engine) error
 	if err := a.parts.startDNS(ctx, eng, c.cfg.DNS); err != nil {
 		return err
 	}
+	// publish "dns_update" as the agent started (a reload does not
+	// change it), pushed only while this instance leads.
+	dnsUpdate := c.cfg.DNSUpdate
+	a.parts.mu.Lock()
+	a.parts.dnsUpdateConf = dnsUpdate
+	a.parts.mu.Unlock()
 	c.mu.Lock()
 	c.notifyOpts = a.notifyOptions(eng)
+	c.onLead = func(ctx context.Context) { a.parts.runDNSUpdate(ctx, eng, dnsUpdate) }
 	c.mu.Unlock()
 	c.done = c.node.Start(ctx, eng)
 	return nil
 }
 
-// lead delivers notifications while this instance leads.
+// lead delivers notifications, and pushes the dynamic DNS updates,
+// while this instance leads (the leader in active/standby mode, the
+// notifier when sharded: one instance at a time in both).
 func (c *cluster) lead(ctx context.Context) {
 	c.mu.Lock()
-	cfg, opts := c.cfg, c.notifyOpts
+	cfg, opts, onLead := c.cfg, c.notifyOpts, c.onLead
 	c.mu.Unlock()
+	if onLead != nil {
+		var wg sync.WaitGroup
+		wg.Go(func() { onLead(ctx) })
+		defer wg.Wait() // the term ends with the updater stopped
+	}
 	d, err := notify.New(c.store, cfg.Notifiers, c.log.Named("notify"), opts...)
 	if err != nil {
 		c.log.Error("notifications not started", "error", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vigilcdn/vigil/api"
 	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/core/engine"
 	"github.com/vigilcdn/vigil/core/notify"
@@ -30,6 +31,10 @@ type parts struct {
 	dnsCfg       *config.DNSPublisher
 	dnsCollector prometheus.Collector
 	dnsUpdate    *dns.Updater
+	dnsUpdateCol prometheus.Collector
+	// dnsUpdateConf is the publish "dns_update" block the agent started
+	// with (a reload does not change it).
+	dnsUpdateConf *config.DNSUpdatePublisher
 }
 
 // Committed makes parts an engine.Observer: it wakes the notifiers (this
@@ -69,32 +74,90 @@ func (p *parts) start(ctx context.Context, eng *engine.Engine) error {
 		}
 	}()
 	d.Wake() // deliver what an earlier run left undelivered
+	p.mu.Lock()
+	p.dnsUpdateConf = p.cfg.DNSUpdate
+	p.mu.Unlock()
 	if err := p.startDNSUpdate(ctx, eng, p.cfg.DNSUpdate); err != nil {
 		return err
 	}
 	return p.startDNS(ctx, eng, p.cfg.DNS)
 }
 
-// startDNSUpdate starts the dynamic updates of publish "dns_update" (a
-// single instance only: in a cluster every instance would push). A
-// reload does not change it; a restart does.
+// startDNSUpdate starts the dynamic updates of publish "dns_update" on a
+// single instance (in a cluster, runDNSUpdate runs them while this
+// instance leads). A reload does not change it; a restart does.
 func (p *parts) startDNSUpdate(ctx context.Context, eng *engine.Engine, c *config.DNSUpdatePublisher) error {
 	if c == nil {
 		return nil
 	}
+	_, err := p.openDNSUpdate(ctx, eng, c)
+	return err
+}
+
+// openDNSUpdate starts an updater for c and makes it the one the API
+// shows.
+func (p *parts) openDNSUpdate(ctx context.Context, eng *engine.Engine, c *config.DNSUpdatePublisher) (*dns.Updater, error) {
 	u, err := dns.NewUpdater(c, eng.Hub(), p.a.log)
 	if err != nil {
-		return fmt.Errorf("DNS update publisher: %w", err)
+		return nil, fmt.Errorf("DNS update publisher: %w", err)
 	}
-	if err := p.a.reg.Register(u.Collector()); err != nil {
+	col := u.Collector()
+	if err := p.a.reg.Register(col); err != nil {
 		p.a.log.Warn("DNS update metrics not registered", "error", err)
+		col = nil
 	}
 	u.Start(ctx)
 	p.mu.Lock()
-	p.dnsUpdate = u
+	p.dnsUpdate, p.dnsUpdateCol = u, col
 	p.mu.Unlock()
 	p.a.log.Info("DNS update publisher started", "server", c.Server, "zone", c.Zone)
-	return nil
+	return u, nil
+}
+
+// runDNSUpdate pushes the dynamic updates of c while ctx lasts: a
+// cluster's leader runs it for its term, so that one instance writes
+// each name. A new leader's updater reads the records the primary serves
+// before its first update of each name, and goes on from there.
+func (p *parts) runDNSUpdate(ctx context.Context, eng *engine.Engine, c *config.DNSUpdatePublisher) {
+	if c == nil {
+		return
+	}
+	u, err := p.openDNSUpdate(ctx, eng, c)
+	if err != nil {
+		p.a.log.Error("DNS update publisher not started", "error", err)
+		return
+	}
+	<-ctx.Done()
+	u.Close()
+	p.mu.Lock()
+	if p.dnsUpdate == u {
+		if p.dnsUpdateCol != nil {
+			p.a.reg.Unregister(p.dnsUpdateCol)
+		}
+		p.dnsUpdate, p.dnsUpdateCol = nil, nil
+	}
+	p.mu.Unlock()
+	p.a.log.Info("DNS update publisher stopped: this instance no longer leads")
+}
+
+// DNSUpdate makes parts the API's readmodel.DNSUpdates: the state of the
+// site's name in the running updater; standby when publish "dns_update"
+// is configured but another instance of the cluster pushes.
+func (p *parts) DNSUpdate(_, hostname string) *api.DNSUpdateView {
+	p.mu.Lock()
+	u, c := p.dnsUpdate, p.dnsUpdateConf
+	p.mu.Unlock()
+	if u != nil {
+		return u.View(hostname)
+	}
+	if c == nil {
+		return nil
+	}
+	name, ok := dns.UpdatedName(c.Zone, hostname)
+	if !ok {
+		return nil
+	}
+	return &api.DNSUpdateView{Name: name, State: api.DNSUpdateStandby}
 }
 
 func (p *parts) startDNS(ctx context.Context, eng *engine.Engine, c *config.DNSPublisher) error {

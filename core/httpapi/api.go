@@ -53,6 +53,9 @@ type Options struct {
 	// file read again and applied, as SIGHUP does. A refusal is a
 	// *vapi.Error (its Status is set here). Nil: no such endpoint.
 	Reload func() (vapi.ReloadAnswer, error)
+	// DNSUpdates, when set, adds each site view's dns_update (the state
+	// of publish "dns_update" for the site's name).
+	DNSUpdates readmodel.DNSUpdates
 }
 
 type handler struct {
@@ -385,7 +388,7 @@ func (h *handler) sites(w http.ResponseWriter, r *http.Request) {
 		if limit > 0 && n == limit {
 			break
 		}
-		b, err := json.Marshal(readmodel.At(v, i))
+		b, err := json.Marshal(readmodel.WithDNSUpdate(readmodel.At(v, i), h.DNSUpdates))
 		if err != nil {
 			h.Logger.Error("encoding a site", "site", v.Name(i), "error", err)
 			return
@@ -424,7 +427,7 @@ func decodeCursor(c string) (string, error) {
 
 func (h *handler) site(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("site")
-	v := readmodel.SiteView(h.Engine.Views(), name)
+	v := readmodel.WithDNSUpdate(readmodel.SiteView(h.Engine.Views(), name), h.DNSUpdates)
 	if v == nil {
 		writeError(w, http.StatusNotFound, "unknown_site", fmt.Sprintf("no site %s", name), "GET /v1/sites lists the sites")
 		return

@@ -40,6 +40,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/vigilcdn/vigil/api"
 	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/core/publish"
 	"github.com/vigilcdn/vigil/sdk/publication"
@@ -418,6 +419,55 @@ func (u *Updater) Status() map[string]UpdateStatus {
 		out[n] = *st
 	}
 	return out
+}
+
+// UpdatedName is the name that publish "dns_update" for zone updates
+// for a site named hostname, fully qualified and in lower case; false
+// when it updates none (no hostname, outside the zone, or its apex).
+func UpdatedName(zone, hostname string) (string, bool) {
+	if hostname == "" {
+		return "", false
+	}
+	zone = dns.Fqdn(strings.ToLower(zone))
+	name := dns.Fqdn(strings.ToLower(strings.TrimSuffix(hostname, ".")))
+	if name == zone || !dns.IsSubDomain(zone, name) {
+		return "", false
+	}
+	return name, true
+}
+
+// View is the API's view of the update of the name hostname: nil when
+// the name lies outside the zone (or is its apex), pending before its
+// first update.
+func (u *Updater) View(hostname string) *api.DNSUpdateView {
+	name, ok := UpdatedName(u.st.zone, hostname)
+	if !ok {
+		return nil
+	}
+	u.mu.Lock()
+	st := u.status[name]
+	var cp UpdateStatus
+	if st != nil {
+		cp = *st
+	}
+	u.mu.Unlock()
+	if st == nil {
+		return &api.DNSUpdateView{Name: name, State: api.DNSUpdatePending}
+	}
+	v := &api.DNSUpdateView{Name: name, Version: cp.Version, Error: cp.Error, Failures: cp.Failures}
+	if !cp.At.IsZero() {
+		at := cp.At.UTC()
+		v.At = &at
+	}
+	switch {
+	case cp.OK:
+		v.State = api.DNSUpdateOK
+	case cp.Conflict:
+		v.State = api.DNSUpdateConflict
+	default:
+		v.State = api.DNSUpdateFailing
+	}
+	return v
 }
 
 var (
