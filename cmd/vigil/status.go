@@ -385,6 +385,9 @@ func writeCard(w io.Writer, s *api.SiteView, now time.Time) {
 	if r := s.Ramp; r != nil {
 		fmt.Fprintf(w, "  failback ramp: %d%% of new requests on level %d, the rest on level %d; next step from %s while level %d is healthy (docs/antiflap.md)\n", r.Weight, s.Level, r.From, until(r.NextStepAt), s.Level)
 	}
+	if d := s.DNSUpdate; d != nil {
+		fmt.Fprintf(w, "  dns update: %s\n", dnsUpdateWords(d, now))
+	}
 	levels := make([]int, 0, len(s.Levels))
 	for l := range s.Levels {
 		n, _ := strconv.Atoi(l)
@@ -436,6 +439,20 @@ func writeCard(w io.Writer, s *api.SiteView, now time.Time) {
 		}
 	}
 	tw.Flush()
+}
+
+// dnsUpdateWords says how the dynamic update of a site's name stands
+// (publish "dns_update", docs/dns.md).
+func dnsUpdateWords(d *api.DNSUpdateView, now time.Time) string {
+	switch d.State {
+	case api.DNSUpdateOK:
+		return fmt.Sprintf("%s ok, publication v%d pushed %s", d.Name, d.Version, ago(d.At, now))
+	case api.DNSUpdatePending:
+		return d.Name + " not pushed yet"
+	case api.DNSUpdateStandby:
+		return d.Name + " pushed by the cluster's leader, not this instance (ask the leader)"
+	}
+	return fmt.Sprintf("%s %s (publication v%d, %s; %s so far): %s", d.Name, strings.ToUpper(d.State), d.Version, ago(d.At, now), plural(int(d.Failures), "failed update"), d.Error)
 }
 
 // The exit statuses of vigil status -problems, those of a Nagios check.
