@@ -145,6 +145,18 @@
       ago(iso) + (suffix || ''));
   }
 
+  // The dynamic update of the site's name (publish "dns_update").
+  function dnsUpdateText(d) {
+    switch (d.state) {
+      case 'ok': return [`${d.name} ok: publication v${d.version} pushed `, since(d.at, ' ago')];
+      case 'pending': return `${d.name}: not pushed yet`;
+      case 'standby': return `${d.name}: pushed by the cluster's leader, not this instance`;
+    }
+    const n = d.failures || 0;
+    return [`${d.name} ${d.state} (publication v${d.version}, ${n} failed update${n === 1 ? '' : 's'} so far, last `,
+      since(d.at, ' ago'), `): ${d.error || ''}`];
+  }
+
   function badge(state) {
     const [icon, label] = STATES[state] || ['?', state || 'unknown'];
     return h('span', { class: `badge s-${label}` }, h('span', { class: 'icon', 'aria-hidden': 'true' }, icon), ' ', label);
@@ -278,7 +290,9 @@
       h('div', null, h('dt', null, 'Health checks'), h('dd', { data: { probing: site.probing } }, probing)),
       h('div', null, h('dt', null, 'Round'), h('dd', null, site.round ? String(site.round) : '—')),
       site.ramp ? h('div', null, h('dt', null, 'Failback ramp'), h('dd', { class: 'ramp', data: { weight: String(site.ramp.weight) } },
-        `${site.ramp.weight}% of new requests on level ${cur}, the rest on level ${site.ramp.from}`)) : null));
+        `${site.ramp.weight}% of new requests on level ${cur}, the rest on level ${site.ramp.from}`)) : null,
+      site.dns_update ? h('div', null, h('dt', null, 'DNS update'), h('dd', { class: 'dns-update', data: { state: site.dns_update.state } },
+        dnsUpdateText(site.dns_update))) : null));
 
     // Levels.
     const lvList = h('ul', { class: 'levels', 'aria-label': `Levels of ${site.site}` });
