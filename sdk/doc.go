@@ -62,7 +62,12 @@
 //
 // Logging: write through the [Logger] handed to the factory. It writes
 // JSON lines on stderr and vigil re-emits them in its own log under the
-// source's name. Do not write to stdout: go-plugin uses it for the handshake.
+// source's name, at their level. Plain text on stderr and what the plugin
+// prints once served is logged at INFO. vigil keeps at most 200 lines a
+// second of a plugin, and the first 2048 bytes of a vote's Detail (see
+// sdk/PROTOCOL.md, section 6). Do not write to stdout before Serve:
+// go-plugin uses it for the handshake. [NopLogger] discards everything,
+// for a VoteSource built outside Serve.
 //
 // Run by hand, a plugin binary answers -version and -schema (see [Serve]).
 //

@@ -140,7 +140,20 @@ type process struct {
 type exitLogger struct {
 	hclog.Logger
 	onPurpose atomic.Bool
+	// lines is the rate-limited logger of the plugin's own lines (see
+	// Named).
+	lines *pluginLog
 }
+
+// newExitLogger is the logger of one process of the source.
+func (s *Source) newExitLogger() *exitLogger {
+	lim := &lineLimiter{total: &s.stats.droppedLogLines, now: time.Now}
+	return &exitLogger{Logger: s.log, lines: &pluginLog{Logger: s.log, lim: lim}}
+}
+
+// Named is what go-plugin logs the plugin's stderr lines through: the
+// rate-limited logger of its lines.
+func (l *exitLogger) Named(name string) hclog.Logger { return l.lines.Named(name) }
 
 func (l *exitLogger) Error(msg string, args ...any) {
 	if msg == "plugin process exited" && l.onPurpose.Load() {
@@ -182,7 +195,7 @@ func (s *Source) launch() (*process, error) {
 	if len(missing) > 0 {
 		s.log.Warn("environment variables named in env are not set in vigil's environment", "names", missing)
 	}
-	exitLog := &exitLogger{Logger: s.log}
+	exitLog := s.newExitLogger()
 	cmd := exec.Command(path)
 	cmd.Env = env
 	setDeathSignal(cmd)
@@ -197,6 +210,8 @@ func (s *Source) launch() (*process, error) {
 		StartTimeout:     s.startTimeout(),
 		Logger:           exitLog,
 		Stderr:           io.Discard,
+		SyncStdout:       &lineWriter{log: exitLog.lines, stream: "stdout"},
+		SyncStderr:       &lineWriter{log: exitLog.lines, stream: "stderr"},
 	})
 	rpc, err := client.Client()
 	if err != nil {

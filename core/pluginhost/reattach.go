@@ -46,7 +46,7 @@ func (s *Source) attach(rc *plugin.ReattachConfig, key string) (*process, error)
 	if s.checksum != nil {
 		s.log.Warn("the source's checksum is not checked: vigil attaches to a process started by hand, not to a binary", "reattach", key)
 	}
-	exitLog := &exitLogger{Logger: s.log}
+	exitLog := s.newExitLogger()
 	exitLog.onPurpose.Store(true) // its exit is its author's doing
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  host.Handshake,

@@ -104,6 +104,10 @@ type Stats struct {
 	// ballot of this source or a name too long, or over
 	// MaxSuspectsPerSecond.
 	Suspects, DroppedSuspects uint64
+	// DroppedLogLines counts the plugin's log and output lines dropped
+	// over MaxLogLinesPerSecond; TruncatedDetails the vote details cut to
+	// MaxDetailBytes.
+	DroppedLogLines, TruncatedDetails uint64
 }
 
 // Source runs one vote-source plugin. Its methods may be called from
@@ -137,6 +141,7 @@ type Source struct {
 		calls, failures, timeouts, crashes, pluginErrors atomic.Uint64
 		starts, restarts, startFailures, droppedVotes    atomic.Uint64
 		suspects, droppedSuspects, unsupported           atomic.Uint64
+		droppedLogLines, truncatedDetails                atomic.Uint64
 	}
 	lacking string // the capabilities last warned of as missing, to warn once per change
 	sus     suspects
@@ -184,6 +189,9 @@ func (s *Source) Stats() Stats {
 		Suspects:        s.stats.suspects.Load(),
 		DroppedSuspects: s.stats.droppedSuspects.Load(),
 		Unsupported:     s.stats.unsupported.Load(),
+
+		DroppedLogLines:  s.stats.droppedLogLines.Load(),
+		TruncatedDetails: s.stats.truncatedDetails.Load(),
 	}
 }
 

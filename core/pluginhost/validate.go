@@ -30,6 +30,9 @@ func (s *Source) keepValid(ballot sdk.Ballot, votes []sdk.Vote) []sdk.Vote {
 			kept[i].Reason = sdk.ReasonUnspecified
 		}
 		showPluginReason(&kept[i])
+		if capDetail(&kept[i]) {
+			s.stats.truncatedDetails.Add(1)
+		}
 	}
 	return kept
 }

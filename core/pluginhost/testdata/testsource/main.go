@@ -15,6 +15,9 @@
 //	settings  one Up vote per target whose detail says what the target
 //	          carried: "ca=NAME pem=BYTES sni=NAME headers=N"
 //	pid      one Up vote per target whose detail is "pid=" and the process id
+//	output   print "to stdout" on stdout, "to stderr" on stderr and "by the
+//	         log package" through Go's log package, then one Up vote per target
+//	bigdetail  one Up vote per target with a detail of 1 MiB
 //
 // Its Info declares the capabilities listed, comma-separated, in
 // VIGIL_TEST_CAPS (none when it is unset).
@@ -36,6 +39,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"os"
 	"sort"
 	"strings"
@@ -202,6 +206,16 @@ func (s *source) Vote(ctx context.Context, b sdk.Ballot) ([]sdk.Vote, error) {
 		for i, t := range b.Targets {
 			votes[i] = sdk.Vote{Site: t.Site, Origin: t.Origin, Voter: s.voter, Value: sdk.Up, Reason: sdk.ReasonOK,
 				Detail: fmt.Sprintf("ca=%s pem=%d sni=%s headers=%d", t.TLS.CA, len(b.CAs[t.TLS.CA]), t.TLS.ServerName, len(t.Headers))}
+		}
+		return votes, nil
+	case "output":
+		fmt.Println("to stdout")
+		fmt.Fprintln(os.Stderr, "to stderr")
+		log.Print("by the log package")
+	case "bigdetail":
+		votes := make([]sdk.Vote, len(b.Targets))
+		for i, t := range b.Targets {
+			votes[i] = sdk.Vote{Site: t.Site, Origin: t.Origin, Voter: s.voter, Value: sdk.Up, Reason: sdk.ReasonOK, Detail: strings.Repeat("é", 1<<19)}
 		}
 		return votes, nil
 	case "pid":
