@@ -82,17 +82,21 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 // replayHistory is vigil simulate -history.
 func replayHistory(from string, cfg *config.Config, stdout, stderr io.Writer) int {
 	var x *simulate.Export
+	var warn string
 	if st, err := os.Stat(from); err == nil && st.IsDir() {
 		if x, err = exportHistory(from, nil); err != nil {
 			// The names from the replay's own configuration: the file
-			// keeps their hashes.
+			// keeps their hashes. Its sources name the recorded chain
+			// positions, position for position (the export's tallies
+			// and settling sources are named by them).
 			if x, err = exportHistory(from, cfg); err != nil {
 				fmt.Fprintf(stderr, "vigil simulate: %v\n", err)
 				return 2
 			}
-			x.Header.RoundInterval, x.Header.Sources, x.Header.Names = "", nil, "the replayed configuration"
+			x.Header.RoundInterval, x.Header.Names = "", "the replayed configuration"
 			x.Header.ConfirmInterval = "" // the replayed configuration's, not the recording's
 			x.Header.PartitionLabel = ""  // likewise
+			warn = "the history's names come from this configuration (the state file cannot be read): its sources name the recorded chain positions, position for position"
 		}
 	} else {
 		f, err := os.Open(from)
@@ -110,6 +114,9 @@ func replayHistory(from string, cfg *config.Config, stdout, stderr io.Writer) in
 	if err != nil {
 		fmt.Fprintf(stderr, "vigil simulate: %v\n", err)
 		return 1
+	}
+	if warn != "" {
+		res.Warnings = append([]string{warn}, res.Warnings...)
 	}
 	out := bufio.NewWriter(stdout)
 	res.WriteText(out)
