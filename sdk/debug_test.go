@@ -43,7 +43,7 @@ func TestDebugMode(t *testing.T) {
 	t.Cleanup(cancel)
 	outR, outW := io.Pipe()
 	t.Cleanup(func() { _ = outR.Close() })
-	exited := make(chan int, 1)
+	exited := make(chan error, 1)
 	go func() {
 		exited <- sdk.ServeDebug(func(sdk.Logger) sdk.VoteSource { return debugSource{} }, stop, outW, io.Discard)
 		_ = outW.Close()
@@ -102,9 +102,9 @@ func TestDebugMode(t *testing.T) {
 	}
 	cancel()
 	select {
-	case code := <-exited:
-		if code != 0 {
-			t.Errorf("debug serve exited %d, want 0", code)
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("debug serve ended with %v, want nil", err)
 		}
 	case <-time.After(time.Minute): // a hang guard only
 		t.Fatal("debug serve did not end after its stop context")

@@ -9,6 +9,6 @@ import (
 
 // ServeDebug serves factory in debug mode until stop ends, printing on
 // stdout and stderr, for the tests of package sdk_test.
-func ServeDebug(factory Factory, stop context.Context, stdout, stderr io.Writer) int {
+func ServeDebug(factory Factory, stop context.Context, stdout, stderr io.Writer) error {
 	return serveDebug(factory, serveConfig{level: hclog.Debug, stdout: stdout, stderr: stderr, stop: stop})
 }

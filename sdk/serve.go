@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -117,18 +118,54 @@ func WithDebug() ServeOption {
 // `-schema` (its Info and ConfigSchema as JSON, what `vigil plugin docs`
 // renders), and otherwise says what it is and exits with status 1.
 func Serve(factory Factory, opts ...ServeOption) {
+	serveWith(factory, newServeConfig(opts))
+}
+
+// serveWith is Serve with its configuration.
+func serveWith(factory Factory, cfg serveConfig) {
+	if err := run(factory, cfg); err != nil {
+		fmt.Fprintln(cfg.stderr, err)
+		cfg.exit(1)
+	}
+}
+
+// Run is [Serve] returning an error instead of ending the process, as
+// terraform-plugin-go's tf6server.Serve does: main decides what to do
+// with it.
+//
+//	func main() {
+//		if err := sdk.Run(factory); err != nil {
+//			fmt.Fprintln(os.Stderr, err)
+//			os.Exit(1)
+//		}
+//	}
+//
+// It returns nil once vigil stopped the plugin, once -version or -schema
+// was answered, and when debug mode ends on SIGINT or SIGTERM. It returns
+// an error when the binary was run by hand without a flag it answers
+// (the error says what the binary is, as Serve prints), when the
+// plugin's Info or ConfigSchema fails there, or when debug mode cannot
+// start. One exit stays: a served plugin whose vigil went away exits with
+// status 1 at once, as with Serve.
+func Run(factory Factory, opts ...ServeOption) error {
+	return run(factory, newServeConfig(opts))
+}
+
+func newServeConfig(opts []ServeOption) serveConfig {
 	cfg := serveConfig{level: hclog.Debug, args: os.Args[1:], stdout: os.Stdout, stderr: os.Stderr, exit: os.Exit, getenv: os.Getenv}
 	for _, o := range opts {
 		o.apply(&cfg)
 	}
+	return cfg
+}
+
+func run(factory Factory, cfg serveConfig) error {
 	if cfg.getenv(glue.MagicCookieKey) != glue.MagicCookieValue && (cfg.debug || debugWanted(cfg.getenv(DebugEnv), cfg.args)) {
-		cfg.exit(serveDebug(factory, cfg))
-		return
+		return serveDebug(factory, cfg)
 	}
 	if cfg.getenv(glue.MagicCookieKey) != glue.MagicCookieValue {
 		log := hclog.New(&hclog.LoggerOptions{Level: cfg.level, Output: cfg.stderr})
-		cfg.exit(byHand(factory(log), cfg.args, cfg.stdout, cfg.stderr))
-		return
+		return byHand(factory(log), cfg.args, cfg.stdout)
 	}
 	log := hclog.New(&hclog.LoggerOptions{
 		Level:      cfg.level,
@@ -149,6 +186,7 @@ func Serve(factory Factory, opts ...ServeOption) {
 		GRPCServer: newGRPCServer,
 		Logger:     log,
 	})
+	return nil
 }
 
 // debugWanted reports whether the environment's value of DebugEnv or
@@ -166,16 +204,15 @@ func debugWanted(env string, args []string) bool {
 }
 
 // serveDebug serves the plugin in debug mode (see WithDebug) until
-// cfg.stop ends, or SIGINT or SIGTERM, and returns the exit status.
-func serveDebug(factory Factory, cfg serveConfig) int {
+// cfg.stop ends, or SIGINT or SIGTERM.
+func serveDebug(factory Factory, cfg serveConfig) error {
 	log := hclog.New(&hclog.LoggerOptions{Level: cfg.level, Output: cfg.stderr})
 	impl := factory(log)
 	ictx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	info, err := impl.Info(ictx)
 	cancel()
 	if err != nil {
-		fmt.Fprintf(cfg.stderr, "plugin info: %v\n", err)
-		return 1
+		return fmt.Errorf("debug mode: plugin info: %w", err)
 	}
 	ctx := cfg.stop
 	if ctx == nil {
@@ -198,18 +235,16 @@ func serveDebug(factory Factory, cfg serveConfig) int {
 	case rc := <-reattach:
 		line, err := glue.FormatReattach(info.Name, rc)
 		if err != nil {
-			fmt.Fprintf(cfg.stderr, "debug mode: %v\n", err)
-			return 1
+			return fmt.Errorf("debug mode: %w", err)
 		}
 		fmt.Fprintf(cfg.stderr, "%s %s serves in debug mode (pid %d); set this in the environment of the vigil agent, vigil probe -config or vigil validate to use this process instead of starting the binary (Ctrl-C stops it):\n",
 			info.Name, info.Version, rc.Pid)
 		fmt.Fprintf(cfg.stdout, "%s='%s'\n", ReattachEnv, line)
 	case <-closed:
-		fmt.Fprintf(cfg.stderr, "debug mode: the plugin stopped before it listened (see the log above)\n")
-		return 1
+		return errors.New("debug mode: the plugin stopped before it listened (see the log above)")
 	}
 	<-closed
-	return 0
+	return nil
 }
 
 // offers reports whether the comma-separated list of versions holds v.
@@ -232,14 +267,14 @@ type schemaDump struct {
 	Schema
 }
 
-// byHand answers a plugin binary run by hand and returns its exit status.
-func byHand(impl VoteSource, args []string, stdout, stderr io.Writer) int {
+// byHand answers a plugin binary run by hand: -version and -schema on
+// stdout; anything else is an error saying what the binary is.
+func byHand(impl VoteSource, args []string, stdout io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	info, err := impl.Info(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "plugin info: %v\n", err)
-		return 1
+		return fmt.Errorf("plugin info: %w", err)
 	}
 	info.ProtocolVersion, info.SDKVersion = ProtocolVersion, Version
 	if info.Capabilities == nil {
@@ -249,16 +284,14 @@ func byHand(impl VoteSource, args []string, stdout, stderr io.Writer) int {
 		switch a {
 		case "-version", "--version":
 			fmt.Fprintf(stdout, "%s %s (vigil vote-source protocol %d, SDK %s)\n", info.Name, info.Version, info.ProtocolVersion, info.SDKVersion)
-			return 0
+			return nil
 		case "-schema", "--schema":
 			schema, err := impl.ConfigSchema(ctx)
 			if err != nil {
-				fmt.Fprintf(stderr, "config schema: %v\n", err)
-				return 1
+				return fmt.Errorf("config schema: %w", err)
 			}
 			if err := schema.Validate(); err != nil {
-				fmt.Fprintf(stderr, "%v\n", err)
-				return 1
+				return err
 			}
 			if schema.Attributes == nil {
 				schema.Attributes = []Attribute{}
@@ -266,18 +299,16 @@ func byHand(impl VoteSource, args []string, stdout, stderr io.Writer) int {
 			b, err := json.MarshalIndent(schemaDump{Name: info.Name, Version: info.Version, ProtocolVersion: info.ProtocolVersion,
 				SDKVersion: info.SDKVersion, Capabilities: info.Capabilities, Schema: schema}, "", "  ")
 			if err != nil {
-				fmt.Fprintf(stderr, "config schema: %v\n", err)
-				return 1
+				return fmt.Errorf("config schema: %w", err)
 			}
 			fmt.Fprintf(stdout, "%s\n", b)
-			return 0
+			return nil
 		}
 	}
-	fmt.Fprintf(stderr, "%s %s is a vigil vote-source plugin (protocol %d): vigil starts it, named by a source block's `plugin` attribute.\n"+
+	return fmt.Errorf("%s %s is a vigil vote-source plugin (protocol %d): vigil starts it, named by a source block's `plugin` attribute.\n"+
 		"Run by hand it answers -version, -schema (its config block's attributes, as JSON; `vigil plugin docs %s` renders them)\n"+
-		"and -debug (it serves in debug mode and prints a VIGIL_REATTACH_PLUGINS line for vigil; see the SDK's README, \"Debugging a plugin\").\n",
+		"and -debug (it serves in debug mode and prints a VIGIL_REATTACH_PLUGINS line for vigil; see the SDK's README, \"Debugging a plugin\")",
 		info.Name, info.Version, info.ProtocolVersion, info.Name)
-	return 1
 }
 
 func newGRPCServer(opts []grpc.ServerOption) *grpc.Server {
