@@ -75,6 +75,15 @@
 // transaction commit) writes, so they reload once per commit and find it
 // whole.
 //
+// # Partial reads
+//
+// A shard reads less than Load does. LoadSince reads the site records
+// written after a revision (another shard's commit costs it what that
+// commit wrote), and LoadSites the records of named sites only, at one
+// revision, max_txn_ops reads a transaction (the sites a shard just
+// claimed or hands over): neither reads the whole store, and both apply
+// the staged records of committed split commits as Load does.
+//
 // max_txn_ops cannot exceed what etcd takes: ProbeLimit asks etcd once
 // (etcd does not report its --max-txn-ops) with read-only transactions of
 // comparisons, and a commit etcd refuses for its size probes and retries.
