@@ -477,8 +477,7 @@ func (v Value) String() string {
 //
 // Package sdk/probe classifies with its own string type, probe.Reason, whose
 // values are the String() names of these constants ("http_5xx",
-// "tls_failed"...): convert with ParseReason(string(result.Reason)), and
-// treat a false answer as ReasonError.
+// "tls_failed"...): its VoteReason method gives the Reason of a vote.
 type Reason int
 
 // The reasons a vote can give. New reasons may be added in later protocol

@@ -301,11 +301,7 @@ func (s *Source) outOfTime(t *sdk.Target, why string) sdk.Vote {
 }
 
 func (s *Source) vote(t *sdk.Target, res probe.Result) sdk.Vote {
-	reason, ok := sdk.ParseReason(string(res.Reason))
-	if !ok {
-		reason = sdk.ReasonError
-	}
-	v := sdk.Vote{Site: t.Site, Origin: t.Origin, Voter: s.voter, Value: sdk.Down, Reason: reason, Detail: res.Detail, Latency: res.Latency}
+	v := sdk.Vote{Site: t.Site, Origin: t.Origin, Voter: s.voter, Value: sdk.Down, Reason: res.Reason.VoteReason(), Detail: res.Detail, Latency: res.Latency}
 	if res.Up {
 		v.Value = sdk.Up
 	}

@@ -74,10 +74,9 @@
 //
 // [Do] is safe for concurrent use; a source may run many probes at once.
 //
-// From a Result to a vote: [Reason] is a string whose values are the names
-// of the sdk.Reason constants (String()), so sdk.ParseReason(string(r.Reason))
-// gives the vote's reason; treat a false answer (a reason this SDK does not
-// know) as sdk.ReasonError. An https Result carries the origin's leaf
+// From a Result to a vote: [Reason.VoteReason] is the vote's sdk.Reason
+// ([Reason]'s values are the String() names of the sdk.Reason constants;
+// one this SDK does not know becomes sdk.ReasonError). An https Result carries the origin's leaf
 // certificate ([Result.PeerCertificate], [Result.CertNotAfter]): a plugin
 // that reports certificates expiring soon votes with the standard reason
 // and a namespaced sdk.Vote.PluginReason of its own.
