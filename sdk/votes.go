@@ -16,7 +16,7 @@ type VoteProblem struct {
 // malformed PluginReason, or a second vote of one voter for one target
 // (the first one counts). vigil keeps the other votes. It is the one copy
 // of these rules: vigil's host calls it on every answer, and
-// sdktest.CheckVotes and sdktest.ValidateVotes fail a test with it.
+// sdktest.CheckVotes fails a test with it.
 func CheckVotes(ballot Ballot, votes []Vote) []VoteProblem {
 	if len(votes) == 0 {
 		return nil

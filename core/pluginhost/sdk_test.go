@@ -14,7 +14,6 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/vigilcdn/vigil/sdk"
-	"github.com/vigilcdn/vigil/sdk/sdktest"
 )
 
 // TestInvalidSchemaRefused: a plugin whose schema declares an attribute
@@ -63,9 +62,9 @@ func TestCheckVotesIsSdktests(t *testing.T) {
 	}
 	src := &Source{log: hclog.NewNullLogger()}
 	kept := src.keepValid(b, append([]sdk.Vote(nil), votes...))
-	err := sdktest.ValidateVotes(b, votes)
-	if len(kept) != 1 || err == nil || !strings.Contains(err.Error(), "second vote") {
-		t.Errorf("host kept %d of 2, sdktest said %v: they must both refuse the duplicate", len(kept), err)
+	problems := sdk.CheckVotes(b, votes)
+	if len(kept) != 1 || len(problems) != 1 || !strings.Contains(problems[0].Err.Error(), "second vote") {
+		t.Errorf("host kept %d of 2, sdk.CheckVotes said %v: they must both refuse the duplicate", len(kept), problems)
 	}
 }
 

@@ -212,6 +212,10 @@ func CheckVotes(t testing.TB, ballot sdk.Ballot, votes []sdk.Vote) {
 
 // ValidateVotes returns an error listing every vote that vigil would drop,
 // by the same rules vigil applies (sdk.CheckVotes).
+//
+// Deprecated: call sdk.CheckVotes, the one vote checker (vigil's host
+// calls it on every answer), or CheckVotes in a test. ValidateVotes stays
+// for plugins written against SDK v0.2.0 and goes at v1.
 func ValidateVotes(ballot sdk.Ballot, votes []sdk.Vote) error {
 	var errs []error
 	for _, p := range sdk.CheckVotes(ballot, votes) {

@@ -57,7 +57,9 @@ func TestEchoSource(t *testing.T) {
 	}
 }
 
-func TestValidateVotes(t *testing.T) {
+// TestCheckVotes: sdktest.CheckVotes fails a test exactly when
+// sdk.CheckVotes finds a problem.
+func TestCheckVotes(t *testing.T) {
 	ballot := sdk.Ballot{Targets: []sdk.Target{{Site: "s", Origin: "o"}}}
 	for _, tc := range []struct {
 		name string
@@ -70,9 +72,14 @@ func TestValidateVotes(t *testing.T) {
 		{"empty voter", sdk.Vote{Site: "s", Origin: "o", Value: sdk.Up}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := sdktest.ValidateVotes(ballot, []sdk.Vote{tc.vote})
-			if (err == nil) != tc.ok {
-				t.Errorf("ValidateVotes = %v, want ok=%v", err, tc.ok)
+			problems := sdk.CheckVotes(ballot, []sdk.Vote{tc.vote})
+			if (len(problems) == 0) != tc.ok {
+				t.Errorf("sdk.CheckVotes = %v, want ok=%v", problems, tc.ok)
+			}
+			rec := &recorder{TB: t}
+			sdktest.CheckVotes(rec, ballot, []sdk.Vote{tc.vote})
+			if rec.failed == tc.ok {
+				t.Errorf("sdktest.CheckVotes failed=%v, want ok=%v", rec.failed, tc.ok)
 			}
 		})
 	}
@@ -117,3 +124,13 @@ type fakeT struct {
 func (f *fakeT) Errorf(string, ...any) { f.failed = true }
 func (f *fakeT) Fatalf(string, ...any) { f.failed = true }
 func (f *fakeT) Helper()               {}
+
+// recorder is a testing.TB that records a failure instead of failing.
+type recorder struct {
+	testing.TB
+	failed bool
+}
+
+func (r *recorder) Helper()               {}
+func (r *recorder) Error(args ...any)     { r.failed = true }
+func (r *recorder) Errorf(string, ...any) { r.failed = true }
