@@ -26,7 +26,21 @@ const loadSitesParallel = 4
 //
 // A sharded instance reloads with it the sites it just claimed, before
 // it probes them, and the sites it hands over (the handover's barrier).
-func (s *Store) LoadSites(ctx context.Context, names []string) (st *store.State, rev int64, err error) {
+func (s *Store) LoadSites(ctx context.Context, names []string) (*store.State, int64, error) {
+	type read struct {
+		st  *store.State
+		rev int64
+	}
+	r, err := retryCompacted(func() (read, error) {
+		st, rev, err := s.loadSites(ctx, names)
+		return read{st, rev}, err
+	})
+	return r.st, r.rev, err
+}
+
+// loadSites is LoadSites' one try: its reads after the first are at the
+// first's revision, which a compaction may remove.
+func (s *Store) loadSites(ctx context.Context, names []string) (st *store.State, rev int64, err error) {
 	if err := s.check(); err != nil {
 		return nil, 0, err
 	}

@@ -159,6 +159,20 @@ func (s *Store) Load(ctx context.Context) (*store.State, error) {
 // A shard follows the others' commits with it: each commit costs it the
 // sites that commit wrote, not the whole store.
 func (s *Store) LoadSince(ctx context.Context, since int64) (*store.State, int64, error) {
+	type read struct {
+		st  *store.State
+		rev int64
+	}
+	r, err := retryCompacted(func() (read, error) {
+		st, rev, err := s.loadSince(ctx, since)
+		return read{st, rev}, err
+	})
+	return r.st, r.rev, err
+}
+
+// loadSince is LoadSince's one try: its reads of staged sets are at the
+// revision of its first read, which a compaction may remove.
+func (s *Store) loadSince(ctx context.Context, since int64) (*store.State, int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	if err := s.check(); err != nil {
@@ -343,6 +357,12 @@ func (s *Store) readMeta(ctx context.Context) (store.Meta, int64, error) {
 // committed split commits not yet copied to their keys are read from
 // their staged sets (doc.go).
 func (s *Store) Events(ctx context.Context, after uint64, site string, limit int) ([]store.Event, error) {
+	return retryCompacted(func() ([]store.Event, error) { return s.events(ctx, after, site, limit) })
+}
+
+// events is Events' one try: its pages are read at the revision of its
+// first read, which a compaction may remove.
+func (s *Store) events(ctx context.Context, after uint64, site string, limit int) ([]store.Event, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	if err := s.check(); err != nil {
