@@ -148,6 +148,10 @@ var (
 		"Plugin processes restarted after the first start.", []string{"source"}, nil)
 	descPluginDropped = prometheus.NewDesc("vigil_plugin_dropped_votes_total",
 		"Votes dropped as garbage (unknown target, bad value or voter, duplicate).", []string{"source"}, nil)
+	descPluginDroppedLogLines = prometheus.NewDesc("vigil_plugin_dropped_log_lines_total",
+		"Log and output lines of the source's plugin dropped over the host's rate limit.", []string{"source"}, nil)
+	descPluginTruncatedDetails = prometheus.NewDesc("vigil_plugin_truncated_details_total",
+		"Vote details of the source's plugin cut to the host's maximum length.", []string{"source"}, nil)
 )
 
 // pluginCollector reads each current source's counters at scrape time.
@@ -158,6 +162,8 @@ func (c *pluginCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descPluginFailures
 	ch <- descPluginRestarts
 	ch <- descPluginDropped
+	ch <- descPluginDroppedLogLines
+	ch <- descPluginTruncatedDetails
 }
 
 func (c *pluginCollector) Collect(ch chan<- prometheus.Metric) {
@@ -173,6 +179,8 @@ func (c *pluginCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descPluginRestarts, prometheus.CounterValue, float64(st.Restarts), s.name)
 		ch <- prometheus.MustNewConstMetric(descPluginDropped, prometheus.CounterValue, float64(st.DroppedVotes), s.name)
+		ch <- prometheus.MustNewConstMetric(descPluginDroppedLogLines, prometheus.CounterValue, float64(st.DroppedLogLines), s.name)
+		ch <- prometheus.MustNewConstMetric(descPluginTruncatedDetails, prometheus.CounterValue, float64(st.TruncatedDetails), s.name)
 	}
 }
 
