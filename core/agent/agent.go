@@ -23,6 +23,7 @@ import (
 	"github.com/vigilcdn/vigil/core/engine"
 	"github.com/vigilcdn/vigil/core/httpapi"
 	"github.com/vigilcdn/vigil/core/notify"
+	"github.com/vigilcdn/vigil/core/preflight"
 	"github.com/vigilcdn/vigil/core/store"
 )
 
@@ -174,7 +175,18 @@ func Start(cfg *config.Config, opts Options) (a *Agent, err error) {
 	cfg.ForgetText() // nothing prints this configuration's diagnostics any more
 	log.Info("vigil agent started", "api", a.tls.scheme()+"://"+ln.Addr().String(), "sources", len(cfg.Sources), "sites", len(cfg.Sites),
 		"round_interval", cfg.Control.RoundInterval, "data_dir", cfg.Control.DataDir)
+	warnScale(log, cfg)
 	return a, nil
+}
+
+// warnScale logs, at start and on reload, that the eligible sites exceed
+// sites_per_round: how long a full cycle takes and the detection time
+// that follows (preflight.ScaleOf, as vigil validate says it).
+func warnScale(log hclog.Logger, cfg *config.Config) {
+	if s, over := preflight.ScaleOf(cfg); over {
+		log.Warn("more sites than sites_per_round: each site is probed once a cycle, not every round",
+			"sites", s.Sites, "sites_per_round", s.PerRound, "cycle", s.Cycle, "detection", s.Detection, "detail", s.Warning())
+	}
 }
 
 // Engine is the agent's engine.

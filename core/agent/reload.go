@@ -220,6 +220,7 @@ func (a *Agent) Reload(cfg *config.Config) (ReloadResult, error) {
 	a.metrics.reloaded(len(res.Failed) == 0)
 	a.metrics.needRestart(len(res.NeedRestart) > 0)
 	a.logReload(res)
+	warnScale(a.log, cfg)
 	return res, nil
 }
 

@@ -41,6 +41,7 @@ func Check(ctx context.Context, cfg *config.Config, opts Options) hcl.Diagnostic
 	diags = append(diags, checkAPI(cfg, loc, opts.Offline)...)
 	diags = append(diags, checkCollision(cfg, loc)...)
 	diags = append(diags, checkProbeFit(cfg, loc)...)
+	diags = append(diags, checkScale(cfg, loc)...)
 	diags = append(diags, checkEtcd(ctx, cfg, loc, opts.Offline)...)
 	return diags
 }
