@@ -203,6 +203,9 @@ const (
 	DefaultEtcdLeaseTTL    = 10 * time.Second
 	DefaultEtcdDialTimeout = 5 * time.Second
 	DefaultEtcdMaxTxnOps   = 128
+	// DefaultEtcdCompactionInterval is how often the cluster compacts
+	// etcd's history (kube-apiserver's default too).
+	DefaultEtcdCompactionInterval = 5 * time.Minute
 )
 
 // EtcdStore is the `control { store "etcd" { } }` block: the state lives
@@ -237,7 +240,11 @@ type EtcdStore struct {
 	// MaxTxnOps is etcd's --max-txn-ops: a commit larger than this is
 	// split and made visible by one commit marker (see core/store/etcdstore).
 	MaxTxnOps int
-	DeclRange hcl.Range
+	// CompactionInterval is how often one instance of the cluster
+	// compacts etcd's history to the revision of one interval before; 0
+	// never (etcd compacts itself, --auto-compaction-retention).
+	CompactionInterval time.Duration
+	DeclRange          hcl.Range
 }
 
 // API is the `control { api { } }` block.

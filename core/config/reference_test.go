@@ -579,6 +579,7 @@ func TestReferenceDefaults(t *testing.T) {
 		`control.store "etcd".mode`:                  q(c.Store.Mode),
 		`control.store "etcd".dial_timeout`:          dur(c.Store.DialTimeout),
 		`control.store "etcd".max_txn_ops`:           strconv.Itoa(c.Store.MaxTxnOps),
+		`control.store "etcd".compaction_interval`:   dur(c.Store.CompactionInterval),
 		"source.min_votes":                           strconv.Itoa(src.MinVotes),
 		"source.tally":                               q(src.Tally.String()),
 		"source.env":                                 list(src.Env),

@@ -17,6 +17,7 @@ var etcdSchema = &hcl.BodySchema{
 		{Name: "dial_timeout"}, {Name: "username_env"}, {Name: "password_env"},
 		{Name: "id"}, {Name: "advertise"}, {Name: "max_txn_ops"},
 		{Name: "ca_file"}, {Name: "cert_file"}, {Name: "key_file"},
+		{Name: "compaction_interval"},
 	},
 }
 
@@ -37,7 +38,8 @@ func (l *loader) store(b *hcl.Block) {
 	a := content.Attributes
 	s := &EtcdStore{
 		Prefix: DefaultEtcdPrefix, LeaseTTL: DefaultEtcdLeaseTTL, Mode: ModeActiveStandby,
-		DialTimeout: DefaultEtcdDialTimeout, MaxTxnOps: DefaultEtcdMaxTxnOps, DeclRange: b.DefRange,
+		DialTimeout: DefaultEtcdDialTimeout, MaxTxnOps: DefaultEtcdMaxTxnOps,
+		CompactionInterval: DefaultEtcdCompactionInterval, DeclRange: b.DefRange,
 	}
 	if attr := a["endpoints"]; attr != nil {
 		var eps []string
@@ -118,6 +120,7 @@ func (l *loader) store(b *hcl.Block) {
 		}
 	}
 	l.integer(a, "max_txn_ops", 16, &s.MaxTxnOps)
+	l.compactionInterval(a, s)
 	l.etcdTLS(a, s)
 	l.cfg.Control.Store = s
 }
@@ -201,5 +204,33 @@ func (l *loader) etcdTLS(a hcl.Attributes, s *EtcdStore) {
 				fmt.Sprintf("endpoint %q says http://, but %s sets TLS: write https://%s or host:port.", redactEndpoint(ep), at.Name, strings.TrimPrefix(ep, "http://")))
 			return
 		}
+	}
+}
+
+// compactionInterval reads the store block's compaction_interval: "0"
+// turns compaction off, anything else is at least a second.
+func (l *loader) compactionInterval(a hcl.Attributes, s *EtcdStore) {
+	attr := a["compaction_interval"]
+	if attr == nil {
+		return
+	}
+	var v string
+	if !l.decode(attr, &v) {
+		return
+	}
+	if v == "0" {
+		s.CompactionInterval = 0
+		return
+	}
+	d, err := time.ParseDuration(v)
+	switch {
+	case err != nil:
+		l.add(attr.Expr.Range(), "Invalid compaction_interval",
+			fmt.Sprintf("%q is not a duration. Write a number with a unit, such as \"5m\", or \"0\" to leave compaction to etcd (--auto-compaction-retention).", v))
+	case d < time.Second:
+		l.add(attr.Expr.Range(), "Invalid compaction_interval",
+			fmt.Sprintf("compaction_interval must be at least \"1s\" (\"5m\" suits most clusters), or \"0\" to leave compaction to etcd (--auto-compaction-retention); got %q.", v))
+	default:
+		s.CompactionInterval = d
 	}
 }

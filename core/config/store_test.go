@@ -20,7 +20,7 @@ func TestEtcdStoreBlock(t *testing.T) {
   }
 }
 `, config.EtcdStore{Endpoints: []string{"127.0.0.1:2379"}, Prefix: "/vigil", LeaseTTL: 10 * time.Second,
-			Mode: config.ModeActiveStandby, DialTimeout: 5 * time.Second, MaxTxnOps: 128}},
+			Mode: config.ModeActiveStandby, DialTimeout: 5 * time.Second, MaxTxnOps: 128, CompactionInterval: 5 * time.Minute}},
 		{"sharded", `control {
   store "etcd" {
     endpoints    = ["http://10.0.0.1:2379", "https://10.0.0.2:2379"]
@@ -33,11 +33,21 @@ func TestEtcdStoreBlock(t *testing.T) {
     id           = "cp-1"
     advertise    = "http://10.0.0.5:8470/"
     max_txn_ops  = 1024
+    compaction_interval = "30s"
   }
 }
 `, config.EtcdStore{Endpoints: []string{"http://10.0.0.1:2379", "https://10.0.0.2:2379"}, Prefix: "/cdn/vigil",
 			LeaseTTL: 4 * time.Second, Mode: config.ModeSharded, DialTimeout: 2 * time.Second,
-			UsernameEnv: "ETCD_USER", PasswordEnv: "ETCD_PASSWORD", ID: "cp-1", Advertise: "http://10.0.0.5:8470", MaxTxnOps: 1024}},
+			UsernameEnv: "ETCD_USER", PasswordEnv: "ETCD_PASSWORD", ID: "cp-1", Advertise: "http://10.0.0.5:8470", MaxTxnOps: 1024,
+			CompactionInterval: 30 * time.Second}},
+		{"compaction off", `control {
+  store "etcd" {
+    endpoints           = ["127.0.0.1:2379"]
+    compaction_interval = "0"
+  }
+}
+`, config.EtcdStore{Endpoints: []string{"127.0.0.1:2379"}, Prefix: "/vigil", LeaseTTL: 10 * time.Second,
+			Mode: config.ModeActiveStandby, DialTimeout: 5 * time.Second, MaxTxnOps: 128}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,7 +63,7 @@ func TestEtcdStoreBlock(t *testing.T) {
 			if got.Prefix != tt.want.Prefix || got.LeaseTTL != tt.want.LeaseTTL || got.Mode != tt.want.Mode ||
 				got.DialTimeout != tt.want.DialTimeout || got.UsernameEnv != tt.want.UsernameEnv ||
 				got.PasswordEnv != tt.want.PasswordEnv || got.ID != tt.want.ID || got.Advertise != tt.want.Advertise ||
-				got.MaxTxnOps != tt.want.MaxTxnOps || len(got.Endpoints) != len(tt.want.Endpoints) {
+				got.MaxTxnOps != tt.want.MaxTxnOps || got.CompactionInterval != tt.want.CompactionInterval || len(got.Endpoints) != len(tt.want.Endpoints) {
 				t.Fatalf("got %+v\nwant %+v", *got, tt.want)
 			}
 		})
