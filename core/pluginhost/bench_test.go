@@ -1,9 +1,13 @@
 package pluginhost
 
 import (
+	"bytes"
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/vigilcdn/vigil/sdk"
 )
@@ -91,4 +95,40 @@ func BenchmarkGate10k(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/targets, "ns/target")
 		})
 	}
+}
+
+// BenchmarkVoteLogFlood measures a round of a plugin that logs 20,000
+// lines per Vote (mode logflood) beside a quiet one (mode quiet), through
+// a real process whose log goes to a buffer at INFO. logged_lines/op and
+// dropped_lines/op say what the host's rate limit kept and dropped.
+func BenchmarkVoteLogFlood(b *testing.B) {
+	for _, mode := range []string{"quiet", "logflood"} {
+		b.Run(mode, func(b *testing.B) {
+			var out countingWriter
+			src := New(Spec{Name: "bench", Plugin: testPlugin, Config: parseConfig(b, `voter = "v"`),
+				Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Info, Output: &out})})
+			b.Cleanup(src.Close)
+			if diags := src.Start(context.Background()); diags.HasErrors() {
+				b.Fatal(diags)
+			}
+			ballot := ballot(mode, 1)
+			ctx := context.Background()
+			before, dropped0 := out.lines.Load(), src.Stats().DroppedLogLines
+			for b.Loop() {
+				if _, err := src.Vote(ctx, ballot); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(out.lines.Load()-before)/float64(b.N), "logged_lines/op")
+			b.ReportMetric(float64(src.Stats().DroppedLogLines-dropped0)/float64(b.N), "dropped_lines/op")
+		})
+	}
+}
+
+// countingWriter counts the lines written to it.
+type countingWriter struct{ lines atomic.Int64 }
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.lines.Add(int64(bytes.Count(p, []byte{'\n'})))
+	return len(p), nil
 }

@@ -18,6 +18,7 @@
 //	output   print "to stdout" on stdout, "to stderr" on stderr and "by the
 //	         log package" through Go's log package, then one Up vote per target
 //	bigdetail  one Up vote per target with a detail of 1 MiB
+//	logflood  log 20,000 lines at INFO, then one Up vote per target
 //
 // Its Info declares the capabilities listed, comma-separated, in
 // VIGIL_TEST_CAPS (none when it is unset).
@@ -212,6 +213,10 @@ func (s *source) Vote(ctx context.Context, b sdk.Ballot) ([]sdk.Vote, error) {
 		fmt.Println("to stdout")
 		fmt.Fprintln(os.Stderr, "to stderr")
 		log.Print("by the log package")
+	case "logflood":
+		for i := range 20000 {
+			s.log.Info("flooding the log", "i", i)
+		}
 	case "bigdetail":
 		votes := make([]sdk.Vote, len(b.Targets))
 		for i, t := range b.Targets {
