@@ -21,7 +21,8 @@ package dns
 // again and writes its own. Network errors and SERVFAIL are retried with
 // exponential backoff; a newer publication replaces the one being
 // retried. Refusals (NOTAUTH, REFUSED, a prerequisite) are not retried.
-// The outcome per site is in Updater.Status and the metrics
+// The outcome per site is in Updater.Status (Updater.View is the site
+// view's dns_update) and the metrics
 // vigil_dns_update_total{result} and vigil_dns_update_failing{site}.
 
 import (

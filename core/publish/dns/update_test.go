@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/miekg/dns"
 
+	"github.com/vigilcdn/vigil/api"
 	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/core/publish"
 	"github.com/vigilcdn/vigil/sdk/publication"
@@ -170,6 +171,17 @@ func TestDynamicUpdate(t *testing.T) {
 	if _, pushed := u.Status()["www.other.org."]; pushed {
 		t.Error("a site outside the zone was pushed")
 	}
+	if v := u.View("WWW.example.net"); v == nil || v.State != api.DNSUpdateOK || v.Name != www || v.Version != 1 || v.At == nil || v.Error != "" {
+		t.Errorf("the view of an applied update: %+v", v)
+	}
+	for _, host := range []string{"www.other.org", "example.net", ""} {
+		if v := u.View(host); v != nil {
+			t.Errorf("View(%q) = %+v; want nil (not updated)", host, v)
+		}
+	}
+	if v := u.View("new.example.net"); v == nil || v.State != api.DNSUpdatePending {
+		t.Errorf("the view of a name not pushed yet: %+v; want pending", v)
+	}
 
 	begin := time.Now()
 	hub.Publish(siteAt(2, true))
@@ -183,6 +195,9 @@ func TestDynamicUpdate(t *testing.T) {
 	st := awaitStatus(t, u, www, 3, func(s UpdateStatus) bool { return !s.OK })
 	if !st.Conflict || !strings.Contains(st.Error, "not those vigil last wrote") || st.Failures != 1 {
 		t.Errorf("status after a hand edit: %+v; want a conflict", st)
+	}
+	if v := u.View(www); v == nil || v.State != api.DNSUpdateConflict || v.Failures != 1 || v.Version != 3 || !strings.Contains(v.Error, "not those vigil last wrote") {
+		t.Errorf("the view of a conflict: %+v", v)
 	}
 	awaitA(t, bind, www, []string{"A 192.0.2.99"})
 	if !strings.Contains(logs.String(), "dynamic update failed") {
@@ -226,6 +241,9 @@ func TestDynamicUpdateRefused(t *testing.T) {
 			st := awaitStatus(t, u, "www."+tc.zone, 1, func(s UpdateStatus) bool { return !s.OK })
 			if !strings.Contains(st.Error, tc.want) || st.Conflict {
 				t.Errorf("error %q; want it to say %q", st.Error, tc.want)
+			}
+			if v := u.View("www." + tc.zone); v == nil || v.State != api.DNSUpdateFailing || v.Failures != 1 || v.Error != st.Error {
+				t.Errorf("the view of a refused update: %+v; want failing with the error", v)
 			}
 			if u.failed.Load() != 1 {
 				t.Errorf("failed count %d, want 1", u.failed.Load())
