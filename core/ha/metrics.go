@@ -13,6 +13,9 @@ type metrics struct {
 	leaseLost     prometheus.Counter
 	leaderChanges prometheus.Counter
 	quorum        prometheus.GaugeFunc
+	// compactions and compacted are nil when compaction is off.
+	compactions prometheus.CounterFunc
+	compacted   prometheus.GaugeFunc
 }
 
 func newMetrics(n *Node) *metrics {
@@ -45,6 +48,14 @@ func newMetrics(n *Node) *metrics {
 		}
 		return 0
 	})
+	if c := n.compactor; c != nil {
+		m.compactions = prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "vigil_etcd_compactions_total", Help: "Compactions of etcd's history made by this instance (one instance of the cluster compacts each compaction_interval).",
+		}, func() float64 { return float64(c.Compactions()) })
+		m.compacted = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "vigil_etcd_compacted_revision", Help: "The etcd revision this instance last compacted the history to (0 before its first compaction).",
+		}, func() float64 { return float64(c.Compacted()) })
+	}
 	return m
 }
 
@@ -64,7 +75,11 @@ func (c current) Collect(ch chan<- prometheus.Metric) {
 // Collectors are the cluster metrics, to register once.
 func (n *Node) Collectors() []prometheus.Collector {
 	m := n.metrics
-	return []prometheus.Collector{current{m, m.role}, current{m, m.owned}, current{m, m.members}, m.fenced, m.leaseLost, m.leaderChanges, m.quorum}
+	cs := []prometheus.Collector{current{m, m.role}, current{m, m.owned}, current{m, m.members}, m.fenced, m.leaseLost, m.leaderChanges, m.quorum}
+	if m.compactions != nil {
+		cs = append(cs, m.compactions, m.compacted)
+	}
+	return cs
 }
 
 func (m *metrics) update() {

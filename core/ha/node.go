@@ -77,6 +77,9 @@ type Node struct {
 	forcedStops atomic.Int64
 	// limitChecked is set once etcd said how many operations it takes.
 	limitChecked atomic.Bool
+	// compactor compacts etcd's history when this instance's turn comes
+	// (nil: compaction_interval is 0).
+	compactor *etcdstore.Compactor
 
 	mu          sync.Mutex
 	eng         *engine.Engine
@@ -113,6 +116,9 @@ func New(opts Options) *Node {
 	n := &Node{opts: opts, log: opts.Logger, cli: opts.Client, ttl: opts.Config.LeaseTTL,
 		sharded: opts.Config.Mode == config.ModeSharded, held: map[string]int64{}, owned: map[string]bool{},
 		releasing: map[string]bool{}, wake: make(chan struct{}, 1)}
+	if opts.Config.CompactionInterval > 0 {
+		n.compactor = opts.Store.Compactor()
+	}
 	n.metrics = newMetrics(n)
 	opts.Store.SetFence(fence{n})
 	return n
@@ -245,7 +251,21 @@ func (n *Node) Start(ctx context.Context, eng *engine.Engine) <-chan struct{} {
 		}
 	}()
 	go n.watchState(ctx)
+	if n.compactor != nil {
+		go n.compact(ctx)
+	}
 	return done
+}
+
+// compact compacts etcd's history every compaction_interval while this
+// instance is active (the leader, or a shard): of the active instances
+// one takes each interval's turn (etcdstore.Compactor), so a sharded
+// cluster compacts once an interval, not once a shard.
+func (n *Node) compact(ctx context.Context) {
+	every := n.opts.Config.CompactionInterval
+	n.compactor.Run(ctx, every, n.Active, func(err error) {
+		n.log.Warn("cannot compact etcd's history; trying again next interval", "error", err, "compaction_interval", every)
+	})
 }
 
 // ForcedStops counts the stops that did not end within StopTimeout (a

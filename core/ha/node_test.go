@@ -74,6 +74,13 @@ func startMember(t *testing.T, srv *etcdtest.Server, id, mode, cfgText string) *
 // startMemberWith is startMember with the engine's sources made by newSource.
 func startMemberWith(t *testing.T, srv *etcdtest.Server, id, mode, cfgText string, newSource func(*config.Source, string, hclog.Logger) engine.VoteSource) *member {
 	t.Helper()
+	return startMemberConfig(t, srv, id, mode, cfgText, newSource, nil)
+}
+
+// startMemberConfig is startMemberWith with the store block changed by
+// edit (nil: as the other tests have it).
+func startMemberConfig(t *testing.T, srv *etcdtest.Server, id, mode, cfgText string, newSource func(*config.Source, string, hclog.Logger) engine.VoteSource, edit func(*config.EtcdStore)) *member {
+	t.Helper()
 	cli := srv.Client(t)
 	var handler http.Handler = http.NotFoundHandler()
 	var hmu sync.Mutex
@@ -85,6 +92,9 @@ func startMemberWith(t *testing.T, srv *etcdtest.Server, id, mode, cfgText strin
 	}))
 	t.Cleanup(api.Close)
 	ec := &config.EtcdStore{Endpoints: []string{srv.Endpoint}, Prefix: testPrefix, LeaseTTL: testTTL, Mode: mode, ID: id, Advertise: api.URL}
+	if edit != nil {
+		edit(ec)
+	}
 	st := etcdstore.New(cli, etcdstore.Options{Prefix: testPrefix, Timeout: testTTL})
 	node := New(Options{Client: cli, Store: st, Config: ec, ID: id, URL: api.URL})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
