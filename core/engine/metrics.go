@@ -3,6 +3,7 @@ package engine
 import (
 	"bufio"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -110,7 +111,7 @@ func newMetrics(reg prometheus.Registerer, e *Engine) *metrics {
 	}
 	reg.MustRegister(m.votes, m.abstentions, m.verdicts, m.switches, m.events, m.storeHealthy,
 		m.roundSeconds, m.sourceSeconds, m.roundsLate, m.lateness, m.rounds, m.sitesProbed, m.publication, m.storeErrors,
-		&pluginCollector{e: e})
+		&pluginCollector{e: e}, &probeAgeCollector{e: e})
 	// Every series exists from the start, so that increase() sees the
 	// first failover too.
 	for _, r := range []decide.Reason{decide.ReasonFailover, decide.ReasonFailback, decide.ReasonManual, decide.ReasonConfig} {
@@ -182,6 +183,87 @@ func (c *pluginCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descPluginDroppedLogLines, prometheus.CounterValue, float64(st.DroppedLogLines), s.name)
 		ch <- prometheus.MustNewConstMetric(descPluginTruncatedDetails, prometheus.CounterValue, float64(st.TruncatedDetails), s.name)
 	}
+}
+
+var (
+	// ProbeAgeBuckets are the upper bounds, in seconds, of
+	// vigil_site_probe_age_seconds: from a fraction of a round to hours,
+	// so that a cycle of many rounds (sites above sites_per_round) lands
+	// in a bucket of its own.
+	ProbeAgeBuckets = []float64{1, 5, 10, 15, 30, 45, 60, 90, 120, 180, 300, 600, 900, 1800, 3600, 7200}
+
+	descProbeAge = prometheus.NewDesc("vigil_site_probe_age_seconds",
+		"Time since each site's last probe, over the sites this instance may probe (health check enabled, two enabled origins, owned in sharded mode), taken at scrape time; sites never probed since the state began are left out.", nil, nil)
+	descProbeAgeMax = prometheus.NewDesc("vigil_site_probe_age_max_seconds",
+		"The largest time since a site's last probe, over the sites of vigil_site_probe_age_seconds (0 when there are none).", nil, nil)
+)
+
+// probeAgeCollector makes, at scrape time, one histogram of how long ago
+// each probed site was last probed, and its maximum: two series whatever
+// the fleet, where a gauge per site would be 100,000. A standby (not
+// active) writes neither: its views age while another instance probes.
+type probeAgeCollector struct{ e *Engine }
+
+func (c *probeAgeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descProbeAge
+	ch <- descProbeAgeMax
+}
+
+func (c *probeAgeCollector) Collect(ch chan<- prometheus.Metric) {
+	if !c.e.active() {
+		return
+	}
+	v := c.e.Views()
+	if v == nil {
+		return
+	}
+	counts, n, sum, most := v.probeAges(c.e.opts.Now().UnixNano(), c.e.opts.Owns)
+	cum := make(map[float64]uint64, len(ProbeAgeBuckets))
+	var acc uint64
+	for i, b := range ProbeAgeBuckets {
+		acc += counts[i]
+		cum[b] = acc
+	}
+	ch <- prometheus.MustNewConstHistogram(descProbeAge, n, sum, cum)
+	ch <- prometheus.MustNewConstMetric(descProbeAgeMax, prometheus.GaugeValue, most)
+}
+
+// probeAges walks the sites the scheduler may probe (and owns, when owns
+// is set) and returns their probe ages at now (Unix nanoseconds) in
+// ProbeAgeBuckets (counts[i]: ages in (bound i-1, bound i]; above the
+// last bound, in none), their number, sum and maximum, in seconds.
+func (v *Views) probeAges(now int64, owns func(string) bool) (counts []uint64, n uint64, sum, most float64) {
+	counts = make([]uint64, len(ProbeAgeBuckets))
+	for i, snap := range v.sites {
+		spec := v.fleet.Sites[i].Spec
+		if !spec.HealthCheck {
+			continue
+		}
+		enabled := 0
+		for _, o := range snap.origins {
+			if o.state != decide.Disabled {
+				enabled++
+			}
+		}
+		if enabled < 2 || (owns != nil && !owns(spec.Name)) {
+			continue
+		}
+		at := snap.probedAt
+		if last := v.last[i]; last.rec != nil {
+			at = last.rec.at
+		}
+		if at == 0 {
+			continue // never probed
+		}
+		age := max(0, float64(now-at)/1e9)
+		n++
+		sum += age
+		most = max(most, age)
+		if k, _ := slices.BinarySearch(ProbeAgeBuckets, age); k < len(counts) {
+			counts[k]++
+		}
+	}
+	return counts, n, sum, most
 }
 
 type namedStats struct {
