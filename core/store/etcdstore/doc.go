@@ -13,6 +13,7 @@
 //	P/staging/ID      the head of a split commit's staged set (its start time)
 //	P/staged/ID/...   the staged set: sites/NAME, probed/NAME, events/INDEX
 //	P/applying/ID     the commit marker of a split commit ("BASE N")
+//	P/compact         the turn to compact etcd's history (Compactor)
 //
 // Every write is a transaction guarded by a Fence: the comparisons that
 // prove this instance still holds the etcd lease entitling it to write
@@ -83,6 +84,17 @@
 // revision, max_txn_ops reads a transaction (the sites a shard just
 // claimed or hands over): neither reads the whole store, and both apply
 // the staged records of committed split commits as Load does.
+//
+// # Compaction
+//
+// etcd keeps every revision until compacted. A Compactor compacts it,
+// one instance of the cluster an interval (a compare-and-swap on
+// P/compact), to the revision seen one interval before. No read of the
+// store needs an older revision: Load and LoadSince read the current
+// one (LoadSince filters by mod revision, it does not read history),
+// and the reads pinned at the revision of their first read (Events'
+// pages, staged sets, LoadSites) start again from the current revision
+// if etcd answers ErrCompacted.
 //
 // max_txn_ops cannot exceed what etcd takes: ProbeLimit asks etcd once
 // (etcd does not report its --max-txn-ops) with read-only transactions of
