@@ -16,4 +16,8 @@
 // (a quorum is seen while that is within lease_ttl) and when etcd last
 // confirmed the leader (a linearizable read of the election's first key,
 // at least every lease_ttl/4 and on each change of the election).
+//
+// An active node (the leader, or a shard) also compacts etcd's history
+// every compaction_interval when its turn comes (etcdstore.Compactor): one
+// instance of the cluster an interval, to a revision one interval old.
 package ha
