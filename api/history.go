@@ -71,6 +71,12 @@ type FleetSummary struct {
 	// level is healthy again and whose failback is manual (configured, or
 	// a manual hold): an operator's switch back is awaited.
 	FailbackWaiting int `json:"failback_waiting"`
+	// CycleSeconds is how long the scheduler takes to probe every site
+	// it may probe once: ceil(those sites / sites_per_round) rounds of
+	// round_interval, one round at least. Above round_interval, the
+	// sites exceed sites_per_round and a failure takes about this times
+	// unhealthy_threshold to be seen. 0 from an agent that does not say.
+	CycleSeconds float64 `json:"cycle_seconds,omitempty"`
 }
 
 // History reads a site's history.

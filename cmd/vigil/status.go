@@ -264,10 +264,16 @@ func fleetSummary(counts map[string]int) string {
 }
 
 // summaryFacts is the summary's second line: "13 off the top level, 1
-// with every level unhealthy, 3 waiting for a manual failback".
+// with every level unhealthy, 3 waiting for a manual failback; each site
+// probed every 10m0s" (the scheduler's full cycle, when the agent says).
 func summaryFacts(s *api.FleetSummary) string {
-	return fmt.Sprintf("%d off the top level, %d with every level unhealthy, %d waiting for a manual failback",
+	line := fmt.Sprintf("%d off the top level, %d with every level unhealthy, %d waiting for a manual failback",
 		s.OffTopLevel, s.AllUnhealthy, s.FailbackWaiting)
+	if s.CycleSeconds > 0 {
+		cycle := time.Duration(s.CycleSeconds * float64(time.Second)).Round(time.Millisecond)
+		line += fmt.Sprintf("; each site probed every %s", cycle)
+	}
+	return line
 }
 
 // writeNodes prints what the sources report about themselves (the node

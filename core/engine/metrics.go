@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -226,6 +227,12 @@ func (c *probeAgeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstHistogram(descProbeAge, n, sum, cum)
 	ch <- prometheus.MustNewConstMetric(descProbeAgeMax, prometheus.GaugeValue, most)
+}
+
+// Schedule is readmodel.Scheduler: sites_per_round, round_interval and
+// the sharded share's filter, for the summary's cycle.
+func (v *Views) Schedule() (perRound int, interval time.Duration, owns func(string) bool) {
+	return v.fleet.SitesPerRound, v.fleet.RoundInterval(), v.fleet.Owns
 }
 
 // probeAges walks the sites the scheduler may probe (and owns, when owns

@@ -230,6 +230,10 @@ type Plan struct {
 	outcomes []vote.Outcome
 }
 
+// RoundInterval is the configuration's round_interval (immutable: safe
+// for concurrent use).
+func (f *Fleet) RoundInterval() time.Duration { return f.clock.interval }
+
 // Plan runs the scheduler for the next round: it picks up to
 // SitesPerRound eligible sites and prepares one job per site, its disabled
 // origins skipped. Nothing of the sites changes until Apply.

@@ -1,9 +1,18 @@
 package readmodel
 
 import (
+	"time"
+
 	"github.com/vigilcdn/vigil/api"
 	"github.com/vigilcdn/vigil/core/decide"
 )
+
+// Scheduler is what a Snapshot may also say of the scheduler, for the
+// summary's cycle: sites_per_round, round_interval, and the filter of a
+// sharded instance's share (nil: every site).
+type Scheduler interface {
+	Schedule() (perRound int, interval time.Duration, owns func(site string) bool)
+}
 
 // Summary is the fleet in a few numbers (GET /v1/summary): the sites by
 // status, those off their top level, those with every level unhealthy,
@@ -17,10 +26,19 @@ func Summary(s Snapshot) api.FleetSummary {
 	for _, st := range api.Statuses {
 		out.Counts[st] = 0
 	}
+	sched, _ := s.(Scheduler)
+	var owns func(string) bool
+	if sched != nil {
+		_, _, owns = sched.Schedule()
+	}
+	probed := 0
 	var site SiteState
 	for i := range s.Len() {
 		s.State(i, &site)
 		out.Counts[site.Status()]++
+		if eligible(&site) && (owns == nil || owns(site.Spec.Name)) {
+			probed++
+		}
 		if allUnhealthy(site.Levels) {
 			out.AllUnhealthy++
 		}
@@ -32,7 +50,36 @@ func Summary(s Snapshot) api.FleetSummary {
 			out.FailbackWaiting++
 		}
 	}
+	if sched != nil {
+		perRound, interval, _ := sched.Schedule()
+		out.CycleSeconds = Cycle(probed, perRound, interval).Seconds()
+	}
 	return out
+}
+
+// Cycle is how long the scheduler takes to probe sites sites once at
+// perRound a round: ceil(sites / perRound) rounds of interval, one round
+// at least (0 when perRound is not positive).
+func Cycle(sites, perRound int, interval time.Duration) time.Duration {
+	if perRound <= 0 {
+		return 0
+	}
+	return time.Duration(max(1, (sites+perRound-1)/perRound)) * interval
+}
+
+// eligible is the scheduler's rule (fleet.Site.Eligible): health check on
+// and at least two enabled origins.
+func eligible(s *SiteState) bool {
+	if !s.Spec.HealthCheck {
+		return false
+	}
+	n := 0
+	for _, o := range s.Origins {
+		if o.State != decide.Disabled {
+			n++
+		}
+	}
+	return n >= 2
 }
 
 // allUnhealthy reports whether every level is unhealthy.
