@@ -59,6 +59,9 @@ const (
 	DNSUpdateConflict = "conflict"
 	// DNSUpdatePending: nothing pushed for the name yet.
 	DNSUpdatePending = "pending"
+	// DNSUpdateSkipped: the name is not pushed, because the site's
+	// origins are host names (Error says so).
+	DNSUpdateSkipped = "skipped"
 	// DNSUpdateStandby: this instance does not push (a cluster's standby
 	// or shard that is not the leader); the leader's view has the state.
 	DNSUpdateStandby = "standby"

@@ -455,6 +455,8 @@ func dnsUpdateWords(d *api.DNSUpdateView, now time.Time) string {
 		return fmt.Sprintf("%s ok, publication v%d pushed %s", d.Name, d.Version, ago(d.At, now))
 	case api.DNSUpdatePending:
 		return d.Name + " not pushed yet"
+	case api.DNSUpdateSkipped:
+		return d.Name + " not pushed: " + d.Error
 	case api.DNSUpdateStandby:
 		return d.Name + " pushed by the cluster's leader, not this instance (ask the leader)"
 	}

@@ -28,6 +28,8 @@ func TestStatusCardDNSUpdate(t *testing.T) {
 			"  dns update: www.example.net. CONFLICT (publication v14, 42s ago; 1 failed update so far): conflict: changed by hand?\n"},
 		{"pending", &api.DNSUpdateView{Name: "www.example.net.", State: api.DNSUpdatePending},
 			"  dns update: www.example.net. not pushed yet\n"},
+		{"skipped", &api.DNSUpdateView{Name: "cdn.example.net.", State: api.DNSUpdateSkipped, Error: "the site's origins are host names"},
+			"  dns update: cdn.example.net. not pushed: the site's origins are host names\n"},
 		{"standby", &api.DNSUpdateView{Name: "www.example.net.", State: api.DNSUpdateStandby},
 			"  dns update: www.example.net. pushed by the cluster's leader, not this instance (ask the leader)\n"},
 	}

@@ -88,8 +88,11 @@ type Updater struct {
 	// tried are the records vigil last tried to write, by name: a name
 	// whose update succeeded or met a conflict is not tried again until
 	// the records it should have change.
-	tried   map[string]rrsets
-	status  map[string]*UpdateStatus
+	tried  map[string]rrsets
+	status map[string]*UpdateStatus
+	// skipped are the names of the last publication that are not pushed
+	// (their origins are host names).
+	skipped map[string]bool
 	ok      atomic.Uint64
 	failed  atomic.Uint64
 	retries atomic.Uint64
@@ -176,6 +179,12 @@ func (u *Updater) desired(snap *publication.Snapshot) map[string]rrsets {
 		u.log.Warn("not pushed", "version", snap.Version, "detail", n)
 	}
 	out := map[string]rrsets{}
+	skipped := map[string]bool{}
+	defer func() {
+		u.mu.Lock()
+		u.skipped = skipped
+		u.mu.Unlock()
+	}()
 	for i := range snap.Sites {
 		site := &snap.Sites[i]
 		name := dns.Fqdn(strings.ToLower(strings.TrimSuffix(site.Hostname, ".")))
@@ -188,6 +197,7 @@ func (u *Updater) desired(snap *publication.Snapshot) map[string]rrsets {
 		n = n.side(&draw, &r)
 		if n.cname != nil {
 			u.log.Warn("not pushed: the site's origins are host names, and dynamic updates push addresses only", "site", site.Name, "name", name)
+			skipped[name] = true
 			continue
 		}
 		out[name] = rrsets{a: n.a, aaaa: n.aaaa}
@@ -439,7 +449,7 @@ func UpdatedName(zone, hostname string) (string, bool) {
 
 // View is the API's view of the update of the name hostname: nil when
 // the name lies outside the zone (or is its apex), pending before its
-// first update.
+// first update, skipped when its origins are host names.
 func (u *Updater) View(hostname string) *api.DNSUpdateView {
 	name, ok := UpdatedName(u.st.zone, hostname)
 	if !ok {
@@ -451,7 +461,12 @@ func (u *Updater) View(hostname string) *api.DNSUpdateView {
 	if st != nil {
 		cp = *st
 	}
+	skipped := u.skipped[name]
 	u.mu.Unlock()
+	if skipped {
+		return &api.DNSUpdateView{Name: name, State: api.DNSUpdateSkipped,
+			Error: "not pushed: the site's origins are host names, and dynamic updates push addresses only; give the origins IP addresses, or serve the zone with publish \"dns\""}
+	}
 	if st == nil {
 		return &api.DNSUpdateView{Name: name, State: api.DNSUpdatePending}
 	}

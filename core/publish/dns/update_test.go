@@ -285,3 +285,33 @@ func TestDynamicUpdateRetries(t *testing.T) {
 		t.Errorf("an update that succeeded on retry counts %d failures", st.Failures)
 	}
 }
+
+// TestDynamicUpdateViewSkipsHostNames: a site in the zone whose origins
+// are host names is not pushed, and its view says so and why; a site
+// with addresses is pending until its first update.
+func TestDynamicUpdateViewSkipsHostNames(t *testing.T) {
+	hub := publish.NewHub()
+	u, err := NewUpdater(updaterConfig(t, "127.0.0.1:1", updZone, updSecret), hub, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := &publication.Snapshot{Version: 3, Sites: []publication.Site{
+		site("cdn.example.net", orig("a", "https://origin.example.org", "healthy")),
+		site("www.example.net", orig("b", "https://203.0.113.10", "healthy")),
+	}}
+	if want := u.desired(snap); len(want) != 1 {
+		t.Fatalf("desired: %v; want www only", want)
+	}
+	tests := []struct{ host, state, errPart string }{
+		{"cdn.example.net", api.DNSUpdateSkipped, "origins are host names"},
+		{"www.example.net", api.DNSUpdatePending, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.host, func(t *testing.T) {
+			v := u.View(tc.host)
+			if v == nil || v.State != tc.state || !strings.Contains(v.Error, tc.errPart) || (tc.errPart == "" && v.Error != "") {
+				t.Errorf("View(%s) = %+v; want %s with %q", tc.host, v, tc.state, tc.errPart)
+			}
+		})
+	}
+}

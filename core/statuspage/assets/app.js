@@ -150,6 +150,7 @@
     switch (d.state) {
       case 'ok': return [`${d.name} ok: publication v${d.version} pushed `, since(d.at, ' ago')];
       case 'pending': return `${d.name}: not pushed yet`;
+      case 'skipped': return `${d.name}: ${d.error || 'not pushed'}`;
       case 'standby': return `${d.name}: pushed by the cluster's leader, not this instance`;
     }
     const n = d.failures || 0;
