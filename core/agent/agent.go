@@ -73,6 +73,7 @@ type Agent struct {
 	metrics *reloadMetrics
 	history *engine.HistoryFeed // the verdict history (data_dir/history.ring; none with etcd)
 	control *notify.Control     // the control plane's own alerts (alerts.go)
+	limited prometheus.Gauge    // vigil_probe_concurrency_limited (warnScale)
 
 	reloadMu sync.Mutex // one ReloadFile at a time, from reading to applying
 	mu       sync.Mutex // guards the fields below and serializes reloads
@@ -108,6 +109,7 @@ func Start(cfg *config.Config, opts Options) (a *Agent, err error) {
 		}
 	}()
 	a.metrics = newReloadMetrics(reg)
+	a.limited = newLimitedGauge(reg)
 	a.control = a.newControl(cfg)
 	if err := a.openStore(cfg); err != nil {
 		return nil, err
@@ -175,18 +177,41 @@ func Start(cfg *config.Config, opts Options) (a *Agent, err error) {
 	cfg.ForgetText() // nothing prints this configuration's diagnostics any more
 	log.Info("vigil agent started", "api", a.tls.scheme()+"://"+ln.Addr().String(), "sources", len(cfg.Sources), "sites", len(cfg.Sites),
 		"round_interval", cfg.Control.RoundInterval, "data_dir", cfg.Control.DataDir)
-	warnScale(log, cfg)
+	warnScale(log, cfg, a.limited)
 	return a, nil
 }
 
+// openFileLimit reads the open-file limit the plugins inherit (a test
+// sets another).
+var openFileLimit = preflight.OpenFileLimit
+
 // warnScale logs, at start and on reload, that the eligible sites exceed
 // sites_per_round: how long a full cycle takes and the detection time
-// that follows (preflight.ScaleOf, as vigil validate says it).
-func warnScale(log hclog.Logger, cfg *config.Config) {
+// that follows (preflight.ScaleOf, as vigil validate says it); and that
+// the open-file limit caps the direct probes in flight below a round's
+// targets (preflight.FileLimitOf), which limited reports as 1 (nil: no
+// metric).
+func warnScale(log hclog.Logger, cfg *config.Config, limited prometheus.Gauge) {
 	if s, over := preflight.ScaleOf(cfg); over {
 		log.Warn("more sites than sites_per_round: each site is probed once a cycle, not every round",
 			"sites", s.Sites, "sites_per_round", s.PerRound, "cycle", s.Cycle, "detection", s.Detection, "detail", s.Warning())
 	}
+	fl, capped := preflight.FileLimitOf(cfg, openFileLimit())
+	if capped {
+		log.Warn("the open-file limit caps the probes in flight below what a round needs",
+			"open_file_limit", fl.Limit, "probes_in_flight", fl.Usable, "targets_per_round", fl.Need, "detail", fl.Warning())
+	}
+	if limited != nil {
+		limited.Set(map[bool]float64{false: 0, true: 1}[capped])
+	}
+}
+
+// newLimitedGauge is vigil_probe_concurrency_limited.
+func newLimitedGauge(reg prometheus.Registerer) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "vigil_probe_concurrency_limited",
+		Help: "1 when the open-file limit (process_max_fds) caps the direct source's probes in flight below the targets of a round (the agent's log says by how much), 0 otherwise."})
+	reg.MustRegister(g)
+	return g
 }
 
 // Engine is the agent's engine.

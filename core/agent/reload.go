@@ -220,7 +220,7 @@ func (a *Agent) Reload(cfg *config.Config) (ReloadResult, error) {
 	a.metrics.reloaded(len(res.Failed) == 0)
 	a.metrics.needRestart(len(res.NeedRestart) > 0)
 	a.logReload(res)
-	warnScale(a.log, cfg)
+	warnScale(a.log, cfg, a.limited)
 	return res, nil
 }
 
