@@ -42,6 +42,15 @@
 //     a max_txn_ops above that is a warning (the agent splits by what
 //     etcd takes), and so is an etcd that does not answer. Notes says how
 //     the largest round of the configuration will be saved.
+//   - Scale: more eligible sites (health check on, two enabled origins)
+//     than sites_per_round is a warning at that attribute, or at the
+//     control block when it is not written, giving the full cycle
+//     (ceil(sites / sites_per_round) x round_interval) and the detection
+//     time that follows (ScaleOf; the agent logs the same at start and on
+//     reload). In sharded mode the count is the whole fleet's. FileLimitOf
+//     compares the open-file limit with the direct probes a round wants in
+//     flight; the agent warns of it (validate does not: the limit of the
+//     shell running validate is rarely the agent's).
 //
 // Not checked: the state in etcd or in the state file, and anything a
 // plugin checks only when it votes.
