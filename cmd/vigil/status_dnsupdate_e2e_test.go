@@ -248,6 +248,7 @@ site "other" {
 	})
 	_, before := primary.records("www.example.net.")
 
+	killed := time.Now()
 	if err := leader.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -255,6 +256,15 @@ site "other" {
 		info, ok := standby.cluster(t)
 		return ok && info.Role == ha.RoleLeader
 	})
+	// The new leader's first push (the same records, read back first).
+	waitFor(t, "the new leader's first update", 30*time.Second, func() bool {
+		_, n := primary.records("www.example.net.")
+		return n > before
+	})
+	// A figure, not an assertion (no timed tests): docs/dns.md has it.
+	t.Logf("figure: SIGKILL of the leader to the new leader's first UPDATE: %s (lease_ttl %s)",
+		time.Since(killed).Round(time.Millisecond), haLeaseTTL)
+	_, before = primary.records("www.example.net.")
 	// The new leader pushes the next change: back to level 1, TTL 2.
 	switchLevel(t, standby, 1)
 	waitFor(t, "the new leader's update in the primary", 20*time.Second, func() bool {
