@@ -158,9 +158,9 @@ func dnsUpdateOf(t *testing.T, p *agentProc) *api.DNSUpdateView {
 	return v.DNSUpdate
 }
 
-// TestDNSUpdateInCluster: two agents in active/standby over a real etcd
-// with publish "dns_update" to a primary on loopback. Only the leader
-// pushes (the standby's view says standby); the leader replaces the
+// TestDNSUpdateInCluster: two agents over a real etcd, in active/standby
+// and in sharded mode, with publish "dns_update" to a primary on
+// loopback. Only the leader (the notifier when sharded) pushes (the standby's view says standby); the leader replaces the
 // hand-made record, then pushes a switch (the transition TTL); it is
 // killed with SIGKILL, and the new leader reads what the primary serves
 // and pushes the next change without a conflict. vigil status shows the
@@ -169,9 +169,15 @@ func TestDNSUpdateInCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test builds and runs the real binaries")
 	}
+	t.Setenv("VIGIL_E2E_UPDATE_SECRET", e2eUpdSecret)
+	for _, mode := range []string{"active-standby", "sharded"} {
+		t.Run(mode, func(t *testing.T) { testDNSUpdateInCluster(t, mode) })
+	}
+}
+
+func testDNSUpdateInCluster(t *testing.T, mode string) {
 	srv := etcdtest.Start(t)
 	primary := startUpdPrimary(t)
-	t.Setenv("VIGIL_E2E_UPDATE_SECRET", e2eUpdSecret)
 	addr := map[string]string{}
 	for _, n := range []string{"a1", "b1"} {
 		h := httptest.NewServer(demoorigin.New(n))
@@ -203,27 +209,32 @@ site "other" {
 `, primary.addr, e2eUpdKey, addr["a1"], addr["b1"], addr["a1"], addr["b1"])
 	var procs []*agentProc
 	for _, id := range []string{"cp-a", "cp-b"} {
-		procs = append(procs, startMemberLease(t, id, srv.Endpoint, "active-standby", time.Second, haLeaseTTL, body))
-	}
-	var leader *agentProc
-	waitFor(t, "a leader", 20*time.Second, func() bool { leader = leaderOf(t, procs); return leader != nil })
-	var standby *agentProc
-	for _, p := range procs {
-		if p != leader {
-			standby = p
-		}
+		procs = append(procs, startMemberLease(t, id, srv.Endpoint, mode, time.Second, haLeaseTTL, body))
 	}
 
-	// The leader replaces the hand-made record with level 1's address.
+	// The leader (the notifier when sharded) replaces the hand-made
+	// record with level 1's address; its view says ok, the other's
+	// standby.
 	waitFor(t, "the leader's first update", 20*time.Second, func() bool {
 		got, _ := primary.records("www.example.net.")
 		return got == "127.0.0.1 2"
 	})
+	var leader, standby *agentProc
 	var d *api.DNSUpdateView
 	waitFor(t, "the leader's view to say ok", 20*time.Second, func() bool {
-		d = dnsUpdateOf(t, leader)
-		return d != nil && d.State == api.DNSUpdateOK
+		for i, p := range procs {
+			if d = dnsUpdateOf(t, p); d != nil && d.State == api.DNSUpdateOK {
+				leader, standby = p, procs[1-i]
+				return true
+			}
+		}
+		return false
 	})
+	if mode == "active-standby" {
+		if l := leaderOf(t, procs); l != leader {
+			t.Errorf("the instance that pushes is not the leader")
+		}
+	}
 	if d.Name != "www.example.net." || d.Failures != 0 || d.Error != "" || d.At == nil {
 		t.Errorf("the leader's dns_update: %+v", d)
 	}
@@ -241,7 +252,7 @@ site "other" {
 	}
 
 	// The leader pushes a switch: level 2, so the transition TTL.
-	switchLevel(t, leader, 2)
+	switchLevel(t, procs, 2)
 	waitFor(t, "the switch in the primary", 20*time.Second, func() bool {
 		got, _ := primary.records("www.example.net.")
 		return got == "127.0.0.1 1"
@@ -252,10 +263,12 @@ site "other" {
 	if err := leader.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the standby to lead", 30*time.Second, func() bool {
-		info, ok := standby.cluster(t)
-		return ok && info.Role == ha.RoleLeader
-	})
+	if mode == "active-standby" {
+		waitFor(t, "the standby to lead", 30*time.Second, func() bool {
+			info, ok := standby.cluster(t)
+			return ok && info.Role == ha.RoleLeader
+		})
+	}
 	// The new leader's first push (the same records, read back first).
 	waitFor(t, "the new leader's first update", 30*time.Second, func() bool {
 		_, n := primary.records("www.example.net.")
@@ -266,7 +279,7 @@ site "other" {
 		time.Since(killed).Round(time.Millisecond), haLeaseTTL)
 	_, before = primary.records("www.example.net.")
 	// The new leader pushes the next change: back to level 1, TTL 2.
-	switchLevel(t, standby, 1)
+	switchLevel(t, []*agentProc{standby}, 1)
 	waitFor(t, "the new leader's update in the primary", 20*time.Second, func() bool {
 		got, _ := primary.records("www.example.net.")
 		return got == "127.0.0.1 2"
@@ -286,19 +299,25 @@ site "other" {
 	}
 }
 
-// switchLevel switches site www of p to level, retrying while p is not
-// ready to (a leader just elected).
-func switchLevel(t *testing.T, p *agentProc, level int) {
+// switchLevel switches site www to level on the first of procs that
+// takes it (the leader, or the shard that owns www), retrying while none
+// is ready to (a leader just elected, a site being handed over).
+func switchLevel(t *testing.T, procs []*agentProc, level int) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("a switch of www to level %d on %s", level, p.api), 20*time.Second, func() bool {
-		req, _ := http.NewRequest("POST", p.api+"/v1/sites/www/switch", strings.NewReader(fmt.Sprintf(`{"level": %d}`, level)))
-		req.Header.Set("Authorization", "Bearer e2e-token")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false
+	waitFor(t, fmt.Sprintf("a switch of www to level %d", level), 20*time.Second, func() bool {
+		for _, p := range procs {
+			req, _ := http.NewRequest("POST", p.api+"/v1/sites/www/switch", strings.NewReader(fmt.Sprintf(`{"level": %d}`, level)))
+			req.Header.Set("Authorization", "Bearer e2e-token")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				continue
+			}
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return true
+			}
 		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
+		return false
 	})
 }
 
