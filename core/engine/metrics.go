@@ -205,6 +205,11 @@ var (
 // active) writes neither: its views age while another instance probes.
 type probeAgeCollector struct{ e *Engine }
 
+// ProbeAgeCollector is the collector of vigil_site_probe_age_seconds and
+// vigil_site_probe_age_max_seconds alone (the engine's registry has it
+// already): for a benchmark of its cost.
+func ProbeAgeCollector(e *Engine) prometheus.Collector { return &probeAgeCollector{e: e} }
+
 func (c *probeAgeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descProbeAge
 	ch <- descProbeAgeMax
