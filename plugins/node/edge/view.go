@@ -34,8 +34,8 @@ type Site struct {
 	// Origins are the current level's enabled origins, as published.
 	Origins []Origin
 	// Backup are the enabled origins of the next level that has any (after
-	// the current one, else the first before it), when the topology is
-	// known: what an edge falls back to on its own when every origin of
+	// the current one, else the first before it), from the topology, or
+	// from the publication's Backup until the topology is read: what an edge falls back to on its own when every origin of
 	// the current level fails (nginx's backup servers; HAProxy's NAME:backup
 	// servers, see BackupSuffix).
 	Backup []Origin
@@ -141,7 +141,9 @@ func newOrigin(name, address, state string, level int) (Origin, bool) {
 }
 
 // Build makes the View of snap. levels, when not nil, is the topology: by
-// site name, every enabled origin of every level. prefix is put before
+// site name, every enabled origin of every level. A site the topology does
+// not list (not read yet) takes its other levels from the publication's
+// Backup, so that its backup servers are there from the first View. prefix is put before
 // every backend name. Origins whose address is unusable are left out and
 // named in skipped.
 func Build(snap *publication.Snapshot, levels Topology, prefix string, vars map[string]string) (v *View, skipped []string) {
@@ -192,7 +194,17 @@ func Build(snap *publication.Snapshot, levels Topology, prefix string, vars map[
 			}
 		}
 		var others []Origin
-		for _, to := range levels[ps.Name] {
+		known := levels[ps.Name]
+		if len(known) == 0 && ps.Backup != nil {
+			// The topology is not read yet (or failed): the publication's
+			// own Backup still names the next level, so the edge is never
+			// configured without the backup servers the control plane
+			// published.
+			for _, po := range ps.Backup.Origins {
+				known = append(known, LevelOrigin{Name: po.Name, Address: po.Address, State: po.State, Level: ps.Backup.Level})
+			}
+		}
+		for _, to := range known {
 			if to.Level == ps.Level || current[to.Name] {
 				continue
 			}
