@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -40,7 +41,16 @@ type Options struct {
 	Probe func(ctx context.Context, target string) Result
 	// MaxBatchTargets bounds "targets" in a batch; 50 when 0.
 	MaxBatchTargets int
+	// PageSize, when > 0, splits GET /v1/nodes into pages of this many
+	// nodes (see SetPageSize).
+	PageSize int
+	// AsyncPolls, when not 0, answers probe requests asynchronously (see
+	// SetAsync).
+	AsyncPolls int
 }
+
+// AsyncNever, given to SetAsync, makes asynchronous results never ready.
+const AsyncNever = -1
 
 // DefaultNodes are three pretend checkpoints.
 var DefaultNodes = []customerapi.Node{
@@ -78,6 +88,15 @@ type Server struct {
 	log      []Request
 	seq      int
 	notify   chan struct{}
+	pageSize int
+	async    int               // 0: answer at once; n > 0: ready after n polls; AsyncNever
+	pending  map[string]*async // by id
+}
+
+// async is an accepted probe request answered with 202.
+type async struct {
+	polls int // polls left before the result is ready; < 0: never
+	body  any
 }
 
 // New returns a Server.
@@ -98,6 +117,9 @@ func New(opts Options) *Server {
 		quota:    -1,
 		counts:   map[string]int{},
 		notify:   make(chan struct{}),
+		pageSize: max(0, opts.PageSize),
+		async:    opts.AsyncPolls,
+		pending:  map[string]*async{},
 	}
 	for _, n := range opts.Nodes {
 		s.nodes[n.ID] = true
@@ -172,6 +194,32 @@ func (s *Server) SetDelay(d time.Duration) {
 	s.delay = max(0, d)
 }
 
+// SetPageSize splits GET /v1/nodes into pages of n nodes; 0 (the
+// default) answers every node at once. A page is
+//
+//	{"nodes": [...], "next_cursor": "2"}
+//
+// and the next page is GET /v1/nodes?cursor=2; the last page has no
+// next_cursor. A Link header with rel="next" names the same URL.
+func (s *Server) SetPageSize(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pageSize = max(0, n)
+}
+
+// SetAsync makes probe requests answer asynchronously, as a busy real API
+// may: POST /v1/probes (or /v1/batch-probes) answers 202 Accepted
+// {"id": ..., "status": "in-progress"} with a Location header, and GET
+// /v1/probes/{id} (or /v1/batch-probes/{id}) answers the same 202 for the
+// first polls-1 polls, then 200 with the result (polls 1: the first poll
+// has it). AsyncNever: never ready. 0 (the default) answers at once. The
+// request costs quota when accepted; polls cost none.
+func (s *Server) SetAsync(polls int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.async = polls
+}
+
 // Count is how many requests arrived for path ("/v1/probes", …).
 func (s *Server) Count(path string) int {
 	s.mu.Lock()
@@ -238,6 +286,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case "/v1/nodes", "/v1/probes", "/v1/batch-probes":
 	default:
+		if id, ok := pollID(r.URL.Path); ok && r.Method == http.MethodGet {
+			if !s.authorized(r) {
+				writeError(w, customerapi.CodeUnauthorized, "invalid API credentials", 0)
+				return
+			}
+			if f := s.takeFailure(); f != nil {
+				writeError(w, f.code, "scripted failure: "+f.code, f.retryAfter)
+				return
+			}
+			s.poll(w, id)
+			return
+		}
 		writeError(w, customerapi.CodeInvalidRequest, "no such endpoint", 0)
 		return
 	}
@@ -255,7 +315,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, customerapi.CodeInvalidRequest, "use GET", 0)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"nodes": s.opts.Nodes})
+		s.listNodes(w, r)
 	case "/v1/probes":
 		s.probes(w, r, body, false)
 	case "/v1/batch-probes":
@@ -362,14 +422,95 @@ func (s *Server) probes(w http.ResponseWriter, r *http.Request, body []byte, bat
 		})
 	}
 	wg.Wait()
+	var answer any
+	ids, path := fmt.Sprintf("bp_%d", id), "/v1/batch-probes/"
 	if !batch {
 		e := entries[0]
-		e["id"] = fmt.Sprintf("prb_%d", id)
+		ids, path = fmt.Sprintf("prb_%d", id), "/v1/probes/"
+		e["id"] = ids
 		e["type"] = "http"
-		writeJSON(w, http.StatusOK, e)
+		answer = e
+	} else {
+		answer = map[string]any{"id": ids, "type": "http", "results": entries}
+	}
+	s.mu.Lock()
+	polls := s.async
+	if polls != 0 {
+		s.pending[ids] = &async{polls: polls, body: answer}
+	}
+	s.mu.Unlock()
+	if polls != 0 {
+		w.Header().Set("Location", path+ids)
+		writeJSON(w, http.StatusAccepted, map[string]any{"id": ids, "status": "in-progress"})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": fmt.Sprintf("bp_%d", id), "type": "http", "results": entries})
+	writeJSON(w, http.StatusOK, answer)
+}
+
+// pollID reads the id of GET /v1/probes/{id} or /v1/batch-probes/{id}.
+func pollID(path string) (string, bool) {
+	for _, p := range []string{"/v1/probes/", "/v1/batch-probes/"} {
+		if id, ok := strings.CutPrefix(path, p); ok && id != "" && !strings.Contains(id, "/") {
+			return id, true
+		}
+	}
+	return "", false
+}
+
+// poll answers GET /v1/probes/{id}.
+func (s *Server) poll(w http.ResponseWriter, id string) {
+	s.mu.Lock()
+	a := s.pending[id]
+	var body any
+	ready := false
+	if a != nil && a.polls > 0 {
+		a.polls--
+		if a.polls == 0 {
+			ready, body = true, a.body
+			delete(s.pending, id)
+		}
+	}
+	s.mu.Unlock()
+	switch {
+	case a == nil:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"code": "not_found", "message": "no such probe id"}})
+	case ready:
+		writeJSON(w, http.StatusOK, body)
+	default:
+		writeJSON(w, http.StatusAccepted, map[string]any{"id": id, "status": "in-progress"})
+	}
+}
+
+// listNodes answers GET /v1/nodes, one page at a time when a page size is
+// set.
+func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	size := s.pageSize
+	s.mu.Unlock()
+	all := s.opts.Nodes
+	if size <= 0 {
+		writeJSON(w, http.StatusOK, map[string]any{"nodes": all})
+		return
+	}
+	from := 0
+	if c := r.URL.Query().Get("cursor"); c != "" {
+		n, err := strconv.Atoi(c)
+		if err != nil || n < 0 || n > len(all) {
+			writeError(w, customerapi.CodeInvalidRequest, fmt.Sprintf("cursor %q: not one this API gave", c), 0)
+			return
+		}
+		from = n
+	}
+	to := min(len(all), from+size)
+	page := map[string]any{"nodes": all[from:to]}
+	if to < len(all) {
+		next := strconv.Itoa(to)
+		page["next_cursor"] = next
+		w.Header().Set("Link", fmt.Sprintf(`</v1/nodes?cursor=%s>; rel="next"`, next))
+	}
+	writeJSON(w, http.StatusOK, page)
 }
 
 func (s *Server) check(req probeBody, targets []string, batch bool) string {

@@ -226,3 +226,101 @@ func TestDelay(t *testing.T) {
 		t.Errorf("after clearing the delay: %d %s", resp.StatusCode, body)
 	}
 }
+
+func TestPagination(t *testing.T) {
+	fake, url := newServer(t)
+	fake.SetPageSize(2)
+	resp, body := do(t, "GET", url+"/v1/nodes", "", true)
+	if resp.StatusCode != 200 || !strings.Contains(body, `"next_cursor":"2"`) || !strings.Contains(body, `"fra-1"`) || strings.Contains(body, `"nyc-1"`) {
+		t.Fatalf("page 1: %d %s", resp.StatusCode, body)
+	}
+	if l := resp.Header.Get("Link"); l != `</v1/nodes?cursor=2>; rel="next"` {
+		t.Errorf("Link = %q", l)
+	}
+	resp, body = do(t, "GET", url+"/v1/nodes?cursor=2", "", true)
+	if resp.StatusCode != 200 || !strings.Contains(body, `"nyc-1"`) || strings.Contains(body, "next_cursor") || resp.Header.Get("Link") != "" {
+		t.Fatalf("page 2: %d %s (Link %q)", resp.StatusCode, body, resp.Header.Get("Link"))
+	}
+	resp, body = do(t, "GET", url+"/v1/nodes?cursor=x", "", true)
+	if resp.StatusCode != 400 || !strings.Contains(body, "cursor") {
+		t.Fatalf("bad cursor: %d %s", resp.StatusCode, body)
+	}
+}
+
+func TestAsync(t *testing.T) {
+	tests := []struct {
+		name  string
+		path  string
+		body  string
+		polls int
+	}{
+		{"probe ready at the first poll", "/v1/probes", `{"type":"http","target":"http://a.test/h","nodeIds":["fra-1"]}`, 1},
+		{"batch ready at the third poll", "/v1/batch-probes", `{"type":"http","targets":["http://a.test/h"]}`, 3},
+		{"never ready", "/v1/probes", `{"type":"http","target":"http://a.test/h"}`, fakeapi.AsyncNever},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fake, url := newServer(t)
+			fake.SetAsync(tt.polls)
+			resp, body := do(t, "POST", url+tt.path, tt.body, true)
+			var acc struct{ ID, Status string }
+			if resp.StatusCode != 202 || json.Unmarshal([]byte(body), &acc) != nil || acc.ID == "" || acc.Status != "in-progress" {
+				t.Fatalf("POST: %d %s", resp.StatusCode, body)
+			}
+			if loc := resp.Header.Get("Location"); loc != tt.path+"/"+acc.ID {
+				t.Errorf("Location = %q", loc)
+			}
+			if fake.Accepted() != 1 {
+				t.Errorf("accepted = %d, want 1", fake.Accepted())
+			}
+			n := tt.polls
+			if n < 0 {
+				n = 5
+			}
+			for i := 1; i <= n; i++ {
+				resp, body = do(t, "GET", url+tt.path+"/"+acc.ID, "", true)
+				want := 202
+				if i == tt.polls {
+					want = 200
+				}
+				if resp.StatusCode != want {
+					t.Fatalf("poll %d: %d %s, want %d", i, resp.StatusCode, body, want)
+				}
+			}
+			if tt.polls > 0 && !strings.Contains(body, `"results"`) {
+				t.Errorf("ready answer has no results: %s", body)
+			}
+			if fake.Accepted() != 1 {
+				t.Errorf("polls cost quota: accepted = %d, want 1", fake.Accepted())
+			}
+			if resp, _ := do(t, "GET", url+tt.path+"/nope", "", true); resp.StatusCode != 404 {
+				t.Errorf("unknown id: %d, want 404", resp.StatusCode)
+			}
+		})
+	}
+}
+
+func TestServerErrorAndRateLimit(t *testing.T) {
+	tests := []struct {
+		code   string
+		status int
+		ra     string
+	}{
+		{"internal_error", 500, ""},
+		{customerapi.CodeServiceUnavailable, 503, ""},
+		{customerapi.CodeRateLimited, 429, "2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.code, func(t *testing.T) {
+			fake, url := newServer(t)
+			fake.FailNext(tt.code, 2*time.Second*time.Duration(len(tt.ra)), 1)
+			resp, body := do(t, "GET", url+"/v1/nodes", "", true)
+			if resp.StatusCode != tt.status || !strings.Contains(body, tt.code) || resp.Header.Get("Retry-After") != tt.ra {
+				t.Fatalf("%d %s (Retry-After %q)", resp.StatusCode, body, resp.Header.Get("Retry-After"))
+			}
+			if resp, _ := do(t, "GET", url+"/v1/nodes", "", true); resp.StatusCode != 200 {
+				t.Fatalf("after the scripted failure: %d", resp.StatusCode)
+			}
+		})
+	}
+}

@@ -70,7 +70,9 @@ func run() error {
 	keyEnv := flag.String("key-env", "", "if set, accept only the API key in this env var (and the secret in -secret-env); otherwise any non-empty key and secret")
 	secretEnv := flag.String("secret-env", "", "env var holding the only accepted API secret (with -key-env)")
 	probeTimeout := flag.Duration("probe-timeout", 3*time.Second, "timeout of one pretend checkpoint probe")
-	fail := flag.String("fail", "", "answer every API call with this error code, optionally :RETRY_AFTER_SECONDS (e.g. rate_limited:5)")
+	fail := flag.String("fail", "", "answer every API call with this error code, optionally :RETRY_AFTER_SECONDS (e.g. rate_limited:5 for a 429 with Retry-After, service_unavailable for a 503, internal_error for a 500)")
+	pageSize := flag.Int("page-size", 0, "split GET /v1/nodes into pages of this many nodes, with a next_cursor (0: one page)")
+	asyncPolls := flag.Int("async-polls", 0, "answer probe requests 202 Accepted with an id; the result is ready at the Nth GET /v1/probes/{id} (-1: never; 0: answer at once)")
 	delay := flag.Duration("delay", 0, "every probe answer takes this long, as a slow API would (0: at once)")
 	var results multi
 	flag.Var(&results, "result", "NODE=STATUS or NODE=ERROR_TEXT: what a checkpoint always reports (repeatable)")
@@ -94,6 +96,13 @@ func run() error {
 	if *delay < 0 {
 		return fmt.Errorf("-delay %s: want a duration >= 0", *delay)
 	}
+	if *pageSize < 0 {
+		return fmt.Errorf("-page-size %d: want 0 (one page) or more", *pageSize)
+	}
+	if *asyncPolls < -1 {
+		return fmt.Errorf("-async-polls %d: want -1 (never ready), 0 (answer at once) or a number of polls", *asyncPolls)
+	}
+	opts.PageSize, opts.AsyncPolls = *pageSize, *asyncPolls
 	srv := fakeapi.New(opts)
 	srv.SetDelay(*delay)
 	for _, r := range results {
