@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"sort"
 	"strings"
 	"time"
 
@@ -66,7 +67,20 @@ type Config struct {
 	RetryWaitMin, RetryWaitMax time.Duration
 	// UserAgent is sent as User-Agent; "vigil-source-dnspup" when empty.
 	UserAgent string
+	// MaxPages bounds how many pages of GET /v1/nodes are read;
+	// DefaultMaxPages when 0.
+	MaxPages int
+	// PollInterval is the wait between polls of an asynchronous probe
+	// result (202 Accepted) when the answer gives no Retry-After;
+	// DefaultPollInterval when 0.
+	PollInterval time.Duration
 }
+
+// DefaultMaxPages is how many pages of GET /v1/nodes are read at most.
+const DefaultMaxPages = 20
+
+// DefaultPollInterval is the wait between polls of a 202 Accepted probe.
+const DefaultPollInterval = 500 * time.Millisecond
 
 // Client calls the dnspup Customer API v1. It is safe for concurrent use.
 type Client struct {
@@ -75,6 +89,8 @@ type Client struct {
 	secret    Secret
 	userAgent string
 	rc        *retryablehttp.Client
+	maxPages  int
+	pollEvery time.Duration
 }
 
 // New checks cfg and returns a Client.
@@ -100,6 +116,14 @@ func New(cfg Config) (*Client, error) {
 		key:       cfg.Key,
 		secret:    cfg.Secret,
 		userAgent: cfg.UserAgent,
+	}
+	c.maxPages = cfg.MaxPages
+	if c.maxPages <= 0 {
+		c.maxPages = DefaultMaxPages
+	}
+	c.pollEvery = cfg.PollInterval
+	if c.pollEvery <= 0 {
+		c.pollEvery = DefaultPollInterval
 	}
 	if c.userAgent == "" {
 		c.userAgent = "vigil-source-dnspup"
@@ -143,22 +167,54 @@ func (c *Client) Health(ctx context.Context) error {
 	return err
 }
 
-// Nodes calls GET /v1/nodes and returns the checkpoints sorted by id.
+// Nodes calls GET /v1/nodes and returns the checkpoints sorted by id. It
+// follows the pages (see nextPage) up to Config.MaxPages, and fails naming
+// that bound when the list has more.
 func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
-	body, err := c.do(ctx, http.MethodGet, "/v1/nodes", nil, true)
-	if err != nil {
-		return nil, err
+	path := "/v1/nodes"
+	var all []Node
+	seen := map[string]bool{}
+	for page := 1; ; page++ {
+		a, err := c.call(ctx, http.MethodGet, path, nil, true)
+		if err != nil {
+			return nil, err
+		}
+		nodes, err := ParseNodes(a.body)
+		if err != nil {
+			return nil, fmt.Errorf("dnspup api: GET %s: %w", path, err)
+		}
+		all = append(all, nodes...)
+		next := c.nextPage(a.body, a.header, "/v1/nodes")
+		if next == "" {
+			break
+		}
+		if seen[next] {
+			return nil, fmt.Errorf("dnspup api: GET /v1/nodes: page %d points back to %s, an earlier page; the API's pagination is broken", page, next)
+		}
+		seen[next] = true
+		if page >= c.maxPages {
+			return nil, fmt.Errorf("dnspup api: GET /v1/nodes: the node list goes on past %d pages (the client's MaxPages); list the checkpoints explicitly or raise the bound", c.maxPages)
+		}
+		path = next
 	}
-	nodes, err := ParseNodes(body)
-	if err != nil {
-		return nil, fmt.Errorf("dnspup api: GET /v1/nodes: %w", err)
+	// Sorted and without duplicates across pages, as ParseNodes gives one page.
+	byID := map[string]bool{}
+	out := all[:0]
+	for _, n := range all {
+		if !byID[n.ID] {
+			byID[n.ID] = true
+			out = append(out, n)
+		}
 	}
-	return nodes, nil
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
 }
 
-// Probe calls POST /v1/probes for one target.
+// Probe calls POST /v1/probes for one target. An asynchronous answer (202
+// Accepted with an id) is polled until ready or until ctx is done; then the
+// error is a *PendingError.
 func (c *Client) Probe(ctx context.Context, req ProbeRequest) (TargetResult, error) {
-	body, err := c.do(ctx, http.MethodPost, "/v1/probes", req, true)
+	body, err := c.post(ctx, "/v1/probes", req)
 	if err != nil {
 		return TargetResult{Target: req.Target}, err
 	}
@@ -170,9 +226,10 @@ func (c *Client) Probe(ctx context.Context, req ProbeRequest) (TargetResult, err
 }
 
 // BatchProbe calls POST /v1/batch-probes and returns one TargetResult per
-// requested target, in request order.
+// requested target, in request order. An asynchronous answer is polled as
+// for Probe.
 func (c *Client) BatchProbe(ctx context.Context, req BatchProbeRequest) ([]TargetResult, error) {
-	body, err := c.do(ctx, http.MethodPost, "/v1/batch-probes", req, true)
+	body, err := c.post(ctx, "/v1/batch-probes", req)
 	if err != nil {
 		return nil, err
 	}
@@ -183,26 +240,153 @@ func (c *Client) BatchProbe(ctx context.Context, req BatchProbeRequest) ([]Targe
 	return res, nil
 }
 
-// do sends one logical request (with the retries the policy allows) and
-// returns the body of a 2xx answer, or an *Error, or a transport error.
+// PendingError is a probe request dnspup accepted (202, so it cost quota)
+// whose result was not ready before the caller's context was done.
+type PendingError struct {
+	// Op is the request, e.g. "POST /v1/probes".
+	Op string
+	// ID is the id dnspup gave the pending result.
+	ID string
+	// Polls is how many times the result was asked for.
+	Polls int
+	err   error
+}
+
+func (e *PendingError) Error() string {
+	return fmt.Sprintf("dnspup api: %s: accepted as %s (202) but not ready after %d polls: %v", e.Op, e.ID, e.Polls, e.err)
+}
+
+// Unwrap returns why polling stopped (the context's error, or a poll's).
+func (e *PendingError) Unwrap() error { return e.err }
+
+// post sends a probe request; a 202 answer is polled (see pollPath).
+func (c *Client) post(ctx context.Context, path string, in any) ([]byte, error) {
+	a, err := c.call(ctx, http.MethodPost, path, in, true)
+	if err != nil {
+		return nil, err
+	}
+	if a.status != http.StatusAccepted {
+		return a.body, nil
+	}
+	op := "POST " + path
+	id := pendingID(a.body)
+	if id == "" {
+		return nil, fmt.Errorf("dnspup api: %s: 202 Accepted without an id to poll", op)
+	}
+	poll := path + "/" + url.PathEscape(id)
+	if loc := a.header.Get("Location"); loc != "" {
+		if p := c.samePath(loc); p != "" {
+			poll = p
+		}
+	}
+	pe := &PendingError{Op: op, ID: id}
+	for {
+		wait := c.pollEvery
+		if ra, ok := ParseRetryAfter(a.header.Get("Retry-After"), time.Now()); ok {
+			wait = ra
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			pe.err = ctx.Err()
+			return nil, pe
+		case <-t.C:
+		}
+		pe.Polls++
+		a, err = c.call(ctx, http.MethodGet, poll, nil, true)
+		if err != nil {
+			if ctx.Err() != nil {
+				pe.err = ctx.Err()
+				return nil, pe
+			}
+			pe.err = err
+			return nil, pe
+		}
+		if a.status != http.StatusAccepted {
+			return a.body, nil
+		}
+	}
+}
+
+// pendingID reads the id of a 202 answer: "id", "probeId" or "jobId".
+func pendingID(body []byte) string {
+	v, err := decodeLoose(body)
+	if err != nil {
+		return ""
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return ""
+	}
+	for _, k := range []string{"id", "probeId", "probe_id", "jobId", "job_id"} {
+		switch x := m[k].(type) {
+		case string:
+			if x = strings.TrimSpace(x); x != "" {
+				return x
+			}
+		case json.Number:
+			return x.String()
+		}
+	}
+	return ""
+}
+
+// samePath returns the path (and query) of ref when it resolves under the
+// API root, else "" (a link to another host is not followed: the
+// credentials would go with it).
+func (c *Client) samePath(ref string) string {
+	u, err := c.base.Parse(ref)
+	if err != nil || u.Scheme != c.base.Scheme || u.Host != c.base.Host || !strings.HasPrefix(u.Path, c.base.Path+"/") {
+		return ""
+	}
+	p := strings.TrimPrefix(u.Path, c.base.Path)
+	if u.RawQuery != "" {
+		p += "?" + u.RawQuery
+	}
+	return p
+}
+
+// do sends one logical request and returns the body of a 2xx answer, or an
+// *Error, or a transport error.
 func (c *Client) do(ctx context.Context, method, path string, in any, auth bool) ([]byte, error) {
+	a, err := c.call(ctx, method, path, in, auth)
+	if err != nil {
+		return nil, err
+	}
+	return a.body, nil
+}
+
+// answer is a 2xx answer.
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// call sends one logical request (with the retries the policy allows) and
+// returns a 2xx answer, or an *Error, or a transport error. path may carry
+// a query.
+func (c *Client) call(ctx context.Context, method, path string, in any, auth bool) (answer, error) {
 	op := method + " " + path
 	var payload []byte
 	if in != nil {
 		var err error
 		if payload, err = json.Marshal(in); err != nil {
-			return nil, fmt.Errorf("dnspup api: %s: encode request: %w", op, err)
+			return answer{}, fmt.Errorf("dnspup api: %s: encode request: %w", op, err)
 		}
 	}
 	u := *c.base
-	u.Path += path
+	p, q, _ := strings.Cut(path, "?")
+	u.Path += p
+	u.RawQuery = q
 	var body any
 	if payload != nil {
 		body = payload
 	}
 	req, err := retryablehttp.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
-		return nil, fmt.Errorf("dnspup api: %s: %w", op, err)
+		return answer{}, fmt.Errorf("dnspup api: %s: %w", op, err)
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", c.userAgent)
@@ -218,17 +402,17 @@ func (c *Client) do(ctx context.Context, method, path string, in any, auth bool)
 		if resp != nil {
 			resp.Body.Close()
 		}
-		return nil, c.transportError(op, err)
+		return answer{}, c.transportError(op, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
-		return nil, c.transportError(op+": read answer", err)
+		return answer{}, c.transportError(op+": read answer", err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, parseError(op, resp.StatusCode, resp.Header, data, c.scrub)
+		return answer{}, parseError(op, resp.StatusCode, resp.Header, data, c.scrub)
 	}
-	return data, nil
+	return answer{status: resp.StatusCode, header: resp.Header, body: data}, nil
 }
 
 // TransportError is a request that got no (complete) HTTP answer.

@@ -29,6 +29,19 @@
 // fit before the context deadline, the client returns the *Error with
 // RetryAfter set instead of waiting, and the caller holds off.
 //
+// Pagination: Nodes follows the pages of GET /v1/nodes (a Link rel="next"
+// header, a next_cursor in the body sent back as ?cursor=, or a next link in
+// the body; see nextPage in nodes.go) up to Config.MaxPages, and fails
+// naming that bound past it. A page that points back to an earlier one is an
+// error, and a link to another host is never followed.
+//
+// Asynchronous results: a probe answered 202 Accepted {"id": …} (it was
+// accepted and cost quota) is polled with GET /v1/probes/{id} (or the
+// Location header's path) every Config.PollInterval, or the answer's
+// Retry-After, until an answer other than 202 or until the context is done;
+// then the error is a *PendingError. The POST itself is never resent; a
+// poll is a GET, retried like one.
+//
 // The mapping from the (publicly undocumented) probe responses to
 // per-checkpoint results lives in results.go, which documents the JSON shape
 // assumed.

@@ -2,6 +2,8 @@ package customerapi
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 )
@@ -76,4 +78,61 @@ func ParseNodes(body []byte) ([]Node, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
+}
+
+// nextPage finds the next page of a list answer, as a path (and query)
+// under the API root, or "" on the last page. dnspup documents no
+// pagination; this reads the common REST shapes, first match wins:
+//
+//   - a Link header with rel="next" (RFC 8288, as GitHub does);
+//   - a cursor in the body: "next_cursor", "nextCursor" or "cursor", at
+//     the top or under "meta" or "pagination", sent back as ?cursor=;
+//   - a next-page link in the body: "next" or "next_page" (a URL or path),
+//     at the top, under "links", "meta" or "pagination".
+//
+// A link to another host is not followed (the credentials would go with it).
+func (c *Client) nextPage(body []byte, header http.Header, path string) string {
+	for _, l := range header.Values("Link") {
+		for _, part := range strings.Split(l, ",") {
+			ref, params, ok := strings.Cut(part, ";")
+			if !ok || !strings.Contains(strings.ReplaceAll(params, " ", ""), `rel="next"`) && !strings.Contains(strings.ReplaceAll(params, " ", ""), "rel=next") {
+				continue
+			}
+			ref = strings.Trim(strings.TrimSpace(ref), "<>")
+			if p := c.samePath(ref); p != "" {
+				return p
+			}
+		}
+	}
+	v, err := decodeLoose(body)
+	if err != nil {
+		return ""
+	}
+	top, ok := v.(map[string]any)
+	if !ok {
+		return ""
+	}
+	scopes := []map[string]any{top}
+	for _, k := range []string{"meta", "pagination", "links"} {
+		if m, ok := top[k].(map[string]any); ok {
+			scopes = append(scopes, m)
+		}
+	}
+	for _, m := range scopes {
+		for _, k := range []string{"next_cursor", "nextCursor", "cursor"} {
+			if s, ok := m[k].(string); ok && strings.TrimSpace(s) != "" {
+				return path + "?cursor=" + url.QueryEscape(strings.TrimSpace(s))
+			}
+		}
+	}
+	for _, m := range scopes {
+		for _, k := range []string{"next", "next_page", "nextPage"} {
+			if s, ok := m[k].(string); ok && strings.TrimSpace(s) != "" {
+				if p := c.samePath(strings.TrimSpace(s)); p != "" {
+					return p
+				}
+			}
+		}
+	}
+	return ""
 }
