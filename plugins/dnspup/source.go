@@ -44,6 +44,9 @@ type Options struct {
 	HTTPClient *http.Client
 	// RetryWaitMax bounds in-call waits for Retry-After; 2s when 0.
 	RetryWaitMax time.Duration
+	// PollInterval is the wait between polls of a 202 Accepted probe
+	// result (when dnspup gives no Retry-After); 500ms when 0.
+	PollInterval time.Duration
 }
 
 // Source is the dnspup vote source. Build it with New.
@@ -53,6 +56,7 @@ type Source struct {
 
 	abstentions counters // targets without votes, by reason
 	requests    counters // probe requests, by result ("ok" or an error class)
+	quota       counters // probe requests that cost quota, "spent" or "uncertain"
 
 	mu          sync.Mutex
 	cfg         settings
@@ -84,14 +88,22 @@ func New(log hclog.Logger, opts Options) *Source {
 
 // Abstentions returns how many targets the source did not judge, by
 // reason: "over_budget", "unsupported" and "out_of_time" count the targets
-// that got an Abstain vote with that reason; the others (such as
-// "rate_limited", "stopped_unauthorized", "transport") count targets left
-// without a vote because of the API.
+// that got an Abstain vote with that reason, "pending" those that got one
+// with plugin reason dnspup/pending; the others (such as "rate_limited",
+// "stopped_unauthorized", "transport") count targets left without a vote
+// because of the API (rate-limited targets get an Abstain vote with plugin
+// reason dnspup/rate_limited when other targets of the round were judged).
 func (s *Source) Abstentions() map[string]uint64 { return s.abstentions.snapshot() }
 
 // Requests returns how many probe requests were sent, by result ("ok" or
 // the error class, such as "unauthorized" or "transport").
 func (s *Source) Requests() map[string]uint64 { return s.requests.snapshot() }
+
+// QuotaSpend returns the probe requests (POSTs) counted against the dnspup
+// quota since start: "spent" (accepted, 200 or 202) and "uncertain" (sent,
+// no answer: dnspup may have charged it). The label of
+// vigil_dnspup_quota_requests_total.
+func (s *Source) QuotaSpend() map[string]uint64 { return s.quota.snapshot() }
 
 // Info implements sdk.BasePlugin. The capabilities are the settings the
 // plugin reads: it honours those the Customer API can carry and abstains
@@ -132,6 +144,7 @@ func (s *Source) Configure(ctx context.Context, cfg sdk.Config) error {
 		Secret:       customerapi.NewSecret(secret),
 		HTTPClient:   s.opts.HTTPClient,
 		RetryWaitMax: s.opts.RetryWaitMax,
+		PollInterval: s.opts.PollInterval,
 		UserAgent:    Name + "/" + Version,
 	})
 	if err != nil {

@@ -32,6 +32,28 @@ const (
 	abstainHeld        = "holding_off"
 	abstainTransport   = "transport"
 	abstainUnreadable  = "unreadable_answer"
+	abstainPending     = "pending"
+)
+
+// Plugin reasons (sdk.Vote.PluginReason) of the source's abstentions that
+// the standard reasons do not name.
+const (
+	// PluginReasonPending: dnspup accepted the request (202, quota spent)
+	// but its result was not ready before the round's deadline.
+	PluginReasonPending = "dnspup/pending"
+	// PluginReasonRateLimited: dnspup answered 429 rate_limited or
+	// capacity_limited, and its Retry-After did not fit in the round.
+	PluginReasonRateLimited = "dnspup/rate_limited"
+)
+
+// Quota labels, the label of vigil_dnspup_quota_requests_total
+// (Source.QuotaSpend), each counting probe requests (POSTs).
+const (
+	// quotaSpent: dnspup accepted the request (200 or 202): it cost quota.
+	quotaSpent = "spent"
+	// quotaUncertain: the request was sent but no answer came (a broken
+	// connection, the round's deadline): dnspup may have charged it.
+	quotaUncertain = "uncertain"
 )
 
 // minRequestTime is the least time before the soft deadline for which a
@@ -117,9 +139,10 @@ func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error
 
 	// Votes.
 	var (
-		firstErr          error
-		notSent, cutShort int
-		judged            bool
+		firstErr                    error
+		notSent, cutShort, pendingN int
+		pendingIDs                  []string
+		judged                      bool
 	)
 	for k, b := range batches {
 		o := out[k]
@@ -129,6 +152,25 @@ func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error
 			if firstErr == nil && o.err != nil {
 				firstErr = o.err
 			}
+			if o.label == customerapi.ClassRateLimited.String() {
+				for _, u := range b {
+					for _, i := range byURL[u] {
+						v := abstention(&ballot.Targets[i], sdk.ReasonOutOfTime, "dnspup rate-limited the request and its Retry-After did not fit in the round")
+						v.PluginReason = PluginReasonRateLimited
+						votes = append(votes, v)
+					}
+				}
+			}
+		case o.pending != nil:
+			for _, u := range b {
+				for _, i := range byURL[u] {
+					v := abstention(&ballot.Targets[i], sdk.ReasonOutOfTime, "dnspup accepted the request as "+o.pending.ID+" but its result was not ready before the round's deadline")
+					v.PluginReason = PluginReasonPending
+					votes = append(votes, v)
+					pendingN++
+				}
+			}
+			pendingIDs = append(pendingIDs, o.pending.ID)
 		case !o.sent:
 			for _, u := range b {
 				for _, i := range byURL[u] {
@@ -170,6 +212,12 @@ func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error
 			"round", ballot.Round, "out_of_time", n, "not_sent", notSent, "cut_in_flight", cutShort,
 			"request_timeout", cfg.RequestTimeout, "concurrency", cfg.Concurrency)
 	}
+	if pendingN > 0 {
+		s.abstain(abstainPending, pendingN)
+		s.log.Warn("dnspup answered 202 Accepted and its results were not ready before the round's deadline: abstaining (dnspup/pending); the quota is spent. Raise the source's timeout or lower batch_size",
+			"round", ballot.Round, "pending", pendingN, "ids", pendingIDs, "quota_spent_total", s.quota.snapshot()[quotaSpent])
+	}
+	s.log.Debug("dnspup quota spend", "round", ballot.Round, "quota_spent_total", s.quota.snapshot()[quotaSpent], "quota_uncertain_total", s.quota.snapshot()[quotaUncertain])
 	if !judged && firstErr != nil {
 		return nil, fmt.Errorf("dnspup: no votes this round: %w", firstErr)
 	}
@@ -184,6 +232,7 @@ type outcome struct {
 	res      []customerapi.TargetResult // its results, when it succeeded
 	label    string                     // the abstention label when it failed or was held back
 	err      error                      // the API failure, when it failed
+	pending  *customerapi.PendingError  // accepted (202) but not ready in time
 }
 
 // send sends the batches' requests, at most concurrency at once, in order.
@@ -235,9 +284,20 @@ func (s *Source) send(ctx context.Context, giveUp time.Time, client *customerapi
 		mu.Unlock()
 
 		res, err := s.probe(ctx, client, cfg, checkpoints, batches[k], timeout)
-		var ae *customerapi.Error
-		late := err != nil && !errors.As(err, &ae) &&
+		var (
+			ae *customerapi.Error
+			pe *customerapi.PendingError
+			te *customerapi.TransportError
+		)
+		pending := errors.As(err, &pe)
+		late := err != nil && !pending && !errors.As(err, &ae) &&
 			(ctx.Err() != nil || (clipped && !time.Now().Before(soft)))
+		switch {
+		case err == nil || pending:
+			s.quota.add(quotaSpent, 1)
+		case late, errors.As(err, &te) && te.Sent:
+			s.quota.add(quotaUncertain, 1)
+		}
 
 		mu.Lock()
 		defer mu.Unlock()
@@ -250,6 +310,9 @@ func (s *Source) send(ctx context.Context, giveUp time.Time, client *customerapi
 		case err == nil:
 			o.res = res
 			s.requests.add("ok", 1)
+		case pending:
+			o.pending = pe
+			s.requests.add(abstainPending, 1)
 		case late: // for lack of time, not an API failure: never a Down, nor an error
 			o.late = true
 			s.requests.add(abstainOutOfTime, 1)
