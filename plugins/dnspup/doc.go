@@ -65,7 +65,7 @@
 // voter "dnspup:<node id>": up for a status below 500; down for a 5xx, a
 // timeout, a connection or TLS failure or any other error the checkpoint
 // reports. A checkpoint that reports its own trouble, or nothing usable,
-// does not vote (see api/results.go). Origins sharing one URL are probed
+// does not vote (see customerapi/results.go). Origins sharing one URL are probed
 // once.
 //
 // An origin the source does not judge in a round gets one Abstain vote
