@@ -138,3 +138,41 @@ func TestVoteRateLimitedAbstains(t *testing.T) {
 		t.Errorf("abstentions %v, quota %v; want 1 rate_limited, 1 spent", h.src.Abstentions(), h.src.QuotaSpend())
 	}
 }
+
+// TestVoteRetriesWithinRound: a 429 whose Retry-After fits in the round,
+// and a 503 service_unavailable, are retried in the same round (backoff,
+// within the deadline) and the round votes.
+func TestVoteRetriesWithinRound(t *testing.T) {
+	tests := []struct {
+		code       string
+		retryAfter time.Duration
+	}{
+		{"rate_limited", time.Second},
+		{"service_unavailable", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.code, func(t *testing.T) {
+			h := newHarness(t, nil)
+			log := hclog.New(&hclog.LoggerOptions{Output: h.logs, Level: hclog.Trace, JSONFormat: true})
+			h.src = dnspup.New(log, dnspup.Options{
+				Getenv: func(k string) string { return h.env[k] }, Now: h.clock.Now,
+				RetryWaitMax: 3 * time.Second, // lets a 1s Retry-After be waited for in the call
+			})
+			h.configure(t, nil)
+			h.fake.FailNext(tt.code, tt.retryAfter, 1)
+			// A generous deadline: it only catches a hang.
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			votes, err := h.src.Vote(ctx, sdk.Ballot{Targets: []sdk.Target{target("a1", "https://good.test")}})
+			if err != nil || len(votes) != 2 {
+				t.Fatalf("votes %v, err %v; want 2 votes after the retry", summary(votes), err)
+			}
+			if got := h.fake.Count("/v1/batch-probes"); got != 2 {
+				t.Errorf("POSTs = %d, want 2 (one refused, one retried)", got)
+			}
+			if got := h.src.QuotaSpend()["spent"]; got != 1 {
+				t.Errorf("quota spent = %d, want 1 (the refused POST cost nothing)", got)
+			}
+		})
+	}
+}
