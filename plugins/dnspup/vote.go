@@ -164,7 +164,11 @@ func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error
 		case o.pending != nil:
 			for _, u := range b {
 				for _, i := range byURL[u] {
-					v := abstention(&ballot.Targets[i], sdk.ReasonOutOfTime, "dnspup accepted the request as "+o.pending.ID+" but its result was not ready before the round's deadline")
+					detail := "dnspup accepted the request as " + o.pending.ID + " but its result was not ready before the round's deadline"
+					if o.pending.ID == "" {
+						detail = "dnspup accepted the request (202) but gave no id to poll its result by"
+					}
+					v := abstention(&ballot.Targets[i], sdk.ReasonOutOfTime, detail)
 					v.PluginReason = PluginReasonPending
 					votes = append(votes, v)
 					pendingN++

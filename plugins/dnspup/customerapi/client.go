@@ -245,7 +245,8 @@ func (c *Client) BatchProbe(ctx context.Context, req BatchProbeRequest) ([]Targe
 type PendingError struct {
 	// Op is the request, e.g. "POST /v1/probes".
 	Op string
-	// ID is the id dnspup gave the pending result.
+	// ID is the id dnspup gave the pending result; empty when the 202
+	// answer had none (nothing can be polled).
 	ID string
 	// Polls is how many times the result was asked for.
 	Polls int
@@ -253,6 +254,9 @@ type PendingError struct {
 }
 
 func (e *PendingError) Error() string {
+	if e.ID == "" {
+		return fmt.Sprintf("dnspup api: %s: %v", e.Op, e.err)
+	}
 	return fmt.Sprintf("dnspup api: %s: accepted as %s (202) but not ready after %d polls: %v", e.Op, e.ID, e.Polls, e.err)
 }
 
@@ -271,7 +275,8 @@ func (c *Client) post(ctx context.Context, path string, in any) ([]byte, error) 
 	op := "POST " + path
 	id := pendingID(a.body)
 	if id == "" {
-		return nil, fmt.Errorf("dnspup api: %s: 202 Accepted without an id to poll", op)
+		// Accepted (and charged) but nothing to poll: pending for good.
+		return nil, &PendingError{Op: op, err: errors.New("202 Accepted without an id to poll")}
 	}
 	poll := path + "/" + url.PathEscape(id)
 	if loc := a.header.Get("Location"); loc != "" {

@@ -242,3 +242,17 @@ func TestPost5xxNotRetried(t *testing.T) {
 		t.Errorf("POSTed %d times, want 1", got)
 	}
 }
+
+func TestAsyncWithoutIDIsPending(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		fmt.Fprint(w, `{"status":"in-progress"}`)
+	}))
+	t.Cleanup(hs.Close)
+	_, err := clientWith(t, hs.URL, customerapi.Config{}).Probe(t.Context(), customerapi.ProbeRequest{Type: "http", Target: "http://a.test/h"})
+	var pe *customerapi.PendingError
+	if !errors.As(err, &pe) || pe.ID != "" || pe.Polls != 0 || !strings.Contains(err.Error(), "without an id") {
+		t.Fatalf("err = %v, want a *PendingError saying there is no id", err)
+	}
+}
