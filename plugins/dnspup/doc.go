@@ -116,7 +116,17 @@
 //	503 service_unavailable    abstain this round
 //	network failure            a POST is never retried once it may have been sent
 //
-// When a round casts no up or down vote at all because of the API, Vote
-// returns an error (and so no abstentions) so that vigil counts the
-// source's failure.
+// Rate-limited targets get an Abstain out_of_time with plugin reason
+// dnspup/rate_limited. When a round casts no up or down vote at all
+// because of the API, Vote returns an error (and so no abstentions) so that
+// vigil counts the source's failure.
+//
+// # Asynchronous results and quota
+//
+// A probe answered 202 Accepted is polled by its id until the soft
+// deadline; if its result is not ready by then its targets get an Abstain
+// out_of_time with plugin reason dnspup/pending, one warning per round, and
+// no error. Source.QuotaSpend counts the POSTs dnspup accepted ("spent")
+// and those sent without an answer ("uncertain"). README.md lists every
+// assumption about the real API and what happens when one is wrong.
 package dnspup
