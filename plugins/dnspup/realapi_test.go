@@ -55,7 +55,7 @@ func TestVoteAsyncResults(t *testing.T) {
 			for round := 1; round <= 2; round++ {
 				// The round's deadline ends the polling of a result never
 				// ready; its length is no assertion.
-				ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+				ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
 				votes, err := h.src.Vote(ctx, ballot)
 				cancel()
 				if err != nil {

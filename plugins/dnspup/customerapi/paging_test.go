@@ -188,16 +188,30 @@ func TestAsyncProbeNeverReadyIsPending(t *testing.T) {
 	fake, base := newFake(t)
 	fake.SetAsync(fakeapi.AsyncNever)
 	c := clientWith(t, base, customerapi.Config{PollInterval: time.Millisecond})
-	// The context ends the polling; its length is no assertion.
-	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	// The context is cancelled after the second poll arrives (no clock).
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
+	go func() {
+		defer cancel()
+		for {
+			arrived := fake.Arrived()
+			if fake.Count("/v1/probes/prb_1") >= 2 {
+				return
+			}
+			select {
+			case <-arrived:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	_, err := c.Probe(ctx, customerapi.ProbeRequest{Type: "http", Target: "http://a.test/h"})
 	var pe *customerapi.PendingError
 	if !errors.As(err, &pe) {
 		t.Fatalf("err = %v, want a *PendingError", err)
 	}
-	if pe.ID != "prb_1" || pe.Polls < 1 || !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("PendingError %+v (%v): want id prb_1, at least one poll, the deadline", pe, err)
+	if pe.ID != "prb_1" || pe.Polls < 2 || !errors.Is(err, context.Canceled) {
+		t.Errorf("PendingError %+v (%v): want id prb_1, at least two polls, the cancellation", pe, err)
 	}
 	if fake.Accepted() != 1 {
 		t.Errorf("accepted %d requests, want 1 (the POST is never resent)", fake.Accepted())
