@@ -268,16 +268,43 @@ func (c Config) String(name string) (string, bool) {
 	return v, ok
 }
 
-// Number returns a TypeNumber attribute and whether it was set.
+// Number returns a TypeNumber attribute and whether it was set. The host
+// sends numbers as float64; a Config a test builds by hand may hold any Go
+// integer or float type, and reads the same.
 func (c Config) Number(name string) (float64, bool) {
-	v, ok := c.Values[name].(float64)
-	return v, ok
+	switch v := c.Values[name].(type) {
+	case float64:
+		return v, true
+	case float32:
+		return float64(v), true
+	case int:
+		return float64(v), true
+	case int8:
+		return float64(v), true
+	case int16:
+		return float64(v), true
+	case int32:
+		return float64(v), true
+	case int64:
+		return float64(v), true
+	case uint:
+		return float64(v), true
+	case uint8:
+		return float64(v), true
+	case uint16:
+		return float64(v), true
+	case uint32:
+		return float64(v), true
+	case uint64:
+		return float64(v), true
+	}
+	return 0, false
 }
 
 // Int returns a TypeNumber attribute truncated to an int, and whether it was
 // set. Check in Configure that the value is whole if it matters.
 func (c Config) Int(name string) (int, bool) {
-	v, ok := c.Values[name].(float64)
+	v, ok := c.Number(name)
 	return int(v), ok
 }
 
