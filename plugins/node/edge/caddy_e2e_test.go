@@ -128,9 +128,9 @@ func TestCaddyCoversWindow(t *testing.T) {
 				t.Fatal(err)
 			}
 			cp.Publish(l.site(1))
-			startAgentResync(t, cp, 10*time.Minute, ce.vars, ce.tm)
+			a := startAgentResync(t, cp, 10*time.Minute, ce.vars, ce.tm)
 			ce.waitNext(t, l.b1.addr)
-			window(t, "caddy-template", "http://"+ce.listen+"/", cp, l, mode,
+			window(t, "caddy-template", "http://"+ce.listen+"/", a, cp, l, mode,
 				func(t *testing.T) { ce.waitNext(t, l.one[0].addr) }, func(t *testing.T) { ce.waitNext(t, l.b1.addr) })
 		})
 	}

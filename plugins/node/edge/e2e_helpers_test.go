@@ -229,9 +229,10 @@ func waitServing(t testing.TB, url string, names []string) {
 }
 
 type sample struct {
-	end  time.Time
-	body string
-	err  error
+	// start is when the GET was sent, end when its answer (or error) came.
+	start, end time.Time
+	body       string
+	err        error
 }
 
 // load sends about rps GETs a second to url from workers goroutines until
@@ -243,8 +244,16 @@ type load struct {
 }
 
 func startLoad(ctx context.Context, url string, rps, workers int) *load {
+	return startLoadConns(ctx, url, rps, workers, false)
+}
+
+// startLoadConns is startLoad; with fresh, every GET opens its own
+// connection, as a population of visitors does: each one reaches the
+// edge's current worker, never an old worker kept by a keep-alive
+// connection across a reload.
+func startLoadConns(ctx context.Context, url string, rps, workers int, fresh bool) *load {
 	l := &load{}
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers, DisableCompression: true}}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: workers, DisableCompression: true, DisableKeepAlives: fresh}}
 	every := time.Duration(int64(time.Second) * int64(workers) / int64(rps))
 	for i := range workers {
 		l.wg.Go(func() {
@@ -262,12 +271,13 @@ func startLoad(ctx context.Context, url string, rps, workers int) *load {
 					return
 				case <-tick.C:
 				}
+				sent := time.Now()
 				body, err := get(client, url)
 				if ctx.Err() != nil && err != nil {
 					return
 				}
 				l.mu.Lock()
-				l.samples = append(l.samples, sample{end: time.Now(), body: body, err: err})
+				l.samples = append(l.samples, sample{start: sent, end: time.Now(), body: body, err: err})
 				l.mu.Unlock()
 			}
 		})

@@ -156,9 +156,9 @@ func TestVarnishCoversWindow(t *testing.T) {
 				t.Fatal(err)
 			}
 			cp.Publish(l.site(1))
-			startAgentResync(t, cp, 10*time.Minute, nil, ve.tm)
+			a := startAgentResync(t, cp, 10*time.Minute, nil, ve.tm)
 			ve.waitNext(t, "b1")
-			window(t, "varnish-template", "http://"+ve.listen+"/", cp, l, mode,
+			window(t, "varnish-template", "http://"+ve.listen+"/", a, cp, l, mode,
 				func(t *testing.T) { ve.waitNext(t, "a1") }, func(t *testing.T) { ve.waitNext(t, "b1") })
 		})
 	}

@@ -1,6 +1,7 @@
 package edge_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -149,7 +150,12 @@ func (l *flakyLevels) site(level int) []publication.Site {
 	} else {
 		origins = []publication.Origin{{Name: "b1", Address: l.b1.url(), State: "healthy"}}
 	}
-	return []publication.Site{{Name: "www", Hostname: hostname, Level: level, Origins: origins}}
+	site := publication.Site{Name: "www", Hostname: hostname, Level: level, Origins: origins}
+	if level == 1 {
+		// As the control plane publishes it: level 2 is the next level.
+		site.Backup = &publication.Backup{Level: 2, Origins: []publication.Origin{{Name: "b1", Address: l.b1.url(), State: "healthy"}}}
+	}
+	return []publication.Site{site}
 }
 
 func (l *flakyLevels) topology() []map[string]any {
@@ -210,12 +216,25 @@ backend www
 // stage waits on answers, never on the clock. checkSwitched and
 // checkBack, when set, look at the edge's own state after the switch and
 // after the failback.
-func window(t *testing.T, edgeName, url string, cp *fakecp.Server, l *flakyLevels, mode failMode, checkSwitched, checkBack func(t *testing.T)) {
+func window(t *testing.T, edgeName, url string, a *nodeagent.Agent, cp *fakecp.Server, l *flakyLevels, mode failMode, checkSwitched, checkBack func(t *testing.T)) {
 	one := []string{"a1", "a2"}
+	// The agent's first apply (publication 1, with its backup level) is
+	// done before the window: its reload is not part of what is measured.
+	waitFor(t, func() error {
+		for _, s := range a.EdgeStatus() {
+			if s.Applied < 1 || s.Err != nil {
+				return fmt.Errorf("edge %s: publication 1 not applied yet (applied %d, error %v)", s.Edge, s.Applied, s.Err)
+			}
+		}
+		return nil
+	})
+	if checkBack != nil {
+		checkBack(t) // level 2 is the backup level
+	}
 	waitServing(t, url, one)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ld := startLoad(ctx, url, windowRate, 2)
+	ld := startLoadConns(ctx, url, windowRate, 2, true)
 	t.Cleanup(func() { cancel(); ld.wg.Wait() })
 
 	start := time.Now()
@@ -242,21 +261,24 @@ func window(t *testing.T, edgeName, url string, cp *fakecp.Server, l *flakyLevel
 	back := time.Now()
 	cp.Publish(l.site(1))
 	ld.firstFrom(t, back, one)
-	settled := time.Now()
-	ld.waitAnswers(t, settled, windowRate)
+	// Level 1 alone from when the edge runs the failback's configuration
+	// only (checkBack: an old worker of a reload may still accept for a
+	// moment after the new one answers).
 	if checkBack != nil {
 		checkBack(t)
 	}
+	settled := time.Now()
+	ld.waitAnswers(t, settled, windowRate)
 	end := time.Now()
 	cancel()
 	ld.wg.Wait()
 
 	type tally struct{ total, failed, byLevel2 int }
-	count := func(from, to time.Time) (c tally, firstErr error) {
+	countIf := func(in func(s sample) bool) (c tally, firstErr error) {
 		ld.mu.Lock()
 		defer ld.mu.Unlock()
 		for _, s := range ld.samples {
-			if s.end.Before(from) || !s.end.Before(to) {
+			if !in(s) {
 				continue
 			}
 			c.total++
@@ -272,11 +294,18 @@ func window(t *testing.T, edgeName, url string, cp *fakecp.Server, l *flakyLevel
 		}
 		return c, firstErr
 	}
+	// count tallies the GETs sent at or after from that ended before to
+	// (the stages before and after the window).
+	count := func(from, to time.Time) (tally, error) {
+		return countIf(func(s sample) bool { return !s.start.Before(from) && s.end.Before(to) })
+	}
 	before, err := count(start, failed)
 	if before.failed > 0 || before.byLevel2 > 0 {
 		t.Errorf("level 1 healthy: %d of %d GETs failed (%v), %d served by level 2: the current level must serve alone", before.failed, before.total, err, before.byLevel2)
 	}
-	win, err := count(failed, switched)
+	// The window, by the GETs' start: every GET sent before the switch
+	// was published that was still open when level 1 failed.
+	win, err := countIf(func(s sample) bool { return s.start.Before(switched) && !s.end.Before(failed) })
 	t.Logf("EDGE %s, level 1 %s: %d of %d GETs failed between the failure and the switch (%d served by level 2); first failure: %v",
 		edgeName, mode, win.failed, win.total, win.byLevel2, err)
 	if win.failed*100 > win.total {
@@ -293,7 +322,7 @@ func window(t *testing.T, edgeName, url string, cp *fakecp.Server, l *flakyLevel
 	if after.failed > 0 || after.byLevel2 > 0 {
 		t.Errorf("after the failback: %d of %d GETs failed (%v), %d by level 2: level 1 must serve alone", after.failed, after.total, err, after.byLevel2)
 	}
-	all, _ := count(start, end)
+	all, _ := countIf(func(s sample) bool { return !s.start.Before(start) })
 	reportWindow(edgeName, mode, win.failed, win.total, all.failed, all.total)
 }
 
@@ -373,7 +402,7 @@ func TestHAProxyCoversWindow(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			startAgentResync(t, cp, 10*time.Minute, nil, h)
+			a := startAgentResync(t, cp, 10*time.Minute, nil, h)
 			// Level 2's backup server is ready once the topology is in.
 			waitFor(t, func() error {
 				if st := serverStates(t, h); st["b1"+edge.BackupSuffix] != "ready" {
@@ -384,7 +413,7 @@ func TestHAProxyCoversWindow(t *testing.T) {
 			level1 := map[string]string{"a1": "ready", "a2": "ready", "b1": "maint",
 				"a1:backup": "maint", "a2:backup": "maint", "b1:backup": "ready"}
 			wantStates(t, h, "level 1", level1)
-			window(t, "haproxy-runtime", "http://"+listen+"/", cp, l, mode,
+			window(t, "haproxy-runtime", "http://"+listen+"/", a, cp, l, mode,
 				func(t *testing.T) {
 					waitFor(t, func() error {
 						if st := serverStates(t, h); st["a1"] != "maint" {
@@ -439,7 +468,7 @@ func TestNginxCoversWindow(t *testing.T) {
 				t.Fatal(err)
 			}
 			cp.Publish(l.site(1))
-			startAgentResync(t, cp, 10*time.Minute, map[string]string{"listen": listen}, tm)
+			a := startAgentResync(t, cp, 10*time.Minute, map[string]string{"listen": listen}, tm)
 			backup := func(addr string) func() error {
 				return func() error {
 					b, _ := os.ReadFile(vigilConf)
@@ -450,9 +479,12 @@ func TestNginxCoversWindow(t *testing.T) {
 				}
 			}
 			waitFor(t, backup(l.b1.addr))
-			window(t, "nginx-template", "http://"+listen+"/", cp, l, mode,
+			window(t, "nginx-template", "http://"+listen+"/", a, cp, l, mode,
 				func(t *testing.T) { waitFor(t, backup(l.one[0].addr)) },
-				func(t *testing.T) { waitFor(t, backup(l.b1.addr)) })
+				func(t *testing.T) {
+					waitFor(t, backup(l.b1.addr))
+					waitFor(t, func() error { return oneWorker(cmd.Process.Pid) })
+				})
 		})
 	}
 }
@@ -653,7 +685,7 @@ func TestHAProxyTemplateCoversWindow(t *testing.T) {
 				t.Fatal(err)
 			}
 			cp.Publish(l.site(1))
-			startAgentResync(t, cp, 10*time.Minute, vars, tm)
+			a := startAgentResync(t, cp, 10*time.Minute, vars, tm)
 			backup := func(name string) func(t *testing.T) {
 				return func(t *testing.T) {
 					waitFor(t, func() error {
@@ -665,7 +697,7 @@ func TestHAProxyTemplateCoversWindow(t *testing.T) {
 					})
 				}
 			}
-			window(t, "haproxy-template", "http://"+listen+"/", cp, l, mode, backup("a1"), backup("b1"))
+			window(t, "haproxy-template", "http://"+listen+"/", a, cp, l, mode, backup("a1"), backup("b1"))
 		})
 	}
 }
@@ -826,4 +858,37 @@ func BenchmarkHAProxyWatchPoll(b *testing.B) {
 	}
 	per := time.Since(start).Seconds() / float64(b.N)
 	b.ReportMetric(per*10*100, "busy_pct_at_10_per_s")
+}
+
+// oneWorker returns nil when the process pid (nginx's master, with
+// worker_processes 1) has exactly one live child: the worker of the last
+// reload, the old one gone. It reads /proc; where there is none it
+// returns nil.
+func oneWorker(pid int) error {
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil || len(stats) == 0 {
+		return nil
+	}
+	var kids []string
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // exited meanwhile
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so cut after
+		// its last ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 || f[0] == "Z" || f[1] != strconv.Itoa(pid) {
+			continue
+		}
+		kids = append(kids, p)
+	}
+	if len(kids) != 1 {
+		return fmt.Errorf("nginx master %d has %d workers (%v), want 1: the old worker is still there", pid, len(kids), kids)
+	}
+	return nil
 }
