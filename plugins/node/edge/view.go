@@ -35,9 +35,10 @@ type Site struct {
 	Origins []Origin
 	// Backup are the enabled origins of the next level that has any (after
 	// the current one, else the first before it), from the topology, or
-	// from the publication's Backup until the topology is read: what an edge falls back to on its own when every origin of
-	// the current level fails (nginx's backup servers; HAProxy's NAME:backup
-	// servers, see BackupSuffix).
+	// from the publication's Backup until the topology is read: what an
+	// edge falls back to on its own when every origin of the current level
+	// fails (nginx's backup servers; HAProxy's NAME:backup servers, see
+	// BackupSuffix).
 	Backup []Origin
 	// Others are the enabled origins of every other known level (Backup
 	// included), by level then name: servers kept out of service.
@@ -143,9 +144,9 @@ func newOrigin(name, address, state string, level int) (Origin, bool) {
 // Build makes the View of snap. levels, when not nil, is the topology: by
 // site name, every enabled origin of every level. A site the topology does
 // not list (not read yet) takes its other levels from the publication's
-// Backup, so that its backup servers are there from the first View. prefix is put before
-// every backend name. Origins whose address is unusable are left out and
-// named in skipped.
+// Backup, so that its backup servers are there from the first View.
+// prefix is put before every backend name. Origins whose address is
+// unusable are left out and named in skipped.
 func Build(snap *publication.Snapshot, levels Topology, prefix string, vars map[string]string) (v *View, skipped []string) {
 	v = &View{Version: snap.Version, Vars: vars}
 	for _, ps := range snap.Sites {
