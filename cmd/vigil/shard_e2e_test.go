@@ -116,8 +116,13 @@ func TestShardedRun(t *testing.T) {
 				return nil, false
 			}
 			for _, s := range info.Owned {
-				if prev, dup := owner[s]; dup {
-					t.Fatalf("site %s owned by %s and %s at once", s, prev, info.ID)
+				if _, dup := owner[s]; dup {
+					// The members are asked one after the other, so a
+					// site handed over between two answers shows in
+					// both: not settled yet. That no site is probed by
+					// two instances at once is what the probe counts
+					// below prove, over rounds, not two reads apart.
+					return nil, false
 				}
 				owner[s] = info.ID
 			}
