@@ -403,15 +403,20 @@ func TestHAProxyCoversWindow(t *testing.T) {
 				t.Fatal(err)
 			}
 			a := startAgentResync(t, cp, 10*time.Minute, nil, h)
-			// Level 2's backup server is ready once the topology is in.
+			// Level 2's backup server is ready from the first publication
+			// (its Backup); level 1's twins (a1:backup, a2:backup) come
+			// with the topology, read after it: wait for both.
+			level1 := map[string]string{"a1": "ready", "a2": "ready", "b1": "maint",
+				"a1:backup": "maint", "a2:backup": "maint", "b1:backup": "ready"}
 			waitFor(t, func() error {
-				if st := serverStates(t, h); st["b1"+edge.BackupSuffix] != "ready" {
-					return fmt.Errorf("b1's backup server is not ready: %v", st)
+				st := serverStates(t, h)
+				for name, want := range level1 {
+					if st[name] != want {
+						return fmt.Errorf("server %s is %q, want %q: %v", name, st[name], want, st)
+					}
 				}
 				return nil
 			})
-			level1 := map[string]string{"a1": "ready", "a2": "ready", "b1": "maint",
-				"a1:backup": "maint", "a2:backup": "maint", "b1:backup": "ready"}
 			wantStates(t, h, "level 1", level1)
 			window(t, "haproxy-runtime", "http://"+listen+"/", a, cp, l, mode,
 				func(t *testing.T) {
