@@ -33,7 +33,7 @@ func BenchmarkFleetIncident(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
 				i++
-				s := etcdstore.New(cli, etcdstore.Options{Prefix: fmt.Sprintf("/bench%d", i), MaxTxnOps: bb.ops})
+				s := newStore(cli, etcdstore.Options{Prefix: fmt.Sprintf("/bench%d", i), MaxTxnOps: bb.ops})
 				if err := s.Commit(ctx, fleetRound(1)); err != nil {
 					b.Fatal(err)
 				}

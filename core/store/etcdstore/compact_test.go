@@ -48,8 +48,8 @@ func TestCompaction(t *testing.T) {
 	}{{"one transaction", 0}, {"split", 8}} {
 		t.Run(tt.name, func(t *testing.T) {
 			prefix := fmt.Sprintf("/compact-%d", tt.maxOps)
-			s := etcdstore.New(cli, etcdstore.Options{Prefix: prefix, MaxTxnOps: tt.maxOps})
-			follower := etcdstore.New(cli, etcdstore.Options{Prefix: prefix, MaxTxnOps: tt.maxOps})
+			s := newStore(cli, etcdstore.Options{Prefix: prefix, MaxTxnOps: tt.maxOps})
+			follower := newStore(cli, etcdstore.Options{Prefix: prefix, MaxTxnOps: tt.maxOps})
 			a, b := s.Compactor(), follower.Compactor()
 			round := 0
 			commit := func(n int) {
@@ -178,7 +178,7 @@ func BenchmarkHistory(b *testing.B) {
 			srv := etcdtest.Start(b)
 			cli := srv.Client(b)
 			ctx := context.Background()
-			s := etcdstore.New(cli, etcdstore.Options{Prefix: "/history"})
+			s := newStore(cli, etcdstore.Options{Prefix: "/history"})
 			c := s.Compactor()
 			round := 0
 			for b.Loop() {

@@ -25,7 +25,7 @@ func init() {
 	if err != nil {
 		os.Exit(3)
 	}
-	s := etcdstore.New(cli, etcdstore.Options{Prefix: prefix, AfterTxn: func(got string) error {
+	s := newStore(cli, etcdstore.Options{Prefix: prefix, AfterTxn: func(got string) error {
 		if got == step {
 			self, _ := os.FindProcess(os.Getpid())
 			_ = self.Kill()
@@ -57,7 +57,7 @@ func TestSplitCommitKilled(t *testing.T) {
 	} {
 		t.Run(tt.step, func(t *testing.T) {
 			prefix := "/killed-" + tt.step
-			if err := etcdstore.New(cli, etcdstore.Options{Prefix: prefix}).Commit(ctx, fleetRound(1)); err != nil {
+			if err := newStore(cli, etcdstore.Options{Prefix: prefix}).Commit(ctx, fleetRound(1)); err != nil {
 				t.Fatal(err)
 			}
 			cmd := exec.Command(os.Args[0], "-test.run", "^$")
@@ -66,7 +66,7 @@ func TestSplitCommitKilled(t *testing.T) {
 			if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != -1 {
 				t.Fatalf("the child was not killed at %q: %v", tt.step, err)
 			}
-			next := etcdstore.New(cli, etcdstore.Options{Prefix: prefix})
+			next := newStore(cli, etcdstore.Options{Prefix: prefix})
 			st, err := next.Load(ctx)
 			if err != nil {
 				t.Fatal(err)

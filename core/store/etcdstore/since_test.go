@@ -24,7 +24,7 @@ func TestLoadSince(t *testing.T) {
 		maxOps int
 	}{{"one transaction", 0}, {"split", 5}} {
 		t.Run(tt.name, func(t *testing.T) {
-			s := etcdstore.New(cli, etcdstore.Options{Prefix: fmt.Sprintf("/since-%d", tt.maxOps), MaxTxnOps: tt.maxOps})
+			s := newStore(cli, etcdstore.Options{Prefix: fmt.Sprintf("/since-%d", tt.maxOps), MaxTxnOps: tt.maxOps})
 			var sites []store.Site
 			for i := range 20 {
 				sites = append(sites, store.Site{Name: fmt.Sprintf("s%02d", i), Level: 1})

@@ -35,7 +35,7 @@ func TestLoadSites(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			prefix := fmt.Sprintf("/sites-%d-%v", tt.maxOps, tt.staged)
-			s := etcdstore.New(cli, etcdstore.Options{Prefix: prefix, MaxTxnOps: tt.maxOps})
+			s := newStore(cli, etcdstore.Options{Prefix: prefix, MaxTxnOps: tt.maxOps})
 			first := store.Batch{Meta: store.Meta{Round: 1, Publication: 1}}
 			for i := range 50 {
 				first.Sites = append(first.Sites, store.Site{Name: fmt.Sprintf("s%02d", i), Level: 1, LastProbed: 1})
@@ -53,7 +53,7 @@ func TestLoadSites(t *testing.T) {
 			}
 			w := s
 			if tt.staged {
-				w = etcdstore.New(cli, etcdstore.Options{Prefix: prefix, MaxTxnOps: tt.maxOps, AfterTxn: func(step string) error {
+				w = newStore(cli, etcdstore.Options{Prefix: prefix, MaxTxnOps: tt.maxOps, AfterTxn: func(step string) error {
 					if step == "marker" {
 						return errKilled // the copy to the keys never happens
 					}
@@ -67,7 +67,7 @@ func TestLoadSites(t *testing.T) {
 			case !tt.staged && err != nil:
 				t.Fatal(err)
 			}
-			r := etcdstore.New(cli, etcdstore.Options{Prefix: prefix, MaxTxnOps: tt.maxOps})
+			r := newStore(cli, etcdstore.Options{Prefix: prefix, MaxTxnOps: tt.maxOps})
 			all, err := r.Load(ctx)
 			if err != nil {
 				t.Fatal(err)

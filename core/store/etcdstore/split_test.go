@@ -122,14 +122,14 @@ func TestFleetFailsOverOnDefaultEtcd(t *testing.T) {
 	srv := etcdtest.Start(t) // no --max-txn-ops: etcd's 128
 	cli := srv.Client(t)
 	ctx := context.Background()
-	s := etcdstore.New(cli, etcdstore.Options{Prefix: "/fleet", Fence: leaderFence(t, cli, "/fleet/leader/1")})
+	s := newStore(cli, etcdstore.Options{Prefix: "/fleet", Fence: leaderFence(t, cli, "/fleet/leader/1")})
 	if used, configured, err := s.ProbeLimit(ctx); err != nil || used != 128 || configured != 128 {
 		t.Fatalf("ProbeLimit = %d, %d, %v; want etcd's default 128", used, configured, err)
 	}
 	if err := s.Commit(ctx, fleetRound(1)); err != nil {
 		t.Fatalf("the first save of 500 sites: %v", err)
 	}
-	reader := etcdstore.New(srv.Client(t), etcdstore.Options{Prefix: "/fleet"})
+	reader := newStore(srv.Client(t), etcdstore.Options{Prefix: "/fleet"})
 	st, err := reader.Load(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -214,7 +214,7 @@ func TestSplitCommitCrash(t *testing.T) {
 		t.Run(tt.step, func(t *testing.T) {
 			prefix := fmt.Sprintf("/crash%d", i)
 			var armed atomic.Bool
-			old := etcdstore.New(cli, etcdstore.Options{Prefix: prefix, Fence: leaderFence(t, cli, prefix+"/leader/1"),
+			old := newStore(cli, etcdstore.Options{Prefix: prefix, Fence: leaderFence(t, cli, prefix+"/leader/1"),
 				AfterTxn: func(step string) error {
 					if armed.Load() && step == tt.step {
 						return errKilled
@@ -229,7 +229,7 @@ func TestSplitCommitCrash(t *testing.T) {
 				t.Fatalf("the commit went past step %q (%v)", tt.step, err)
 			}
 			// A new leader takes over.
-			next := etcdstore.New(cli, etcdstore.Options{Prefix: prefix, Fence: leaderFence(t, cli, prefix+"/leader/2")})
+			next := newStore(cli, etcdstore.Options{Prefix: prefix, Fence: leaderFence(t, cli, prefix+"/leader/2")})
 			st, err := next.Load(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -286,14 +286,14 @@ func TestProbeLimit(t *testing.T) {
 	cli := srv.Client(t)
 	ctx := context.Background()
 	t.Run("asked", func(t *testing.T) {
-		s := etcdstore.New(cli, etcdstore.Options{Prefix: "/p1", MaxTxnOps: 128})
+		s := newStore(cli, etcdstore.Options{Prefix: "/p1", MaxTxnOps: 128})
 		used, configured, err := s.ProbeLimit(ctx)
 		if err != nil || used != 40 || configured != 128 {
 			t.Fatalf("ProbeLimit = %d, %d, %v; want 40 of 128", used, configured, err)
 		}
 	})
 	t.Run("found by a refused commit", func(t *testing.T) {
-		s := etcdstore.New(cli, etcdstore.Options{Prefix: "/p2", MaxTxnOps: 128})
+		s := newStore(cli, etcdstore.Options{Prefix: "/p2", MaxTxnOps: 128})
 		b := store.Batch{Meta: store.Meta{Round: 1}}
 		for i := range 100 {
 			name := fmt.Sprintf("s%03d", i)
@@ -319,7 +319,7 @@ func TestSplitDeletion(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cli := srv.Client(t)
 	ctx := context.Background()
-	s := etcdstore.New(cli, etcdstore.Options{Prefix: "/d", MaxTxnOps: 16, AfterTxn: func(step string) error {
+	s := newStore(cli, etcdstore.Options{Prefix: "/d", MaxTxnOps: 16, AfterTxn: func(step string) error {
 		if step == "marker" {
 			return errKilled // the copy never happens
 		}
@@ -332,7 +332,7 @@ func TestSplitDeletion(t *testing.T) {
 	if err := s.Commit(ctx, b); !errors.Is(err, errKilled) {
 		t.Fatalf("want the hook's error, got %v", err)
 	}
-	next := etcdstore.New(cli, etcdstore.Options{Prefix: "/d", MaxTxnOps: 16})
+	next := newStore(cli, etcdstore.Options{Prefix: "/d", MaxTxnOps: 16})
 	st, err := next.Load(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -353,7 +353,7 @@ func TestSplitDeletion(t *testing.T) {
 	if err := next.Commit(ctx, del); err != nil {
 		t.Fatal(err)
 	}
-	st, err = etcdstore.New(cli, etcdstore.Options{Prefix: "/d"}).Load(ctx)
+	st, err = newStore(cli, etcdstore.Options{Prefix: "/d"}).Load(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +370,7 @@ func TestSplitDeletion(t *testing.T) {
 func TestLargeRecords(t *testing.T) {
 	srv := etcdtest.Start(t)
 	ctx := context.Background()
-	s := etcdstore.New(srv.Client(t), etcdstore.Options{Prefix: "/big"})
+	s := newStore(srv.Client(t), etcdstore.Options{Prefix: "/big"})
 	long := strings.Repeat("x", 16<<10)
 	for _, n := range []int{60, 300} { // one transaction by count, not by size; and split
 		b := store.Batch{Meta: store.Meta{Round: uint64(n)}}

@@ -44,7 +44,7 @@ func TestRoundTrip(t *testing.T) {
 	}{{"one transaction", 0}, {"split", 5}} {
 		t.Run(tt.name, func(t *testing.T) {
 			opts := etcdstore.Options{Prefix: "/t-" + strings.ReplaceAll(tt.name, " ", "-"), JournalSize: 5, MaxTxnOps: tt.maxOps}
-			storetest.RoundTrip(t, etcdstore.New(cli, opts), func() store.Store { return etcdstore.New(cli, opts) })
+			storetest.RoundTrip(t, newStore(cli, opts), func() store.Store { return newStore(cli, opts) })
 		})
 	}
 }
@@ -63,7 +63,7 @@ func TestFence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := etcdstore.New(cli, etcdstore.Options{Prefix: "/f", Fence: keyFence{"/f/leader/1", put.Header.Revision}})
+	old := newStore(cli, etcdstore.Options{Prefix: "/f", Fence: keyFence{"/f/leader/1", put.Header.Revision}})
 	batch := func(level int) store.Batch {
 		return store.Batch{Meta: store.Meta{Round: uint64(level)}, Sites: []store.Site{{Name: "www", Level: level}},
 			Events: []store.Event{{Site: "www", Event: decide.Event{Kind: decide.KindLevelSwitched, FromLevel: 1, ToLevel: level}}}}
@@ -79,7 +79,7 @@ func TestFence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cur := etcdstore.New(cli, etcdstore.Options{Prefix: "/f", Fence: keyFence{"/f/leader/2", put2.Header.Revision}})
+	cur := newStore(cli, etcdstore.Options{Prefix: "/f", Fence: keyFence{"/f/leader/2", put2.Header.Revision}})
 	for _, tt := range []struct {
 		name  string
 		write func() error
@@ -123,7 +123,7 @@ func TestConcurrentWriters(t *testing.T) {
 	errs := make(chan error, writers)
 	for w := range writers {
 		// The last writer's commits are split (more than 5 operations).
-		s := etcdstore.New(srv.Client(t), etcdstore.Options{Prefix: "/c", MaxTxnOps: map[bool]int{true: 5}[w == writers-1]})
+		s := newStore(srv.Client(t), etcdstore.Options{Prefix: "/c", MaxTxnOps: map[bool]int{true: 5}[w == writers-1]})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -143,7 +143,7 @@ func TestConcurrentWriters(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	s := etcdstore.New(srv.Client(t), etcdstore.Options{Prefix: "/c"})
+	s := newStore(srv.Client(t), etcdstore.Options{Prefix: "/c"})
 	evs, err := s.Events(ctx, 0, "", 10000)
 	if err != nil {
 		t.Fatal(err)
