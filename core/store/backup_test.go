@@ -38,7 +38,7 @@ func (b *backups) wait(t *testing.T) *store.BackupReport {
 	select {
 	case rep := <-b.ch:
 		return rep
-	case <-time.After(10 * time.Second):
+	case <-time.After(time.Minute):
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		t.Fatalf("no automatic copy (errors: %v)", b.errs)

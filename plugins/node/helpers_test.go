@@ -57,10 +57,11 @@ func (a *testAgent) kill() {
 	<-a.done
 }
 
-// await returns the next event of kind, failing the test after 10s.
+// await returns the next event of kind, failing the test after a minute
+// (a hang guard only).
 func (a *testAgent) await(t *testing.T, kind nodeagent.EventKind) nodeagent.Event {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(time.Minute)
 	for {
 		select {
 		case e := <-a.events:

@@ -451,7 +451,7 @@ func TestHAProxyRemovalDrain(t *testing.T) {
 					if a.err != nil || a.body != "a1" {
 						t.Fatalf("a request not held: %q, %v", a.body, a.err)
 					}
-				case <-time.After(10 * time.Second):
+				case <-time.After(time.Minute):
 					t.Fatal("no request reached a2")
 				}
 			}
@@ -476,7 +476,7 @@ func TestHAProxyRemovalDrain(t *testing.T) {
 				apply(map[int][]string{1: {"a1"}})
 				select {
 				case <-a2.cut: // a2 lost its request: HAProxy cut it
-				case <-time.After(10 * time.Second):
+				case <-time.After(time.Minute):
 					t.Fatal("the held request was not cut")
 				}
 				// With retries and option redispatch, HAProxy may send the

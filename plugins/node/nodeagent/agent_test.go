@@ -40,7 +40,7 @@ type running struct {
 
 func (r *running) await(t testing.TB, kind EventKind, version uint64) Event {
 	t.Helper()
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(time.Minute)
 	for {
 		select {
 		case e := <-r.events:

@@ -44,7 +44,7 @@ func TestNodeMetricsIncludeTheProxyAndPassPromtool(t *testing.T) {
 		cancel()
 		<-done
 	})
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(time.Minute)
 	for a.ProxyAddr() == nil || a.MetricsAddr() == nil {
 		select {
 		case err := <-done:
