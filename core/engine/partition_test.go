@@ -116,17 +116,11 @@ func TestPathPartitionSuspected(t *testing.T) {
 	e, pod := startPod(t, partitionConfig)
 	// The labels arrive in the background: wait for the first refresh.
 	e.RunRound(ctx)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		pod.mu.Lock()
-		n := pod.status
-		pod.mu.Unlock()
-		if n > 0 || time.Now().After(deadline) {
-			break
+	for deadline := time.Now().Add(time.Minute); !e.VoterLabelsLoaded(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the voters' labels never arrived (a hang)")
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
-	time.Sleep(50 * time.Millisecond) // the refresh stores its copy right after Status
 	pod.set("eu-1", "a1", true)
 	for r := 1; r <= 2; r++ {
 		e.RunRound(ctx)
