@@ -502,9 +502,8 @@ func (v Value) String() string {
 // its own in [Vote.PluginReason], namespaced by the plugin:
 // "tlscheck/cert_expiring". See [ValidPluginReason].
 //
-// Package sdk/probe classifies with its own string type, probe.Reason, whose
-// values are the String() names of these constants ("http_5xx",
-// "tls_failed"...): its VoteReason method gives the Reason of a vote.
+// It is the one reason type of the SDK: a probe's result (package
+// sdk/probe) carries a Reason too, which goes into a vote as it is.
 type Reason int
 
 // The reasons a vote can give. New reasons may be added in later protocol

@@ -181,4 +181,4 @@ func (e *protoError) Error() string { return "spoke " + e.proto + ", want HTTP/2
 
 type benchError struct{ res Result }
 
-func (e *benchError) Error() string { return string(e.res.Reason) + ": " + e.res.Detail }
+func (e *benchError) Error() string { return e.res.Reason.String() + ": " + e.res.Detail }

@@ -4,7 +4,7 @@
 // contract (the repository's docs/decisions.md, section "The probe").
 //
 // A plugin author fills in a [Request] and calls [Do]. The [Result] says
-// whether the origin is up, and if not, why, with a typed [Reason], and at
+// whether the origin is up, and if not, why, with an sdk.Reason, and at
 // which stage, with a [Phase]:
 //
 //	res, err := probe.Do(ctx, probe.Request{
@@ -26,7 +26,7 @@
 //   - A 5xx status, a connection failure (refused, reset, unreachable, DNS
 //     failure, or the origin hanging up before the end of the response), a
 //     TLS failure (any certificate verification failure or handshake error)
-//     and a timeout are down, each with its own [Reason].
+//     and a timeout are down, each with its own reason ([Timeout], [TLSFailed]...).
 //   - One timeout ([Request.Timeout], 5 s by default) covers the DNS lookup,
 //     connect, TLS handshake, response headers and the body, and every
 //     redirect followed. An origin that sends its headers and then stalls,
@@ -74,9 +74,9 @@
 //
 // [Do] is safe for concurrent use; a source may run many probes at once.
 //
-// From a Result to a vote: [Reason.VoteReason] is the vote's sdk.Reason
-// ([Reason]'s values are the String() names of the sdk.Reason constants;
-// one this SDK does not know becomes sdk.ReasonError). An https Result carries the origin's leaf
+// From a Result to a vote: [Result.Reason] is an sdk.Reason (the
+// constants of this package are sdk.Reason values), the vote's reason as
+// it is. An https Result carries the origin's leaf
 // certificate ([Result.PeerCertificate], [Result.CertNotAfter]): a plugin
 // that reports certificates expiring soon votes with the standard reason
 // and a namespaced sdk.Vote.PluginReason of its own.

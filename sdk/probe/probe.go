@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/vigilcdn/vigil/sdk"
 )
 
 // DefaultTimeout is the probe timeout used when [Request.Timeout] is zero.
@@ -50,53 +52,9 @@ const maxHeaderBytes = 256 << 10
 // header or limit). Test for it with errors.Is.
 var ErrInvalidRequest = errors.New("invalid probe request")
 
-// Reason says why a probe came out up or down. Its values are stable short
-// snake_case words, fit for logs, metrics labels and the wire.
-type Reason string
-
-// The reasons a [Result] can carry. OK is the only one that goes with
-// Result.Up == true.
-const (
-	// OK: the origin answered with a status below 500, sent the whole body
-	// (up to the cap) within the timeout, and passed every stricter check
-	// that was set.
-	OK Reason = "ok"
-	// HTTP5xx: the origin answered with a status of 500 or more.
-	HTTP5xx Reason = "http_5xx"
-	// ConnectFailed: no usable HTTP exchange took place: the DNS lookup
-	// failed, the connection was refused, reset or unreachable, or the
-	// origin closed the connection before the end of the response (headers
-	// or body) or answered something that is not HTTP.
-	ConnectFailed Reason = "connect_failed"
-	// TLSFailed: the TLS handshake failed, including every certificate
-	// verification failure (unknown authority or self-signed, expired, not
-	// valid for the server name).
-	TLSFailed Reason = "tls_failed"
-	// Timeout: the whole response, headers and body up to the cap, did not
-	// arrive within the request's timeout. Result.Phase says which stage
-	// was still under way: an origin that sends its headers and then stalls
-	// or drips its body is a Timeout in PhaseBody.
-	Timeout Reason = "timeout"
-	// UnexpectedStatus: the status was below 500 but not one of
-	// Request.ExpectedStatuses.
-	UnexpectedStatus Reason = "unexpected_status"
-	// BodyMismatch: Request.ExpectedBody was not found in the body (in its
-	// first Request.MaxBody bytes when it is longer).
-	BodyMismatch Reason = "body_mismatch"
-	// TooSlow: the response headers arrived later than Request.MaxLatency.
-	TooSlow Reason = "too_slow"
-	// OffHostRedirect: with Request.FollowRedirects set, the origin
-	// redirected to another scheme, host or port (or to a Location that is
-	// not a URL). A visitor sent there is not served by this origin.
-	OffHostRedirect Reason = "off_host_redirect"
-	// TooManyRedirects: with Request.FollowRedirects set, the origin was
-	// still redirecting after MaxRedirects redirects.
-	TooManyRedirects Reason = "too_many_redirects"
-)
-
 // Phase names the stage of a probe: the one under way when it failed, or the
-// one at which it was judged down. Its values are stable short words, like
-// [Reason]'s.
+// one at which it was judged down. Its values are stable short words, fit
+// for logs and metrics labels.
 type Phase string
 
 // The stages of a probe, in order. A request to a host name starts with
@@ -210,8 +168,9 @@ type Request struct {
 type Result struct {
 	// Up is the probe's vote: true for up, false for down.
 	Up bool
-	// Reason says why. It is OK exactly when Up is true.
-	Reason Reason
+	// Reason says why: the vote's reason as it is, one of the constants of
+	// this package (sdk.Reason values). It is OK exactly when Up is true.
+	Reason sdk.Reason
 	// Phase is the stage at which a down probe failed or was judged, for
 	// example PhaseTLS for a handshake timeout. It is empty when Up.
 	Phase Phase

@@ -394,7 +394,7 @@ func (a *Agent) runBatch(ctx context.Context, b *pb.Batch, received time.Time, r
 		case err != nil:
 			r = &pb.ProbeResult{Job: uint32(i), NotRun: true, Reason: notRunUnsupported, Detail: clip(err.Error())}
 		default:
-			r = &pb.ProbeResult{Job: uint32(i), Up: res.Up, Reason: string(res.Reason), Detail: res.Detail, LatencyNs: int64(res.Latency)}
+			r = &pb.ProbeResult{Job: uint32(i), Up: res.Up, Reason: res.Reason.String(), Detail: res.Detail, LatencyNs: int64(res.Latency)}
 		}
 		mu.Lock()
 		if !closed {
