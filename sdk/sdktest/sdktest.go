@@ -205,13 +205,13 @@ func checkType(typ sdk.Type, v any) error {
 // second vote of one voter for one target.
 func CheckVotes(t testing.TB, ballot sdk.Ballot, votes []sdk.Vote) {
 	t.Helper()
-	if err := ValidateVotes(ballot, votes); err != nil {
-		t.Error(err)
+	for _, p := range sdk.CheckVotes(ballot, votes) {
+		t.Errorf("vote %d: %v", p.Index, p.Err)
 	}
 }
 
-// ValidateVotes returns an error listing every vote that vigil would drop,
-// by the same rules vigil applies (sdk.CheckVotes).
+// ValidateVotes returns an error listing every vote that vigil would drop:
+// a thin wrapper of sdk.CheckVotes.
 //
 // Deprecated: call sdk.CheckVotes, the one vote checker (vigil's host
 // calls it on every answer), or CheckVotes in a test. ValidateVotes stays
