@@ -31,10 +31,16 @@ const (
 	// (Suspected true), or that suspicion ended (Suspected false); see
 	// docs/partition.md. It never switches anything.
 	KindPathPartitionSuspected EventKind = "path_partition_suspected"
+	// KindDrillStarted: an operator started a failover drill of Level for
+	// Seconds (docs/drills.md); the journal line's Actor says who.
+	KindDrillStarted EventKind = "drill_started"
+	// KindDrillEnded: the drill of Level ended; End says why (the
+	// DrillEnd* values).
+	KindDrillEnded EventKind = "drill_ended"
 )
 
 // EventKinds lists every kind, in the decision core's order.
-var EventKinds = []EventKind{KindOriginState, KindLevelSwitched, KindFailbackAvailable, KindAllLevelsUnhealthy, KindOriginFlapping, KindPathPartitionSuspected}
+var EventKinds = []EventKind{KindOriginState, KindLevelSwitched, KindFailbackAvailable, KindAllLevelsUnhealthy, KindOriginFlapping, KindPathPartitionSuspected, KindDrillStarted, KindDrillEnded}
 
 // String returns the kind's spelling.
 func (k EventKind) String() string { return string(k) }
@@ -87,11 +93,27 @@ type Event struct {
 	Group     string
 	Rounds    int
 	Suspected bool
+	// Seconds is a KindDrillStarted's duration; End is why a
+	// KindDrillEnded ended (DrillEnd*). Both use Level too.
+	Seconds int
+	End     string
+	// Drill marks an event made while a drill ran on the site, or during
+	// its way back (written "drill": true, only when set).
+	Drill bool
 }
 
 // MarshalJSON writes the event in the shape of docs/simulate.md ("The
-// output"): only the fields its kind uses.
+// output"): only the fields its kind uses, then "drill": true when Drill
+// is set.
 func (e Event) MarshalJSON() ([]byte, error) {
+	b, err := e.marshalKind()
+	if err != nil || !e.Drill || len(b) < 2 {
+		return b, err
+	}
+	return append(b[:len(b)-1], `,"drill":true}`...), nil
+}
+
+func (e Event) marshalKind() ([]byte, error) {
 	switch e.Kind {
 	case KindOriginState:
 		return json.Marshal(struct {
@@ -126,6 +148,18 @@ func (e Event) MarshalJSON() ([]byte, error) {
 			Rounds    int    `json:"rounds"`
 			Suspected bool   `json:"suspected"`
 		}{string(e.Kind), e.Origin, e.Group, e.Rounds, e.Suspected})
+	case KindDrillStarted:
+		return json.Marshal(struct {
+			Kind    string `json:"kind"`
+			Level   int    `json:"level"`
+			Seconds int    `json:"seconds"`
+		}{string(e.Kind), e.Level, e.Seconds})
+	case KindDrillEnded:
+		return json.Marshal(struct {
+			Kind  string `json:"kind"`
+			Level int    `json:"level"`
+			End   string `json:"end"`
+		}{string(e.Kind), e.Level, e.End})
 	}
 	return nil, fmt.Errorf("event kind %q has no JSON form", string(e.Kind))
 }
@@ -146,11 +180,14 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		Suspected *bool  `json:"suspected"`
 		Group     string `json:"group"`
 		Rounds    int    `json:"rounds"`
+		Seconds   int    `json:"seconds"`
+		End       string `json:"end"`
+		Drill     bool   `json:"drill"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return err
 	}
-	*e = Event{Kind: EventKind(raw.Kind)}
+	*e = Event{Kind: EventKind(raw.Kind), Drill: raw.Drill}
 	switch e.Kind {
 	case KindOriginState:
 		from, _ := raw.From.(string)
@@ -183,6 +220,10 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 			return fmt.Errorf("path_partition_suspected without \"suspected\"")
 		}
 		e.Origin, e.Group, e.Rounds, e.Suspected = raw.Origin, raw.Group, raw.Rounds, *raw.Suspected
+	case KindDrillStarted:
+		e.Level, e.Seconds = raw.Level, raw.Seconds
+	case KindDrillEnded:
+		e.Level, e.End = raw.Level, raw.End
 	default:
 		*e = Event{}
 		return fmt.Errorf("event kind %q is unknown", raw.Kind)
@@ -219,6 +260,10 @@ func (e Event) String() string {
 			return fmt.Sprintf("origin %s: path partition suspected: every voter of %s voted down for %d rounds while the others voted up", e.Origin, e.Group, e.Rounds)
 		}
 		return fmt.Sprintf("origin %s: path partition of %s no longer suspected (after %d rounds)", e.Origin, e.Group, e.Rounds)
+	case KindDrillStarted:
+		return fmt.Sprintf("drill of level %d started for %ds", e.Level, e.Seconds)
+	case KindDrillEnded:
+		return fmt.Sprintf("drill of level %d ended (%s)", e.Level, e.End)
 	}
 	return string(e.Kind)
 }

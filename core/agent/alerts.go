@@ -61,7 +61,7 @@ func (a *Agent) notifyOptions(eng *engine.Engine) []notify.Option {
 		notify.WithAlertStates(func(yield func(notify.SiteAlerts)) {
 			eng.Views().Alerting(func(s engine.AlertingSite) {
 				out := notify.SiteAlerts{Site: s.Site, Level: s.Level, TopLevel: s.TopLevel, AllUnhealthy: s.AllUnhealthy,
-					FailbackLevel: s.FailbackLevel, ManualHold: s.ManualHold}
+					FailbackLevel: s.FailbackLevel, ManualHold: s.ManualHold, Drill: s.Drill}
 				for _, o := range s.Unhealthy {
 					out.Unhealthy = append(out.Unhealthy, notify.UnhealthyOrigin{Name: o.Name, Level: o.Level, Since: o.Since})
 				}

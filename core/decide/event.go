@@ -27,12 +27,31 @@ const (
 	// suspicion ended (Suspected false); see docs/partition.md. It never
 	// switches anything.
 	KindPathPartitionSuspected
+	// KindDrillStarted: an operator started a failover drill of Level for
+	// Seconds (docs/drills.md); the actor is the journal entry's.
+	KindDrillStarted
+	// KindDrillEnded: the drill of Level ended, End saying why (one of
+	// the DrillEnd* values).
+	KindDrillEnded
 
 	// LastKind is the highest kind, for loops over every kind.
-	LastKind = KindPathPartitionSuspected
+	LastKind = KindDrillEnded
 )
 
-var kindNames = [...]string{"", "origin_state", "level_switched", "failback_available", "all_levels_unhealthy", "origin_flapping", "path_partition_suspected"}
+// Why a drill ended (a KindDrillEnded's End).
+const (
+	// DrillEndTime: the drill's duration passed.
+	DrillEndTime = "time_up"
+	// DrillEndAborted: an operator aborted it.
+	DrillEndAborted = "aborted"
+	// DrillEndSteppedAside: another level of the site really failed, so
+	// the drill stepped aside for the real failure.
+	DrillEndSteppedAside = "stepped_aside"
+	// DrillEndGone: the configuration no longer has the drilled level.
+	DrillEndGone = "level_gone"
+)
+
+var kindNames = [...]string{"", "origin_state", "level_switched", "failback_available", "all_levels_unhealthy", "origin_flapping", "path_partition_suspected", "drill_started", "drill_ended"}
 
 // ParseKind returns the kind spelled s, or 0 and false.
 func ParseKind(s string) (EventKind, bool) {
@@ -97,11 +116,26 @@ type Event struct {
 	Group     string
 	Rounds    int
 	Suspected bool
+	// Seconds is a KindDrillStarted's duration; End is why a
+	// KindDrillEnded ended (DrillEnd*). Both use Level too.
+	Seconds int
+	End     string
+	// Drill marks an event made while a drill ran on the site, or during
+	// the way back from one (written "drill": true, only when set).
+	Drill bool
 }
 
 // MarshalJSON writes the event in the shape of docs/simulate.md ("The
-// output").
+// output"), with "drill": true after its fields when Drill is set.
 func (e Event) MarshalJSON() ([]byte, error) {
+	b, err := e.marshalKind()
+	if err != nil || !e.Drill || len(b) < 2 {
+		return b, err
+	}
+	return append(b[:len(b)-1], `,"drill":true}`...), nil
+}
+
+func (e Event) marshalKind() ([]byte, error) {
 	switch e.Kind {
 	case KindOriginState:
 		return json.Marshal(struct {
@@ -136,6 +170,18 @@ func (e Event) MarshalJSON() ([]byte, error) {
 			Rounds    int    `json:"rounds"`
 			Suspected bool   `json:"suspected"`
 		}{e.Kind.String(), e.Origin, e.Group, e.Rounds, e.Suspected})
+	case KindDrillStarted:
+		return json.Marshal(struct {
+			Kind    string `json:"kind"`
+			Level   int    `json:"level"`
+			Seconds int    `json:"seconds"`
+		}{e.Kind.String(), e.Level, e.Seconds})
+	case KindDrillEnded:
+		return json.Marshal(struct {
+			Kind  string `json:"kind"`
+			Level int    `json:"level"`
+			End   string `json:"end"`
+		}{e.Kind.String(), e.Level, e.End})
 	}
 	return nil, fmt.Errorf("event kind %d has no JSON form", e.Kind)
 }
@@ -155,11 +201,14 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		Suspected *bool  `json:"suspected"`
 		Group     string `json:"group"`
 		Rounds    int    `json:"rounds"`
+		Seconds   int    `json:"seconds"`
+		End       string `json:"end"`
+		Drill     bool   `json:"drill"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return err
 	}
-	*e = Event{}
+	*e = Event{Drill: raw.Drill}
 	e.Kind, _ = ParseKind(raw.Kind)
 	switch e.Kind {
 	case KindOriginState:
@@ -198,6 +247,10 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 			return fmt.Errorf("path_partition_suspected without \"suspected\"")
 		}
 		e.Origin, e.Group, e.Rounds, e.Suspected = raw.Origin, raw.Group, raw.Rounds, *raw.Suspected
+	case KindDrillStarted:
+		e.Level, e.Seconds = raw.Level, raw.Seconds
+	case KindDrillEnded:
+		e.Level, e.End = raw.Level, raw.End
 	default:
 		return fmt.Errorf("event kind %q is unknown", raw.Kind)
 	}
@@ -225,6 +278,10 @@ func (e Event) String() string {
 			return fmt.Sprintf("origin %s: path partition suspected: every voter of %s voted down for %d rounds while the others voted up", e.Origin, e.Group, e.Rounds)
 		}
 		return fmt.Sprintf("origin %s: path partition of %s no longer suspected (after %d rounds)", e.Origin, e.Group, e.Rounds)
+	case KindDrillStarted:
+		return fmt.Sprintf("drill of level %d started for %ds", e.Level, e.Seconds)
+	case KindDrillEnded:
+		return fmt.Sprintf("drill of level %d ended (%s)", e.Level, e.End)
 	}
 	return e.Kind.String()
 }

@@ -34,6 +34,7 @@ func (e *ActionError) Unwrap() error { return e.Err }
 func (e *Engine) act(ctx context.Context, site, actor string, do func(f *fleet.Fleet) ([]decide.Event, error)) ([]decide.Event, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.takeLoadsLocked(ctx) // a site just claimed is acted on as stored (claim.go)
 	if !e.active() || (e.opts.Owns != nil && e.fleet.Site(site) != nil && !e.opts.Owns(site)) {
 		return nil, fmt.Errorf("site %s: %w", site, ErrNotActive)
 	}
@@ -228,9 +229,11 @@ func (e *Engine) Reload(ctx context.Context, cfg *config.Config) hcl.Diagnostics
 		return diags
 	}
 	e.mu.Lock()
+	e.takeLoadsLocked(ctx) // claimed sites carry over as stored (claim.go)
 	old, oldInfo, oldLast := e.fleet, e.info, e.last
-	sameChain := len(old.Chain) == len(cfg.Sources)
-	for k, c := range old.Chain {
+	oldChain := configChain(old) // without the drill's link (drill.go)
+	sameChain := len(oldChain) == len(cfg.Sources)
+	for k, c := range oldChain {
 		sameChain = sameChain && c.Name == cfg.Sources[k].Name
 	}
 	recordOf := func(name string) (store.Site, bool) {

@@ -21,6 +21,9 @@ type AlertingSite struct {
 	Unhealthy     []AlertingOrigin
 	// Flapping are the origins held out as flapping (docs/antiflap.md).
 	Flapping []AlertingOrigin
+	// Drill is set while a failover drill runs on the site or the site is
+	// on its way back from one (docs/drills.md).
+	Drill bool
 }
 
 // allUnhealthy reports whether every level of the site is unhealthy.
@@ -63,7 +66,7 @@ func (v *Views) Alerting(yield func(AlertingSite)) {
 	for i, snap := range v.sites {
 		spec := v.fleet.Sites[i].Spec
 		a := AlertingSite{Site: spec.Name, Level: snap.level, TopLevel: spec.TopLevel(), ManualHold: snap.hold,
-			AllUnhealthy: snap.allUnhealthy(), FailbackLevel: snap.failbackWaiting(spec)}
+			AllUnhealthy: snap.allUnhealthy(), FailbackLevel: snap.failbackWaiting(spec), Drill: snap.drill != nil}
 		for oi, o := range snap.origins {
 			if o.state == decide.Unhealthy {
 				u := AlertingOrigin{Name: spec.Origins[oi].Name, Level: spec.Origins[oi].Level}

@@ -376,6 +376,7 @@ func (e *Engine) sourceStats() []namedStats {
 func (e *Engine) install(cfg *config.Config, recordOf func(name string) (store.Site, bool), carry func(name string) lastRef) {
 	now := nanos(e.opts.Now())
 	f := fleet.New(cfg)
+	drillChain(f) // drill.go
 	f.Seq = e.meta.Round
 	f.Owns = e.opts.Owns
 	f.Now = e.opts.Now // the anti-flap rules keep the engine's clock

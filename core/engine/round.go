@@ -338,9 +338,12 @@ func (e *Engine) runRound(ctx context.Context, confirm bool) RoundResult {
 		res.Saved = true
 		return res
 	}
+	drilled := e.drillVotesLocked(f, plan, asker, start) // drill.go
 	reports := f.Apply(plan)
 	e.meta.Round = f.Seq
+	from := len(e.pending)
 	e.recordRound(f, plan, reports, asker, nanos(start))
+	e.drillAfterLocked(f, drilled, reports, from, plan.Seq, start)
 	asker.count(e.metrics, true)
 	for _, rep := range reports {
 		res.Events += len(rep.Events)

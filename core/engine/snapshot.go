@@ -26,6 +26,7 @@ type siteSnap struct {
 	probedSq uint64 // its round
 	af       *antiflapSnap
 	ramp     *rampSnap
+	drill    *drillState // a copy (drill.go)
 }
 
 type originSnap struct {
@@ -40,7 +41,7 @@ func snapOf(s *fleet.Site, x *siteInfo) *siteSnap {
 		levels:   append([]decide.Health(nil), s.Levels...),
 		origins:  make([]originSnap, len(s.Spec.Origins)),
 		probedAt: x.probedAt, probedSq: s.LastProbed, af: antiflapSnapOf(s),
-		ramp: rampSnapOf(s),
+		ramp: rampSnapOf(s), drill: x.drill.clone(),
 	}
 	for i := range v.origins {
 		o := &s.State.Origins[i]

@@ -46,6 +46,9 @@ type siteInfo struct {
 	// writing: a round that leaves it unchanged writes nothing.
 	stateSum uint64
 	origins  []originInfo
+	// drill is the site's failover drill, nil for none (drill.go); never
+	// changed in place, so that a copy of the info keeps its own.
+	drill *drillState
 }
 
 func newSiteInfo(s *fleet.Site) siteInfo {
@@ -87,6 +90,7 @@ func stateSum(s *fleet.Site, x *siteInfo) uint64 {
 		_, _ = h.Write([]byte(oi.cause))
 	}
 	antiflapSum(put, st)
+	drillSum(put, x)
 	return h.Sum64()
 }
 
@@ -130,6 +134,7 @@ func record(s *fleet.Site, x *siteInfo) store.Site {
 		}
 	}
 	antiflapRecord(s, &r)
+	drillRecord(x, &r)
 	return r
 }
 
@@ -159,7 +164,7 @@ func sameState(s *fleet.Site, x *siteInfo, r *store.Site) bool {
 			return false
 		}
 	}
-	return antiflapSame(s, r)
+	return antiflapSame(s, r) && drillSame(x, r)
 }
 
 // restore applies a stored record to a freshly built site, following the
@@ -235,6 +240,9 @@ func restore(s *fleet.Site, x *siteInfo, r store.Site, configEnabled []bool, now
 		oi.since, oi.cause, oi.disabledBy = nanos(ro.Since), ro.Reason, parseDisabledBy(ro.DisabledBy)
 	}
 	antiflapRestore(s, &r)
+	if evs, ch := drillRestore(s, x, &r); ch {
+		events, changed = append(events, evs...), true
+	}
 	decide.LevelHealth(s.Spec, st, s.Levels)
 	return events, changed
 }

@@ -65,6 +65,10 @@ type SiteAlerts struct {
 	Unhealthy []UnhealthyOrigin
 	// Flapping are the origins held out as flapping.
 	Flapping []UnhealthyOrigin
+	// Drill is set while a failover drill runs on the site or the site is
+	// on its way back from one: every alert of the site is labelled
+	// drill="true" (docs/drills.md).
+	Drill bool
 }
 
 // UnhealthyOrigin is an unhealthy origin and since when.
@@ -376,6 +380,9 @@ func (s *alertSender) alert(name string, st SiteAlerts, now time.Time, severity,
 	}
 	if a.Labels["vigil"] == "" {
 		a.Labels["vigil"] = "vigil"
+	}
+	if st.Drill {
+		a.Labels["drill"] = "true"
 	}
 	if base := s.externalURL(); base != "" {
 		a.GeneratorURL = base + "/#/site/" + url.PathEscape(st.Site)

@@ -2,6 +2,7 @@ package notify
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/vigilcdn/vigil/core/decide"
@@ -49,6 +50,10 @@ type Notice struct {
 	Actor string `json:"actor,omitempty"`
 	// Round is the round that emitted the event, 0 for an operator action.
 	Round uint64 `json:"round,omitempty"`
+	// Drill is set for a drill's own events (drill_started, drill_ended)
+	// and for what happened during a failover drill or its way back: a
+	// rehearsal, not an outage (docs/drills.md). Its Text starts "Drill: ".
+	Drill bool `json:"drill,omitempty"`
 }
 
 // Levels are the level numbers a notice is about; fields that do not apply
@@ -82,7 +87,13 @@ func NoticeOf(e store.Event) Notice {
 		Kind:  ev.Kind.String(),
 		Actor: e.Actor,
 		Round: e.Round,
+		Drill: ev.Drill,
 	}
+	defer func() {
+		if n.Drill && !strings.HasPrefix(n.Text, "Drill: ") {
+			n.Text = "Drill: " + n.Text
+		}
+	}()
 	switch ev.Kind {
 	case decide.KindLevelSwitched:
 		n.Reason = ev.Reason.String()
@@ -133,6 +144,31 @@ func NoticeOf(e store.Event) Notice {
 		} else {
 			n.Severity, n.Title = SeverityInfo, "Path partition no longer suspected"
 			n.Text = fmt.Sprintf("Site %s: the voters of %s no longer disagree alone about origin %s (suspected for %d rounds).", e.Site, ev.Group, ev.Origin, ev.Rounds)
+		}
+	case decide.KindDrillStarted:
+		who := e.Actor
+		if who == "" {
+			who = "an unnamed operator"
+		}
+		n.Drill, n.Severity, n.Title = true, SeverityInfo, "Failover drill started"
+		n.Levels = Levels{Current: ev.Level}
+		n.Text = fmt.Sprintf("Site %s: %s started a failover drill of level %d for %s: its origins get the drill's down votes, and what follows (failover, publication, alerts labelled drill=\"true\") is real. Abort it with `vigil drill -abort %s`.",
+			e.Site, who, ev.Level, time.Duration(ev.Seconds)*time.Second, e.Site)
+	case decide.KindDrillEnded:
+		n.Drill, n.Severity, n.Title = true, SeverityInfo, "Failover drill ended"
+		n.Levels = Levels{Current: ev.Level}
+		why := map[string]string{
+			decide.DrillEndTime:         "its time is up",
+			decide.DrillEndAborted:      "it was aborted",
+			decide.DrillEndSteppedAside: "another level of the site really failed, so the drill stepped aside for the real failure",
+			decide.DrillEndGone:         "the configuration no longer has the drilled level",
+		}[ev.End]
+		if why == "" {
+			why = ev.End
+		}
+		n.Text = fmt.Sprintf("Site %s: the failover drill of level %d ended: %s. The site's failback applies from now.", e.Site, ev.Level, why)
+		if ev.End == decide.DrillEndSteppedAside {
+			n.Severity = SeverityWarning
 		}
 	case decide.KindOriginState:
 		n.Severity, n.Title = SeverityInfo, TitleOriginState

@@ -8,7 +8,7 @@ import (
 // Event is the decision core's event in the API's wire form. Both marshal
 // to the same JSON and print the same String (a test holds them to it).
 func Event(e decide.Event) api.Event {
-	out := api.Event{Kind: api.EventKind(e.Kind.String()), Origin: e.Origin}
+	out := api.Event{Kind: api.EventKind(e.Kind.String()), Origin: e.Origin, Drill: e.Drill}
 	switch e.Kind {
 	case decide.KindOriginState:
 		out.From, out.To = e.From.String(), e.To.String()
@@ -20,6 +20,10 @@ func Event(e decide.Event) api.Event {
 		out.Flapping = e.Flapping
 	case decide.KindPathPartitionSuspected:
 		out.Group, out.Rounds, out.Suspected = e.Group, e.Rounds, e.Suspected
+	case decide.KindDrillStarted:
+		out.Level, out.Seconds = e.Level, e.Seconds
+	case decide.KindDrillEnded:
+		out.Level, out.End = e.Level, e.End
 	}
 	return out
 }

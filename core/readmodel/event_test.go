@@ -28,6 +28,9 @@ func everyEvent() []decide.Event {
 		decide.Event{Kind: decide.KindOriginFlapping, Origin: "b1"},
 		decide.Event{Kind: decide.KindPathPartitionSuspected, Origin: "a1", Group: "node/pop=eu", Rounds: 4, Suspected: true},
 		decide.Event{Kind: decide.KindPathPartitionSuspected, Origin: "a1", Group: "direct", Rounds: 7},
+		decide.Event{Kind: decide.KindDrillStarted, Level: 1, Seconds: 300},
+		decide.Event{Kind: decide.KindDrillEnded, Level: 1, End: decide.DrillEndAborted},
+		decide.Event{Kind: decide.KindLevelSwitched, FromLevel: 1, ToLevel: 2, Reason: decide.ReasonFailover, Drill: true},
 	)
 	return out
 }

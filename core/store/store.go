@@ -27,6 +27,8 @@ type Site struct {
 	// Ramp is the failback ramp in progress (antiflap.go); absent (nil)
 	// means none, as in every record written before the ramp existed.
 	Ramp *SiteRamp `json:"ramp,omitempty"`
+	// Drill is the site's failover drill (drill.go); absent (nil): none.
+	Drill *SiteDrill `json:"drill,omitempty"`
 }
 
 // Origin is what is kept of one origin.
