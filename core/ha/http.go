@@ -130,7 +130,7 @@ func (n *Node) Handler(next http.Handler) http.Handler {
 			writeJSON(w, http.StatusOK, n.Info())
 			return
 		}
-		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1/sites/") {
+		if (r.Method == http.MethodPost || r.Method == http.MethodDelete) && strings.HasPrefix(r.URL.Path, "/v1/sites/") {
 			rest := strings.TrimPrefix(r.URL.Path, "/v1/sites/")
 			if msg, hint, ok := n.refuse(strings.SplitN(rest, "/", 2)[0], rest); ok {
 				api.WriteError(w, &api.Error{Status: http.StatusMisdirectedRequest, Code: api.CodeNotLeader, Message: msg, Hint: hint})
@@ -177,6 +177,8 @@ func cliCommand(path string) string {
 	switch {
 	case len(parts) == 2 && parts[1] == "switch":
 		return "vigil switch -address ADDR " + parts[0] + " LEVEL"
+	case len(parts) == 2 && parts[1] == "drill":
+		return "vigil drill -address ADDR " + parts[0]
 	case len(parts) == 2 && parts[1] == "probe":
 		return "vigil probe -address ADDR " + parts[0]
 	case len(parts) == 4 && parts[1] == "origins":
