@@ -24,7 +24,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -306,8 +305,8 @@ func (e *Engine) StartDrill(ctx context.Context, site string, req DrillRequest, 
 			level = s.State.Level
 		}
 		if s.Spec.LevelIndex(level) < 0 {
-			return nil, drillRefusal("unknown_level", fmt.Sprintf("site %s has levels %s", site, levelList(s.Spec.Levels)),
-				"site %s has no level %d", site, level)
+			return nil, drillRefusal("unknown_level", "give -level one of them (the API's \"level\"), or none for the current level",
+				"site %s has no level %d (its levels are %s)", site, level, levelList(s.Spec.Levels))
 		}
 		if d := x.drill; d != nil {
 			if d.running() {
@@ -412,7 +411,7 @@ func drillView(s *fleet.Site, d *drillState) api.Drill {
 
 func levelList(levels []int) string {
 	s := make([]string, len(levels))
-	for i, l := range slices.Clone(levels) {
+	for i, l := range levels {
 		s[i] = fmt.Sprint(l)
 	}
 	return strings.Join(s, ", ")
