@@ -37,10 +37,14 @@ const (
 	// KindDrillEnded: the drill of Level ended; End says why (the
 	// DrillEnd* values).
 	KindDrillEnded EventKind = "drill_ended"
+	// KindFailoverTimed: the time a failover took, from its first failed
+	// verdict to the nodes' edges (Failover); journaled once the nodes
+	// reported (docs/failover-time.md).
+	KindFailoverTimed EventKind = "failover_timed"
 )
 
 // EventKinds lists every kind, in the decision core's order.
-var EventKinds = []EventKind{KindOriginState, KindLevelSwitched, KindFailbackAvailable, KindAllLevelsUnhealthy, KindOriginFlapping, KindPathPartitionSuspected, KindDrillStarted, KindDrillEnded}
+var EventKinds = []EventKind{KindOriginState, KindLevelSwitched, KindFailbackAvailable, KindAllLevelsUnhealthy, KindOriginFlapping, KindPathPartitionSuspected, KindDrillStarted, KindDrillEnded, KindFailoverTimed}
 
 // String returns the kind's spelling.
 func (k EventKind) String() string { return string(k) }
@@ -100,6 +104,8 @@ type Event struct {
 	// Drill marks an event made while a drill ran on the site, or during
 	// its way back (written "drill": true, only when set).
 	Drill bool
+	// Failover is a KindFailoverTimed's report (written "report").
+	Failover *FailoverReport
 }
 
 // MarshalJSON writes the event in the shape of docs/simulate.md ("The
@@ -160,6 +166,11 @@ func (e Event) marshalKind() ([]byte, error) {
 			Level int    `json:"level"`
 			End   string `json:"end"`
 		}{string(e.Kind), e.Level, e.End})
+	case KindFailoverTimed:
+		return json.Marshal(struct {
+			Kind   string          `json:"kind"`
+			Report *FailoverReport `json:"report"`
+		}{string(e.Kind), e.Failover})
 	}
 	return nil, fmt.Errorf("event kind %q has no JSON form", string(e.Kind))
 }
@@ -177,12 +188,13 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		// Flapping is read as a pointer: origin_flapping must say it.
 		Flapping *bool `json:"flapping"`
 		// Suspected is read as a pointer: path_partition_suspected must say it.
-		Suspected *bool  `json:"suspected"`
-		Group     string `json:"group"`
-		Rounds    int    `json:"rounds"`
-		Seconds   int    `json:"seconds"`
-		End       string `json:"end"`
-		Drill     bool   `json:"drill"`
+		Suspected *bool           `json:"suspected"`
+		Group     string          `json:"group"`
+		Rounds    int             `json:"rounds"`
+		Seconds   int             `json:"seconds"`
+		End       string          `json:"end"`
+		Drill     bool            `json:"drill"`
+		Report    *FailoverReport `json:"report"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return err
@@ -224,6 +236,11 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		e.Level, e.Seconds = raw.Level, raw.Seconds
 	case KindDrillEnded:
 		e.Level, e.End = raw.Level, raw.End
+	case KindFailoverTimed:
+		if raw.Report == nil {
+			return fmt.Errorf("failover_timed without \"report\"")
+		}
+		e.Failover = raw.Report
 	default:
 		*e = Event{}
 		return fmt.Errorf("event kind %q is unknown", raw.Kind)
@@ -264,6 +281,8 @@ func (e Event) String() string {
 		return fmt.Sprintf("drill of level %d started for %ds", e.Level, e.Seconds)
 	case KindDrillEnded:
 		return fmt.Sprintf("drill of level %d ended (%s)", e.Level, e.End)
+	case KindFailoverTimed:
+		return e.Failover.line()
 	}
 	return string(e.Kind)
 }

@@ -176,3 +176,26 @@ func (c *Client) Failovers(ctx context.Context, site string, limit int) (*Failov
 	}
 	return &out, nil
 }
+
+// line is the report's one-line form, as `vigil events` prints a
+// failover_timed event.
+func (r *FailoverReport) line() string {
+	if r == nil {
+		return "failover timed (no report)"
+	}
+	reported := 0
+	for _, n := range r.Nodes {
+		if n.Reported {
+			reported++
+		}
+	}
+	return fmt.Sprintf("failover %d -> %d timed: detect %s, publish %s, edges %s (%d of %d nodes reported)",
+		r.FromLevel, r.ToLevel, secondsText(r.DetectSeconds), secondsText(r.PublishSeconds), secondsText(r.EdgeSeconds), reported, len(r.Nodes))
+}
+
+func secondsText(s *float64) string {
+	if s == nil {
+		return "unknown"
+	}
+	return fmt.Sprintf("%.3fs", *s)
+}

@@ -33,9 +33,14 @@ const (
 	// KindDrillEnded: the drill of Level ended, End saying why (one of
 	// the DrillEnd* values).
 	KindDrillEnded
+	// KindFailoverTimed: the time a failover took, from its first failed
+	// verdict to the nodes' edges (Report, the JSON of an
+	// api.FailoverReport; docs/failover-time.md). Journaled by the engine
+	// once the nodes reported; the decision core never makes it.
+	KindFailoverTimed
 
 	// LastKind is the highest kind, for loops over every kind.
-	LastKind = KindDrillEnded
+	LastKind = KindFailoverTimed
 )
 
 // Why a drill ended (a KindDrillEnded's End).
@@ -51,7 +56,7 @@ const (
 	DrillEndGone = "level_gone"
 )
 
-var kindNames = [...]string{"", "origin_state", "level_switched", "failback_available", "all_levels_unhealthy", "origin_flapping", "path_partition_suspected", "drill_started", "drill_ended"}
+var kindNames = [...]string{"", "origin_state", "level_switched", "failback_available", "all_levels_unhealthy", "origin_flapping", "path_partition_suspected", "drill_started", "drill_ended", "failover_timed"}
 
 // ParseKind returns the kind spelled s, or 0 and false.
 func ParseKind(s string) (EventKind, bool) {
@@ -123,6 +128,9 @@ type Event struct {
 	// Drill marks an event made while a drill ran on the site, or during
 	// the way back from one (written "drill": true, only when set).
 	Drill bool
+	// Report is a KindFailoverTimed's report, the JSON of an
+	// api.FailoverReport, kept as it is (a string keeps Event comparable).
+	Report string
 }
 
 // MarshalJSON writes the event in the shape of docs/simulate.md ("The
@@ -182,6 +190,11 @@ func (e Event) marshalKind() ([]byte, error) {
 			Level int    `json:"level"`
 			End   string `json:"end"`
 		}{e.Kind.String(), e.Level, e.End})
+	case KindFailoverTimed:
+		return json.Marshal(struct {
+			Kind   string          `json:"kind"`
+			Report json.RawMessage `json:"report"`
+		}{e.Kind.String(), json.RawMessage(e.Report)})
 	}
 	return nil, fmt.Errorf("event kind %d has no JSON form", e.Kind)
 }
@@ -204,6 +217,8 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		Seconds   int    `json:"seconds"`
 		End       string `json:"end"`
 		Drill     bool   `json:"drill"`
+		// Report is kept as it is.
+		Report json.RawMessage `json:"report"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return err
@@ -251,6 +266,11 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		e.Level, e.Seconds = raw.Level, raw.Seconds
 	case KindDrillEnded:
 		e.Level, e.End = raw.Level, raw.End
+	case KindFailoverTimed:
+		if len(raw.Report) == 0 {
+			return fmt.Errorf("failover_timed without \"report\"")
+		}
+		e.Report = string(raw.Report)
 	default:
 		return fmt.Errorf("event kind %q is unknown", raw.Kind)
 	}
@@ -282,6 +302,41 @@ func (e Event) String() string {
 		return fmt.Sprintf("drill of level %d started for %ds", e.Level, e.Seconds)
 	case KindDrillEnded:
 		return fmt.Sprintf("drill of level %d ended (%s)", e.Level, e.End)
+	case KindFailoverTimed:
+		return FailoverTimedLine([]byte(e.Report))
 	}
 	return e.Kind.String()
+}
+
+// FailoverTimedLine is the one-line form of a failover_timed event's
+// report: its levels and the figures it has (api.Event says the same).
+func FailoverTimedLine(report []byte) string {
+	var r struct {
+		From    int      `json:"from_level"`
+		To      int      `json:"to_level"`
+		Detect  *float64 `json:"detect_seconds"`
+		Publish *float64 `json:"publish_seconds"`
+		Edge    *float64 `json:"edge_seconds"`
+		Nodes   []struct {
+			Reported bool `json:"reported"`
+		} `json:"nodes"`
+	}
+	if err := json.Unmarshal(report, &r); err != nil {
+		return "failover timed (unreadable report)"
+	}
+	reported := 0
+	for _, n := range r.Nodes {
+		if n.Reported {
+			reported++
+		}
+	}
+	return fmt.Sprintf("failover %d -> %d timed: detect %s, publish %s, edges %s (%d of %d nodes reported)",
+		r.From, r.To, secondsText(r.Detect), secondsText(r.Publish), secondsText(r.Edge), reported, len(r.Nodes))
+}
+
+func secondsText(s *float64) string {
+	if s == nil {
+		return "unknown"
+	}
+	return fmt.Sprintf("%.3fs", *s)
 }

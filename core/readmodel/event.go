@@ -1,6 +1,8 @@
 package readmodel
 
 import (
+	"encoding/json"
+
 	"github.com/vigilcdn/vigil/api"
 	"github.com/vigilcdn/vigil/core/decide"
 )
@@ -24,6 +26,11 @@ func Event(e decide.Event) api.Event {
 		out.Level, out.Seconds = e.Level, e.Seconds
 	case decide.KindDrillEnded:
 		out.Level, out.End = e.Level, e.End
+	case decide.KindFailoverTimed:
+		var r api.FailoverReport
+		if json.Unmarshal([]byte(e.Report), &r) == nil {
+			out.Failover = &r
+		}
 	}
 	return out
 }
