@@ -13,14 +13,19 @@
 //	GET  /v1/sites                                 every site (SiteView), paged and filtered
 //	GET  /v1/sites/{site}                          one site
 //	GET  /v1/sites/{site}/history                  one site's recent verdicts and uptimes
+//	GET  /v1/sites/{site}/failovers?limit=N       the site's failover reports, newest first (failovers.go)
 //	GET  /v1/summary                               the fleet in a few numbers
 //	POST /v1/sites/{site}/switch                   {"level": N}
 //	POST /v1/sites/{site}/probe                    a dry-run round (changes nothing)
 //	POST /v1/sites/{site}/origins/{origin}/disable
 //	POST /v1/sites/{site}/origins/{origin}/enable
+//	POST /v1/sites/{site}/drill                    {"level": N, "for": "5m"}: start a failover drill (drill.go)
+//	DELETE /v1/sites/{site}/drill                  abort it
+//	GET  /v1/sites/{site}/drill                    the site's drill, running or on its way back
 //	POST /v1/reload                                read the configuration again, as SIGHUP does (with Options.Reload)
 //	GET  /v1/events?site=&after=&limit=&wait=      the journal, oldest first
 //	GET  /v1/publication?after=VERSION&wait=30s    long-poll of the publication
+//	POST /v1/publication/applied                  a node's acknowledgement: when its edge applied a version (failovers.go)
 //	GET  /v1/nodes                                 the sources' own status: the node gateway's online nodes
 //	GET  /v1/sources                               the chain's sources: plugin, version, protocol, SDK, capabilities, process, restarts, last error (sources.go)
 //	GET  /metrics                                  Prometheus

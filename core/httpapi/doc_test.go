@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -11,16 +12,28 @@ import (
 // TestDocListsEveryRoute: doc.go lists every route api.go registers, and
 // no other, so that the package doc cannot fall behind the mux again.
 func TestDocListsEveryRoute(t *testing.T) {
-	src, err := os.ReadFile("api.go")
+	// api.go and the route files beside it (drill.go, ...).
+	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
+	}
+	var src []byte
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src = append(src, b...)
 	}
 	doc, err := os.ReadFile("doc.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var registered []string
-	for _, m := range regexp.MustCompile(`HandleFunc\("((?:GET|POST) [^"]+)"`).FindAllStringSubmatch(string(src), -1) {
+	for _, m := range regexp.MustCompile(`HandleFunc\("((?:GET|POST|DELETE) [^"]+)"`).FindAllStringSubmatch(string(src), -1) {
 		p := m[1]
 		if strings.HasSuffix(p, "/{action}") { // the origin actions, listed one by one
 			registered = append(registered, strings.Replace(p, "{action}", "disable", 1), strings.Replace(p, "{action}", "enable", 1))
@@ -32,7 +45,7 @@ func TestDocListsEveryRoute(t *testing.T) {
 		t.Fatalf("found only %q in api.go: the scan lost its way", registered)
 	}
 	var listed []string
-	for _, m := range regexp.MustCompile(`(?m)^//\t((?:GET|POST) +/\S*)`).FindAllStringSubmatch(string(doc), -1) {
+	for _, m := range regexp.MustCompile(`(?m)^//\t((?:GET|POST|DELETE) +/\S*)`).FindAllStringSubmatch(string(doc), -1) {
 		f := strings.Fields(m[1])
 		path, _, _ := strings.Cut(f[1], "?")
 		listed = append(listed, f[0]+" "+path)
