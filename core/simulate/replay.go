@@ -137,7 +137,9 @@ func BuildExport(snap *history.Snapshot, names []Names, h ExportHeader, events [
 		eo := ExportOrigin{Site: n.Site, Origin: n.Origin, Points: make([]ExportPoint, 0, len(o.Points))}
 		for _, p := range o.Points {
 			ep := ExportPoint{T: p.Time.Unix(), V: p.Verdict.String(), S: p.State.String(), MS: float64(p.Latency/(100*time.Microsecond)) / 10}
-			if p.By >= 0 {
+			if name, ok := drillSourceName(p.By, h.Sources); ok { // replay_drill.go
+				ep.By = name
+			} else if p.By >= 0 {
 				ep.By = srcName(p.By)
 			}
 			for _, v := range p.Votes {
@@ -365,6 +367,12 @@ func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
 		src = tsrc
 		res.Warnings = append(res.Warnings, chainWarnings(x.Header.Sources, f)...)
 	}
+	drills, nDrill := x.drillRounds() // replay_drill.go
+	dsrc := &drillSource{inner: src, f: f}
+	if nDrill > 0 {
+		src = dsrc
+		res.Warnings = append(res.Warnings, drillWarning(nDrill))
+	}
 	recPartitions := map[string][]PartitionEvent{}
 	for _, e := range x.Events {
 		if e.Event.Kind == decide.KindPathPartitionSuspected && f.Site(e.Site) != nil && e.Time.Unix() >= times[0] &&
@@ -378,9 +386,9 @@ func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
 	replayed := map[string][]Switch{}
 	round := 0
 	setRound := func(t int64, ok bool) {
-		vsrc.round, tsrc.round = nil, nil
+		vsrc.round, tsrc.round, dsrc.round = nil, nil, nil
 		if ok {
-			vsrc.round, tsrc.round = byTime[t], votesAt[t]
+			vsrc.round, tsrc.round, dsrc.round = byTime[t], votesAt[t], drills[t]
 		}
 	}
 	note := func(at time.Time, t int64, ok bool, reports []fleet.Report) {
