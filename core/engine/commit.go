@@ -29,6 +29,7 @@ func (e *Engine) flushLocked(ctx context.Context) bool {
 		// refresh from the store that follows a lost role replaces it.
 		return false
 	}
+	e.journalFailoverReports() // failover_times.go
 	pc := e.preparePublication()
 	meta := e.meta
 	meta.Publication = pc.Version
@@ -55,6 +56,7 @@ func (e *Engine) flushLocked(ctx context.Context) bool {
 		return false
 	}
 	e.metrics.storeHealthy.Set(1)
+	e.failoversCommitted()
 	if h := e.opts.Hooks; h != nil && h.AfterCommit != nil {
 		h.AfterCommit()
 	}
@@ -70,6 +72,7 @@ func (e *Engine) flushLocked(ctx context.Context) bool {
 	e.marks.clear()
 	e.deleted = e.deleted[:0]
 	e.afterCommit(pc)
+	e.failoversPublished()
 	if len(committed) > 0 {
 		e.journalMu.Lock()
 		close(e.journalChanged)

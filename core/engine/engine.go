@@ -165,6 +165,10 @@ type Engine struct {
 	suspectMu   sync.Mutex
 	suspects    map[string]struct{} // sites Suspect named, not yet taken by the fleet
 	deferWarned time.Time           // when a deferred confirmation was last logged
+
+	// ft times each failover for its report (failover_times.go).
+	ftOnce sync.Once
+	ft     *failoverTimes
 }
 
 // indexSet is a set of fleet indices with O(1) insert and an ordered-by-
@@ -260,6 +264,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Engine, hcl.Di
 	e := &Engine{log: opts.Logger, opts: opts, store: opts.Store, hub: publish.NewHub(), journalChanged: make(chan struct{}),
 		verdictCounts: map[verdictKey]int{}, confirmKick: make(chan struct{}, 1)}
 	e.metrics = newMetrics(opts.Registerer, e)
+	e.times() // its histograms exist from the start
 
 	// The plugins start while the state loads: both take a while at scale.
 	type loaded struct {

@@ -416,6 +416,7 @@ func (e *Engine) recordRound(f *fleet.Fleet, plan *fleet.Plan, reports []fleet.R
 			}
 			if !t.out.Skip {
 				e.verdictCounts[verdictKey{by, t.out.Verdict}]++
+				e.noteVerdict(s, o, t.out.Verdict, at) // failover_times.go
 			}
 		}
 		siteEvents := e.partitionEvents(f, rec, &rs, s, rep.Events, at)
@@ -428,6 +429,7 @@ func (e *Engine) recordRound(f *fleet.Fleet, plan *fleet.Plan, reports []fleet.R
 				}
 			}
 			e.addEvent(s.Spec.Name, plan.Seq, "", ev, timeOf(at))
+			e.noteSwitch(s, ev, siteEvents, e.meta.LastEvent, plan.Seq, at) // failover_times.go
 		}
 		rec.events = append(rec.events, siteEvents...)
 		rs.eventsTo = uint32(len(rec.events))

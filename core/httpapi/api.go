@@ -111,7 +111,8 @@ func New(opts Options) *Handler {
 	h.mux.HandleFunc("POST /v1/sites/{site}/switch", h.write(h.switchLevel))
 	h.mux.HandleFunc("POST /v1/sites/{site}/probe", h.privileged("probes", "a probe changes nothing but needs the API token, as it runs a real round of the chain", h.probe))
 	h.mux.HandleFunc("POST /v1/sites/{site}/origins/{origin}/{action}", h.write(h.originAction))
-	h.drillRoutes() // drill.go
+	h.drillRoutes()    // drill.go
+	h.failoverRoutes() // failovers.go
 	if opts.Reload != nil {
 		h.mux.HandleFunc("POST /v1/reload", h.write(h.reload))
 	}
