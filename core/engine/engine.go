@@ -166,6 +166,13 @@ type Engine struct {
 	suspects    map[string]struct{} // sites Suspect named, not yet taken by the fleet
 	deferWarned time.Time           // when a deferred confirmation was last logged
 
+	// loads are the reads of the store that wait for mu (Claim, Follow),
+	// and the claimed sites awaiting their first probe (claim.go).
+	loads loadQueue
+	// cfgNow is cfg for Config, which must not wait for mu (a shard
+	// claims sites while a round commits).
+	cfgNow atomic.Pointer[config.Config]
+
 	// ft times each failover for its report (failover_times.go).
 	ftOnce sync.Once
 	ft     *failoverTimes
@@ -262,7 +269,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Engine, hcl.Di
 		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "No state store", Detail: "engine.New needs a store"}}
 	}
 	e := &Engine{log: opts.Logger, opts: opts, store: opts.Store, hub: publish.NewHub(), journalChanged: make(chan struct{}),
-		verdictCounts: map[verdictKey]int{}, confirmKick: make(chan struct{}, 1)}
+		verdictCounts: map[verdictKey]int{}, confirmKick: make(chan struct{}, 1),
+		loads: loadQueue{kick: make(chan struct{}, 1)}}
 	e.metrics = newMetrics(opts.Registerer, e)
 	e.times() // its histograms exist from the start
 
@@ -308,12 +316,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Engine, hcl.Di
 // follow.
 func (e *Engine) Hub() *publish.Hub { return e.hub }
 
-// Config returns the configuration in force.
-func (e *Engine) Config() *config.Config {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.cfg
-}
+// Config returns the configuration in force. It never waits for a round.
+func (e *Engine) Config() *config.Config { return e.cfgNow.Load() }
 
 // PluginSource is the real VoteSource of a source block: its plugin,
 // run by pluginhost (not started yet). Its plugin's suspicions of a site
@@ -392,6 +396,7 @@ func (e *Engine) install(cfg *config.Config, recordOf func(name string) (store.S
 	e.changed.reset(n)
 	e.marks.reset(n)
 	e.fleet, e.cfg = f, cfg
+	e.cfgNow.Store(cfg)
 	e.gen++
 	for i, s := range f.Sites {
 		name := s.Spec.Name

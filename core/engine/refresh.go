@@ -38,12 +38,40 @@ func (e *Engine) RefreshSites(ctx context.Context, pick func(site string) bool) 
 // passes the sites another shard's commit wrote (etcd store, LoadSince)
 // and picks only those, so that a commit costs it what changed. With a
 // state that holds only some sites, pick must accept only sites it holds.
+// It waits for the engine's lock, so for a round that is committing:
+// the handover's barrier relies on that. The loads queued before it
+// (Claim, Follow) are taken in first, in their order.
 func (e *Engine) RefreshLoaded(ctx context.Context, st *store.State, pick func(site string) bool) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.takeLoadsLocked(ctx)
+	if pick != nil {
+		if e.reloadLocked(st, pick) {
+			e.settlePartial(ctx)
+		}
+		return nil
+	}
+	// Mirror the stored publication exactly: same version, same content
+	// as the instance that wrote it.
+	e.meta = st.Meta
+	e.pub.Restart()
+	e.pending = e.pending[:0]
+	e.install(e.cfg, func(name string) (store.Site, bool) {
+		r, ok := st.Sites[name]
+		return r, ok
+	}, func(string) lastRef { return lastRef{} })
+	e.settleLocked(ctx)
+	return nil
+}
+
+// reloadLocked takes the sites pick accepts from st into the engine (a
+// partial refresh) and keeps the others as they are in memory. It
+// reports whether something changed that must be let out
+// (settlePartial). Called with e.mu held.
+func (e *Engine) reloadLocked(st *store.State, pick func(site string) bool) bool {
 	old, oldInfo, oldLast := e.fleet, e.info, e.last
 	recordOf := func(name string) (store.Site, bool) {
-		if pick == nil || pick(name) {
+		if pick(name) {
 			r, ok := st.Sites[name]
 			return r, ok
 		}
@@ -51,7 +79,7 @@ func (e *Engine) RefreshLoaded(ctx context.Context, st *store.State, pick func(s
 		return record(old.Sites[i], &oldInfo[i]), true
 	}
 	carry := func(name string) lastRef {
-		if pick == nil || pick(name) {
+		if pick(name) {
 			return lastRef{} // the stored record is the truth: no votes of ours
 		}
 		return oldLast[old.SiteIndex(name)]
@@ -59,52 +87,37 @@ func (e *Engine) RefreshLoaded(ctx context.Context, st *store.State, pick func(s
 	e.meta.Round = max(e.meta.Round, st.Meta.Round)
 	e.meta.LastEvent = max(e.meta.LastEvent, st.Meta.LastEvent)
 	e.meta.ProbedAll = max(e.meta.ProbedAll, st.Meta.ProbedAll)
-	if pick == nil {
-		// Mirror the stored publication exactly: same version, same
-		// content as the instance that wrote it.
-		e.meta = st.Meta
-		e.pub.Restart()
-	} else {
-		e.meta.Publication = max(e.meta.Publication, st.Meta.Publication)
+	e.meta.Publication = max(e.meta.Publication, st.Meta.Publication)
+	// A partial refresh writes nothing of the reloaded sites: they are
+	// as stored. What this instance still owes the store (a failed
+	// commit's sites, marks and events) stays owed.
+	differ, inPlace := e.storedDiffers(st, pick)
+	if len(differ) == 0 && inPlace {
+		return false // nothing to reload: a round in progress goes on
 	}
-	if pick != nil {
-		// A partial refresh writes nothing of the reloaded sites: they are
-		// as stored. What this instance still owes the store (a failed
-		// commit's sites, marks and events) stays owed.
-		differ, inPlace := e.storedDiffers(st, pick)
-		if len(differ) == 0 && inPlace {
-			return nil // nothing to reload: a round in progress goes on
-		}
-		if inPlace {
-			// None of them is in the round in progress: they are reloaded
-			// where they are, and the round goes on. A site with no record
-			// starts afresh, as a new site does.
-			now := nanos(e.opts.Now())
-			for _, i := range differ {
-				if r, ok := st.Sites[e.fleet.Sites[i].Spec.Name]; ok {
-					e.restoreInPlace(i, r, now)
-				} else {
-					e.resetInPlace(i, now)
-				}
+	if inPlace {
+		// None of them is in the round in progress: they are reloaded
+		// where they are, and the round goes on. A site with no record
+		// starts afresh, as a new site does.
+		now := nanos(e.opts.Now())
+		for _, i := range differ {
+			if r, ok := st.Sites[e.fleet.Sites[i].Spec.Name]; ok {
+				e.restoreInPlace(i, r, now)
+			} else {
+				e.resetInPlace(i, now)
 			}
-			e.settlePartial(ctx)
-			return nil
 		}
-		pending := append([]store.Event(nil), e.pending...)
-		lastEvent := e.meta.LastEvent
-		owed := e.owed(func(name string) bool { return !pick(name) })
-		e.install(e.cfg, recordOf, carry)
-		e.dirty.clear()
-		e.marks.clear()
-		e.reowe(owed)
-		e.pending, e.meta.LastEvent = pending, lastEvent
-		e.settlePartial(ctx)
-		return nil
+		return true
 	}
-	e.pending = e.pending[:0]
+	pending := append([]store.Event(nil), e.pending...)
+	lastEvent := e.meta.LastEvent
+	owed := e.owed(func(name string) bool { return !pick(name) })
 	e.install(e.cfg, recordOf, carry)
-	e.settleLocked(ctx)
-	return nil
+	e.dirty.clear()
+	e.marks.clear()
+	e.reowe(owed)
+	e.pending, e.meta.LastEvent = pending, lastEvent
+	return true
 }
 
 // settlePartial lets out a partial refresh. When the publication changes

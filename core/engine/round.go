@@ -264,13 +264,16 @@ type RoundResult struct {
 	// Confirm is set for a confirmation round (RunConfirm); Probed is 0
 	// when no site was due.
 	Confirm bool
+	// Takeover is set for a takeover round (RunTakeover); Probed is 0
+	// when no claimed site awaited its first probe.
+	Takeover bool
 }
 
 // RunRound runs one round now: the scheduler's sites, the chain, the
 // decisions, one atomic commit, then the publication and the views. The
 // engine's lock is not held while the sources vote (see the package doc).
 func (e *Engine) RunRound(ctx context.Context) RoundResult {
-	return e.runRound(ctx, false)
+	return e.runRound(ctx, false, false)
 }
 
 // RunConfirm runs one confirmation round now (confirm.go): the sites in
@@ -279,14 +282,24 @@ func (e *Engine) RunRound(ctx context.Context) RoundResult {
 // and commit as a round. It probes nothing, and takes no sequence number,
 // when no site is due.
 func (e *Engine) RunConfirm(ctx context.Context) RoundResult {
-	return e.runRound(ctx, true)
+	return e.runRound(ctx, true, false)
 }
 
-func (e *Engine) runRound(ctx context.Context, confirm bool) RoundResult {
+// RunTakeover runs one takeover round now (claim.go): the sites this
+// instance claimed (Claim) and owns that none of its rounds has probed
+// since, at most sites_per_round of them, longest ago first, through the
+// same chain, decisions and commit as a round. It probes nothing, and
+// takes no sequence number, when no claimed site awaits its first probe.
+func (e *Engine) RunTakeover(ctx context.Context) RoundResult {
+	return e.runRound(ctx, false, true)
+}
+
+func (e *Engine) runRound(ctx context.Context, confirm, takeover bool) RoundResult {
 	e.roundMu.Lock()
 	defer e.roundMu.Unlock()
 
 	e.mu.Lock()
+	e.takeLoadsLocked(ctx) // claimed sites are planned as stored
 	if !e.active() {
 		res := RoundResult{Round: e.fleet.Seq, Saved: true, Confirm: confirm}
 		e.mu.Unlock()
@@ -308,6 +321,12 @@ func (e *Engine) runRound(ctx context.Context, confirm bool) RoundResult {
 			e.mu.Unlock()
 			return res
 		}
+	} else if takeover {
+		if plan = f.PlanSites(e.freshSites(false)); plan == nil {
+			res := RoundResult{Round: f.Seq, Saved: true, Takeover: true}
+			e.mu.Unlock()
+			return res
+		}
 	} else {
 		plan = f.Plan()
 	}
@@ -324,12 +343,15 @@ func (e *Engine) runRound(ctx context.Context, confirm bool) RoundResult {
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	// What was claimed while this round committed is taken in before the
+	// lock is let go (claim.go).
+	defer e.takeLoadsLocked(ctx)
 	e.inFlight = nil
-	res := RoundResult{Round: plan.Seq, Confirm: confirm}
+	res := RoundResult{Round: plan.Seq, Confirm: confirm, Takeover: takeover}
 	if e.gen != gen {
 		e.log.Info("round discarded: the configuration or the state changed while its sources voted; the next round starts now", "round", plan.Seq, "confirm", confirm)
 		res.Discarded = true
-		if !confirm {
+		if !confirm && !takeover {
 			e.retryNow = true
 		}
 		return res
@@ -349,6 +371,13 @@ func (e *Engine) runRound(ctx context.Context, confirm bool) RoundResult {
 		res.Events += len(rep.Events)
 	}
 	res.Probed = len(reports)
+	e.probedFresh(func(yield func(string) bool) {
+		for _, rep := range reports {
+			if !yield(rep.Site.Spec.Name) {
+				return
+			}
+		}
+	})
 	e.roundOwed = unsaved{seq: plan.Seq, probed: res.Probed, confirm: confirm}
 	res.Saved = e.flushLocked(ctx)
 	res.Duration = e.opts.Now().Sub(start)
@@ -358,6 +387,11 @@ func (e *Engine) runRound(ctx context.Context, confirm bool) RoundResult {
 		e.metrics.confirmSeconds.Observe(res.Duration.Seconds())
 		return res
 	}
+	if takeover {
+		e.metrics.sitesProbed.Add(float64(len(reports)))
+		return res
+	}
+	e.freshSites(true) // those released before their first probe
 	e.metrics.rounds.Inc()
 	e.metrics.sitesProbed.Add(float64(len(reports)))
 	e.metrics.roundSeconds.Observe(res.Duration.Seconds())
@@ -463,7 +497,8 @@ type verdictKey struct {
 // confirmation never delays a round: none starts less than confirmMargin
 // before the next round is due, and one that is still running when that
 // round is due is cut short (its sources' votes not in by then are lost,
-// as in a round that runs out of time).
+// as in a round that runs out of time). Sites claimed in sharded mode
+// (Claim) get a takeover round at once on the same terms (claim.go).
 func (e *Engine) Run(ctx context.Context) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -515,6 +550,30 @@ func (e *Engine) Run(ctx context.Context) {
 				e.log.Debug("confirmation round done", "round", res.Round, "sites", res.Probed, "events", res.Events, "duration", res.Duration)
 			}
 		case <-e.confirmKick:
+		case <-e.loads.kick:
+			// Loads wait for the engine (claim.go), or claimed sites
+			// for their first probe: a takeover round, unless the next
+			// round is about to come (it probes them then).
+			e.TakeLoads(ctx)
+			interval := e.Config().Control.RoundInterval
+			if next.IsZero() || !e.opts.Now().Add(confirmMargin(interval)).Before(next) {
+				break
+			}
+			tctx, cancel := context.WithDeadline(ctx, next)
+			res := e.RunTakeover(tctx)
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			if res.Probed > 0 {
+				if e.opts.AfterRound != nil {
+					e.opts.AfterRound(res)
+				}
+				e.log.Info("takeover round done: claimed sites probed before the next round", "round", res.Round, "sites", res.Probed, "events", res.Events, "duration", res.Duration)
+				if res.Probed >= e.Config().Control.SitesPerRound {
+					e.kickLoads() // more may wait: another, until the next round is near
+				}
+			}
 		}
 		if d, ok := e.nextConfirm(next, lastConfirm); ok {
 			confirmTimer.Reset(d)

@@ -750,17 +750,32 @@ func (n *Node) watchState(ctx context.Context) {
 // sites owned elsewhere on a shard, nothing on the leader.
 func (n *Node) refreshOthers(ctx context.Context) {
 	n.refreshMu.Lock()
-	defer n.refreshMu.Unlock()
 	n.mu.Lock()
 	eng, ready, sharded := n.eng, n.ready, n.sharded
 	n.mu.Unlock()
 	if eng == nil {
+		n.refreshMu.Unlock()
 		return
 	}
+	if sharded {
+		// The engine queues what it cannot take now (a round commits):
+		// the wait for it is outside refreshMu, so claims go on
+		// meanwhile (engine.Claim).
+		err := n.reloadChanged(ctx, eng)
+		n.refreshMu.Unlock()
+		if err != nil {
+			if ctx.Err() == nil {
+				n.log.Warn("cannot reload the state from etcd; views may lag", "error", err)
+			}
+			return
+		}
+		eng.TakeLoads(ctx)
+		n.reloads.Add(1)
+		return
+	}
+	defer n.refreshMu.Unlock()
 	var err error
 	switch {
-	case sharded:
-		err = n.reloadChanged(ctx, eng)
 	case !ready:
 		err = eng.Refresh(ctx)
 	default:
@@ -774,15 +789,14 @@ func (n *Node) refreshOthers(ctx context.Context) {
 }
 
 // reloadUnowned reloads the sites this instance does not own, all of
-// them. Called with refreshMu held.
+// them (engine.Follow: queued while a round commits; TakeLoads waits for
+// them). Called with refreshMu held.
 func (n *Node) reloadUnowned(ctx context.Context, eng *engine.Engine) error {
 	st, rev, err := n.opts.Store.LoadSince(ctx, 0)
 	if err != nil {
 		return fmt.Errorf("refreshing from the store: %w", err)
 	}
-	if err := eng.RefreshLoaded(ctx, st, n.unowned(nil)); err != nil {
-		return err
-	}
+	eng.Follow(ctx, st, n.unowned(nil))
 	n.seenRev = rev
 	return nil
 }
@@ -799,9 +813,7 @@ func (n *Node) reloadChanged(ctx context.Context, eng *engine.Engine) error {
 	if err != nil {
 		return fmt.Errorf("refreshing from the store: %w", err)
 	}
-	if err := eng.RefreshLoaded(ctx, st, n.unowned(st.Sites)); err != nil {
-		return err
-	}
+	eng.Follow(ctx, st, n.unowned(st.Sites))
 	n.seenRev = rev
 	n.partialReloads.Add(1)
 	return nil

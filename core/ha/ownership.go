@@ -26,8 +26,11 @@ import (
 //     Owns no longer accepts).
 //     A then deletes P/owners/SITE if it still has the revision A created.
 //  3. B creates P/owners/SITE with its lease only if the key does not
-//     exist (create revision 0), reloads the site from etcd (the sites it
-//     claimed, only them), and only then probes it, from its next round.
+//     exist (create revision 0), reads the site from etcd (the sites it
+//     claimed, only them) and hands the records to its engine (Claim),
+//     which takes them in before it plans a round or acts, without
+//     waiting for a round that is committing; only then does B probe the
+//     site, in a takeover round at once or from its next round.
 //
 // The owner key exists at most once, so at any instant at most one node
 // may probe and write the site; A's late writes fail the fence, which
@@ -177,27 +180,36 @@ func (n *Node) batchSize() int {
 	return max(n.opts.Store.MaxTxnOps(), 1)
 }
 
-// own reloads claimed sites from the store and marks them owned: only
-// then are they probed, from the instance's next round on. It reads
-// those sites only (LoadSites), never the whole store, and the engine
-// reloads them in place, so a round in progress goes on. It reports
-// whether the reload went through.
+// own reads claimed sites from the store, hands their records to the
+// engine (Claim) and marks them owned: only then are they probed, in a
+// takeover round at once (engine.Run), or from the instance's next round
+// on. It reads those sites only (LoadSites), never the whole store, and
+// never waits for a round: the engine takes the records in at once when
+// it can, and right after the commit in progress when a round is
+// committing, before it plans or acts again. It reports whether the read
+// went through.
 func (n *Node) own(ctx context.Context, eng *engine.Engine, sites []string) bool {
 	// The new owner reloads a site before it probes it.
 	n.refreshMu.Lock()
-	err := n.reloadSites(ctx, eng, sites)
+	st, _, err := n.opts.Store.LoadSites(ctx, sites)
+	if err == nil {
+		// Marked owned once the engine has the records queued (in
+		// refreshMu, so in order with the reloads of the others' sites).
+		eng.Claim(ctx, st, sites, func() {
+			n.mu.Lock()
+			for _, s := range sites {
+				if _, ok := n.held[s]; ok {
+					n.owned[s] = true
+				}
+			}
+			n.mu.Unlock()
+		})
+	}
 	n.refreshMu.Unlock()
 	if err != nil {
-		n.log.Error("cannot reload acquired sites; not probing them yet", "sites", len(sites), "error", err)
+		n.log.Error("cannot reload acquired sites; not probing them yet", "sites", len(sites), "error", fmt.Errorf("reloading %d sites from the store: %w", len(sites), err))
 		return false
 	}
-	n.mu.Lock()
-	for _, s := range sites {
-		if _, ok := n.held[s]; ok {
-			n.owned[s] = true
-		}
-	}
-	n.mu.Unlock()
 	n.metrics.update()
 	return true
 }
