@@ -188,7 +188,22 @@ func (s *server) Vote(ctx context.Context, req *pb.VoteRequest) (*pb.VoteRespons
 		m.PluginReason = v.PluginReason
 		resp.Votes[i] = m
 	}
+	if r, ok := s.impl.(MetricsReporter); ok {
+		resp.Metrics = metricsMessages(r.Metrics())
+	}
 	return resp, nil
+}
+
+// metricsMessages is ms on the wire. The host checks them (CheckMetrics).
+func metricsMessages(ms []Metric) []*pb.Metric {
+	if len(ms) == 0 {
+		return nil
+	}
+	out := make([]*pb.Metric, len(ms))
+	for i, m := range ms {
+		out[i] = &pb.Metric{Name: m.Name, Kind: pb.MetricKind(m.Kind), Value: m.Value, Help: m.Help, Labels: m.Labels}
+	}
+	return out
 }
 
 // Status answers without taking the call semaphore: StatusReporter says it

@@ -94,13 +94,31 @@ func (c *client) Configure(ctx context.Context, cfg sdk.Config) error {
 // body limit): a host hands such a plugin only the targets that need none
 // of them (sdk.RequiredCapabilities).
 func (c *client) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error) {
+	votes, _, err := c.VoteWithMetrics(ctx, ballot)
+	return votes, err
+}
+
+// VoteWithMetrics is Vote, and the metrics the plugin sent with its
+// answer, unchecked (sdk.CheckMetrics). A protocol-1 plugin sends none.
+func (c *client) VoteWithMetrics(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, []sdk.Metric, error) {
 	var resp voteResponse
 	opts := append([]grpc.CallOption{grpc.ForceCodecV2(wireCodec{})}, callOpts...)
 	if err := c.cc.Invoke(ctx, pb.VoteSource_Vote_FullMethodName, &voteRequest{ballot: &ballot, v1: c.version < 2}, &resp, opts...); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return resp.votes, nil
+	return resp.votes, resp.metrics, nil
 }
+
+// MetricsVoter is a VoteSource whose Vote answers carry the plugin's own
+// metrics too (sdk.MetricsReporter on the plugin's side): what the
+// plugins that Plugins dispenses are. vigil reads the metrics with the
+// votes.
+type MetricsVoter interface {
+	sdk.VoteSource
+	VoteWithMetrics(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, []sdk.Metric, error)
+}
+
+var _ MetricsVoter = (*client)(nil)
 
 // Status asks the plugin for its status; ErrNoStatus when it has none.
 func (c *client) Status(ctx context.Context) (sdk.Status, error) {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/vigilcdn/vigil/sdk"
+	pb "github.com/vigilcdn/vigil/sdk/proto/votesource/v1"
 )
 
 // The host's side of Vote writes the request and reads the answer in the
@@ -30,7 +31,7 @@ const (
 
 	fTLSServerName, fTLSCA, fTLSInsecure = 1, 2, 3
 
-	fRespVotes = 1
+	fRespVotes, fRespMetrics = 1, 2
 
 	fVSite, fVOrigin, fVVoter, fVValue, fVReason, fVDetail, fVLatency, fVPluginReason = 1, 2, 3, 4, 5, 6, 7, 8
 )
@@ -42,8 +43,12 @@ type voteRequest struct {
 	v1     bool
 }
 
-// voteResponse is a Vote answer to be read into votes.
-type voteResponse struct{ votes []sdk.Vote }
+// voteResponse is a Vote answer to be read into votes and, when the
+// plugin sent any, its metrics.
+type voteResponse struct {
+	votes   []sdk.Vote
+	metrics []sdk.Metric
+}
 
 // wireCodec marshals voteRequest and unmarshals voteResponse; it leaves
 // every other message to protobuf. Its name is "proto": on the wire it is
@@ -70,8 +75,8 @@ func (wireCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	b := data.Materialize()
 	switch m := v.(type) {
 	case *voteResponse:
-		votes, err := parseVoteResponse(b)
-		m.votes = votes
+		votes, metrics, err := parseVoteResponse(b)
+		m.votes, m.metrics = votes, metrics
 		return err
 	case proto.Message:
 		return proto.Unmarshal(b, m)
@@ -177,11 +182,12 @@ func appendTarget(b []byte, t *sdk.Target, v1 bool) []byte {
 
 var errWire = errors.New("sdk/host: malformed Vote answer")
 
-// parseVoteResponse reads a VoteResponse into votes. Voter ids and
-// details repeat across an answer ("direct", "HTTP 200 OK"): each is kept
-// once.
-func parseVoteResponse(b []byte) ([]sdk.Vote, error) {
+// parseVoteResponse reads a VoteResponse into votes and metrics. Voter
+// ids and details repeat across an answer ("direct", "HTTP 200 OK"): each
+// is kept once. The metrics, a few, are read with the generated message.
+func parseVoteResponse(b []byte) ([]sdk.Vote, []sdk.Metric, error) {
 	votes := make([]sdk.Vote, 0, len(b)/48)
+	var metrics []sdk.Metric
 	strs := map[string]string{}
 	share := func(raw []byte) string {
 		if s, ok := strs[string(raw)]; ok { // no allocation for the lookup
@@ -196,28 +202,36 @@ func parseVoteResponse(b []byte) ([]sdk.Vote, error) {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
-			return nil, errWire
+			return nil, nil, errWire
 		}
 		b = b[n:]
-		if num != fRespVotes || typ != protowire.BytesType {
+		if (num != fRespVotes && num != fRespMetrics) || typ != protowire.BytesType {
 			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-				return nil, errWire
+				return nil, nil, errWire
 			}
 			b = b[n:]
 			continue
 		}
 		msg, n := protowire.ConsumeBytes(b)
 		if n < 0 {
-			return nil, errWire
+			return nil, nil, errWire
 		}
 		b = b[n:]
+		if num == fRespMetrics {
+			var m pb.Metric
+			if err := proto.Unmarshal(msg, &m); err != nil {
+				return nil, nil, errWire
+			}
+			metrics = append(metrics, sdk.Metric{Name: m.GetName(), Kind: sdk.MetricKind(m.GetKind()), Value: m.GetValue(), Help: m.GetHelp(), Labels: m.GetLabels()})
+			continue
+		}
 		v, err := parseVote(msg, share)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		votes = append(votes, v)
 	}
-	return votes, nil
+	return votes, metrics, nil
 }
 
 func parseVote(b []byte, share func([]byte) string) (sdk.Vote, error) {

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -60,14 +61,24 @@ func TestWireResponseIsTheProtocols(t *testing.T) {
 		{Site: "www", Origin: "a3", Voter: "tls", Value: pb.Value_VALUE_DOWN, Reason: pb.Reason_REASON_TLS_FAILED, PluginReason: "tlscheck/cert_expiring"},
 		{Site: "x", Origin: "y", Voter: "n", Value: 99, Reason: 77, LatencyNanos: -5},
 		{},
+	}, Metrics: []*pb.Metric{
+		{Name: "dnspup_quota_requests_total", Kind: pb.MetricKind_METRIC_KIND_COUNTER, Value: 9, Help: "POSTs", Labels: map[string]string{"result": "spent"}},
+		{Name: "tlscheck_certs", Kind: pb.MetricKind_METRIC_KIND_GAUGE, Value: -1.5},
 	}}
 	b, err := proto.Marshal(resp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	votes, err := parseVoteResponse(b)
+	votes, metrics, err := parseVoteResponse(b)
 	if err != nil {
 		t.Fatal(err)
+	}
+	wantMetrics := []sdk.Metric{
+		{Name: "dnspup_quota_requests_total", Kind: sdk.MetricCounter, Value: 9, Help: "POSTs", Labels: map[string]string{"result": "spent"}},
+		{Name: "tlscheck_certs", Kind: sdk.MetricGauge, Value: -1.5},
+	}
+	if !reflect.DeepEqual(metrics, wantMetrics) {
+		t.Errorf("metrics %+v, want %+v", metrics, wantMetrics)
 	}
 	if len(votes) != len(resp.Votes) {
 		t.Fatalf("%d votes, want %d", len(votes), len(resp.Votes))
@@ -79,7 +90,7 @@ func TestWireResponseIsTheProtocols(t *testing.T) {
 		}
 	}
 	for _, bad := range [][]byte{{0x0a}, {0x0a, 0x05, 0x0a}, {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}} {
-		if _, err := parseVoteResponse(bad); err == nil {
+		if _, _, err := parseVoteResponse(bad); err == nil {
 			t.Errorf("malformed answer %x read without an error", bad)
 		}
 	}
@@ -89,7 +100,7 @@ func FuzzParseVoteResponse(f *testing.F) {
 	b, _ := proto.Marshal(&pb.VoteResponse{Votes: []*pb.Vote{{Site: "s", Origin: "o", Voter: "v", Value: 1, Reason: 1, Detail: "d", LatencyNanos: 9}}})
 	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		votes, err := parseVoteResponse(b)
+		votes, metrics, err := parseVoteResponse(b)
 		var ref pb.VoteResponse
 		refErr := proto.Unmarshal(b, &ref)
 		if refErr != nil {
@@ -98,8 +109,8 @@ func FuzzParseVoteResponse(f *testing.F) {
 		if err != nil {
 			t.Fatalf("protobuf reads it but parseVoteResponse does not: %v", err)
 		}
-		if len(votes) != len(ref.Votes) {
-			t.Fatalf("%d votes, protobuf reads %d", len(votes), len(ref.Votes))
+		if len(votes) != len(ref.Votes) || len(metrics) != len(ref.Metrics) {
+			t.Fatalf("%d votes and %d metrics, protobuf reads %d and %d", len(votes), len(metrics), len(ref.Votes), len(ref.Metrics))
 		}
 		for i, m := range ref.Votes {
 			want := sdk.Vote{Site: m.Site, Origin: m.Origin, Voter: m.Voter, Value: sdk.Value(m.Value), Reason: sdk.Reason(m.Reason), Detail: m.Detail, Latency: time.Duration(m.LatencyNanos), PluginReason: m.PluginReason}

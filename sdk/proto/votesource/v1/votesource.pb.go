@@ -243,6 +243,58 @@ func (Reason) EnumDescriptor() ([]byte, []int) {
 	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{2}
 }
 
+type MetricKind int32
+
+const (
+	MetricKind_METRIC_KIND_UNSPECIFIED MetricKind = 0
+	// A total that only grows (from 0 at the plugin's start); its name ends
+	// in "_total".
+	MetricKind_METRIC_KIND_COUNTER MetricKind = 1
+	// A value that goes up and down.
+	MetricKind_METRIC_KIND_GAUGE MetricKind = 2
+)
+
+// Enum value maps for MetricKind.
+var (
+	MetricKind_name = map[int32]string{
+		0: "METRIC_KIND_UNSPECIFIED",
+		1: "METRIC_KIND_COUNTER",
+		2: "METRIC_KIND_GAUGE",
+	}
+	MetricKind_value = map[string]int32{
+		"METRIC_KIND_UNSPECIFIED": 0,
+		"METRIC_KIND_COUNTER":     1,
+		"METRIC_KIND_GAUGE":       2,
+	}
+)
+
+func (x MetricKind) Enum() *MetricKind {
+	p := new(MetricKind)
+	*p = x
+	return p
+}
+
+func (x MetricKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MetricKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_votesource_v1_votesource_proto_enumTypes[3].Descriptor()
+}
+
+func (MetricKind) Type() protoreflect.EnumType {
+	return &file_votesource_v1_votesource_proto_enumTypes[3]
+}
+
+func (x MetricKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MetricKind.Descriptor instead.
+func (MetricKind) EnumDescriptor() ([]byte, []int) {
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{3}
+}
+
 type InfoRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1218,8 +1270,15 @@ func (x *Vote) GetPluginReason() string {
 }
 
 type VoteResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Votes         []*Vote                `protobuf:"bytes,1,rep,name=votes,proto3" json:"votes,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Votes []*Vote                `protobuf:"bytes,1,rep,name=votes,proto3" json:"votes,omitempty"`
+	// metrics are the plugin's own series, optional (protocol 2; a host of
+	// protocol 1 ignores them): each answer carries the current value of
+	// every series the plugin keeps, a counter's as its total since the
+	// process started. The host exports each as vigil_plugin_<name> with a
+	// label source (the source block's name). See Metric and sdk/PROTOCOL.md,
+	// section 6.
+	Metrics       []*Metric `protobuf:"bytes,2,rep,name=metrics,proto3" json:"metrics,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1261,6 +1320,95 @@ func (x *VoteResponse) GetVotes() []*Vote {
 	return nil
 }
 
+func (x *VoteResponse) GetMetrics() []*Metric {
+	if x != nil {
+		return x.Metrics
+	}
+	return nil
+}
+
+// Metric is one series of a plugin's own. name is the plugin's namespace
+// and a name, snake_case words of lower-case letters and digits, at most 64
+// characters: "dnspup_quota_requests_total". labels are at most 4, their
+// names snake_case (not "source"), their values at most 64 bytes. help is
+// one line for operators. A malformed series is dropped by the host, as
+// are the series past 64 of one source.
+type Metric struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Kind          MetricKind             `protobuf:"varint,2,opt,name=kind,proto3,enum=vigil.votesource.v1.MetricKind" json:"kind,omitempty"`
+	Value         float64                `protobuf:"fixed64,3,opt,name=value,proto3" json:"value,omitempty"`
+	Help          string                 `protobuf:"bytes,4,opt,name=help,proto3" json:"help,omitempty"`
+	Labels        map[string]string      `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Metric) Reset() {
+	*x = Metric{}
+	mi := &file_votesource_v1_votesource_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Metric) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Metric) ProtoMessage() {}
+
+func (x *Metric) ProtoReflect() protoreflect.Message {
+	mi := &file_votesource_v1_votesource_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Metric.ProtoReflect.Descriptor instead.
+func (*Metric) Descriptor() ([]byte, []int) {
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Metric) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Metric) GetKind() MetricKind {
+	if x != nil {
+		return x.Kind
+	}
+	return MetricKind_METRIC_KIND_UNSPECIFIED
+}
+
+func (x *Metric) GetValue() float64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *Metric) GetHelp() string {
+	if x != nil {
+		return x.Help
+	}
+	return ""
+}
+
+func (x *Metric) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
 type StatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1269,7 +1417,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_votesource_v1_votesource_proto_msgTypes[15]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1429,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_votesource_v1_votesource_proto_msgTypes[15]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +1442,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{15}
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{16}
 }
 
 type StatusItem struct {
@@ -1310,7 +1458,7 @@ type StatusItem struct {
 
 func (x *StatusItem) Reset() {
 	*x = StatusItem{}
-	mi := &file_votesource_v1_votesource_proto_msgTypes[16]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1322,7 +1470,7 @@ func (x *StatusItem) String() string {
 func (*StatusItem) ProtoMessage() {}
 
 func (x *StatusItem) ProtoReflect() protoreflect.Message {
-	mi := &file_votesource_v1_votesource_proto_msgTypes[16]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1335,7 +1483,7 @@ func (x *StatusItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusItem.ProtoReflect.Descriptor instead.
 func (*StatusItem) Descriptor() ([]byte, []int) {
-	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{16}
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StatusItem) GetName() string {
@@ -1383,7 +1531,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_votesource_v1_votesource_proto_msgTypes[17]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1543,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_votesource_v1_votesource_proto_msgTypes[17]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1556,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{17}
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StatusResponse) GetSummary() string {
@@ -1433,7 +1581,7 @@ type WatchSuspectsRequest struct {
 
 func (x *WatchSuspectsRequest) Reset() {
 	*x = WatchSuspectsRequest{}
-	mi := &file_votesource_v1_votesource_proto_msgTypes[18]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +1593,7 @@ func (x *WatchSuspectsRequest) String() string {
 func (*WatchSuspectsRequest) ProtoMessage() {}
 
 func (x *WatchSuspectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_votesource_v1_votesource_proto_msgTypes[18]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +1606,7 @@ func (x *WatchSuspectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSuspectsRequest.ProtoReflect.Descriptor instead.
 func (*WatchSuspectsRequest) Descriptor() ([]byte, []int) {
-	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{18}
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{19}
 }
 
 // Suspect names a site that deserves a confirmation round now.
@@ -1479,7 +1627,7 @@ type Suspect struct {
 
 func (x *Suspect) Reset() {
 	*x = Suspect{}
-	mi := &file_votesource_v1_votesource_proto_msgTypes[19]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1491,7 +1639,7 @@ func (x *Suspect) String() string {
 func (*Suspect) ProtoMessage() {}
 
 func (x *Suspect) ProtoReflect() protoreflect.Message {
-	mi := &file_votesource_v1_votesource_proto_msgTypes[19]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1504,7 +1652,7 @@ func (x *Suspect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Suspect.ProtoReflect.Descriptor instead.
 func (*Suspect) Descriptor() ([]byte, []int) {
-	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{19}
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Suspect) GetSite() string {
@@ -1615,9 +1763,19 @@ const file_votesource_v1_votesource_proto_rawDesc = "" +
 	"\x06reason\x18\x05 \x01(\x0e2\x1b.vigil.votesource.v1.ReasonR\x06reason\x12\x16\n" +
 	"\x06detail\x18\x06 \x01(\tR\x06detail\x12#\n" +
 	"\rlatency_nanos\x18\a \x01(\x03R\flatencyNanos\x12#\n" +
-	"\rplugin_reason\x18\b \x01(\tR\fpluginReason\"?\n" +
+	"\rplugin_reason\x18\b \x01(\tR\fpluginReason\"v\n" +
 	"\fVoteResponse\x12/\n" +
-	"\x05votes\x18\x01 \x03(\v2\x19.vigil.votesource.v1.VoteR\x05votes\"\x0f\n" +
+	"\x05votes\x18\x01 \x03(\v2\x19.vigil.votesource.v1.VoteR\x05votes\x125\n" +
+	"\ametrics\x18\x02 \x03(\v2\x1b.vigil.votesource.v1.MetricR\ametrics\"\xf7\x01\n" +
+	"\x06Metric\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x1f.vigil.votesource.v1.MetricKindR\x04kind\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\x01R\x05value\x12\x12\n" +
+	"\x04help\x18\x04 \x01(\tR\x04help\x12?\n" +
+	"\x06labels\x18\x05 \x03(\v2'.vigil.votesource.v1.Metric.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x0f\n" +
 	"\rStatusRequest\"\xff\x01\n" +
 	"\n" +
 	"StatusItem\x12\x12\n" +
@@ -1667,7 +1825,12 @@ const file_votesource_v1_votesource_proto_rawDesc = "" +
 	"\x12REASON_OVER_BUDGET\x10\f\x12\x13\n" +
 	"\x0fREASON_NO_VOTER\x10\r\x12\x1c\n" +
 	"\x18REASON_OFF_HOST_REDIRECT\x10\x0e\x12\x1d\n" +
-	"\x19REASON_TOO_MANY_REDIRECTS\x10\x0f2\x96\x04\n" +
+	"\x19REASON_TOO_MANY_REDIRECTS\x10\x0f*Y\n" +
+	"\n" +
+	"MetricKind\x12\x1b\n" +
+	"\x17METRIC_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13METRIC_KIND_COUNTER\x10\x01\x12\x15\n" +
+	"\x11METRIC_KIND_GAUGE\x10\x022\x96\x04\n" +
 	"\n" +
 	"VoteSource\x12K\n" +
 	"\x04Info\x12 .vigil.votesource.v1.InfoRequest\x1a!.vigil.votesource.v1.InfoResponse\x12c\n" +
@@ -1689,70 +1852,76 @@ func file_votesource_v1_votesource_proto_rawDescGZIP() []byte {
 	return file_votesource_v1_votesource_proto_rawDescData
 }
 
-var file_votesource_v1_votesource_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_votesource_v1_votesource_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_votesource_v1_votesource_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_votesource_v1_votesource_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_votesource_v1_votesource_proto_goTypes = []any{
 	(AttributeType)(0),           // 0: vigil.votesource.v1.AttributeType
 	(Value)(0),                   // 1: vigil.votesource.v1.Value
 	(Reason)(0),                  // 2: vigil.votesource.v1.Reason
-	(*InfoRequest)(nil),          // 3: vigil.votesource.v1.InfoRequest
-	(*InfoResponse)(nil),         // 4: vigil.votesource.v1.InfoResponse
-	(*ConfigSchemaRequest)(nil),  // 5: vigil.votesource.v1.ConfigSchemaRequest
-	(*Attribute)(nil),            // 6: vigil.votesource.v1.Attribute
-	(*ConfigSchemaResponse)(nil), // 7: vigil.votesource.v1.ConfigSchemaResponse
-	(*StringList)(nil),           // 8: vigil.votesource.v1.StringList
-	(*ConfigValue)(nil),          // 9: vigil.votesource.v1.ConfigValue
-	(*ConfigureRequest)(nil),     // 10: vigil.votesource.v1.ConfigureRequest
-	(*Diagnostic)(nil),           // 11: vigil.votesource.v1.Diagnostic
-	(*ConfigureResponse)(nil),    // 12: vigil.votesource.v1.ConfigureResponse
-	(*Target)(nil),               // 13: vigil.votesource.v1.Target
-	(*TLSSettings)(nil),          // 14: vigil.votesource.v1.TLSSettings
-	(*VoteRequest)(nil),          // 15: vigil.votesource.v1.VoteRequest
-	(*Vote)(nil),                 // 16: vigil.votesource.v1.Vote
-	(*VoteResponse)(nil),         // 17: vigil.votesource.v1.VoteResponse
-	(*StatusRequest)(nil),        // 18: vigil.votesource.v1.StatusRequest
-	(*StatusItem)(nil),           // 19: vigil.votesource.v1.StatusItem
-	(*StatusResponse)(nil),       // 20: vigil.votesource.v1.StatusResponse
-	(*WatchSuspectsRequest)(nil), // 21: vigil.votesource.v1.WatchSuspectsRequest
-	(*Suspect)(nil),              // 22: vigil.votesource.v1.Suspect
-	nil,                          // 23: vigil.votesource.v1.ConfigureRequest.ValuesEntry
-	nil,                          // 24: vigil.votesource.v1.Target.HeadersEntry
-	nil,                          // 25: vigil.votesource.v1.VoteRequest.CasEntry
-	nil,                          // 26: vigil.votesource.v1.StatusItem.LabelsEntry
+	(MetricKind)(0),              // 3: vigil.votesource.v1.MetricKind
+	(*InfoRequest)(nil),          // 4: vigil.votesource.v1.InfoRequest
+	(*InfoResponse)(nil),         // 5: vigil.votesource.v1.InfoResponse
+	(*ConfigSchemaRequest)(nil),  // 6: vigil.votesource.v1.ConfigSchemaRequest
+	(*Attribute)(nil),            // 7: vigil.votesource.v1.Attribute
+	(*ConfigSchemaResponse)(nil), // 8: vigil.votesource.v1.ConfigSchemaResponse
+	(*StringList)(nil),           // 9: vigil.votesource.v1.StringList
+	(*ConfigValue)(nil),          // 10: vigil.votesource.v1.ConfigValue
+	(*ConfigureRequest)(nil),     // 11: vigil.votesource.v1.ConfigureRequest
+	(*Diagnostic)(nil),           // 12: vigil.votesource.v1.Diagnostic
+	(*ConfigureResponse)(nil),    // 13: vigil.votesource.v1.ConfigureResponse
+	(*Target)(nil),               // 14: vigil.votesource.v1.Target
+	(*TLSSettings)(nil),          // 15: vigil.votesource.v1.TLSSettings
+	(*VoteRequest)(nil),          // 16: vigil.votesource.v1.VoteRequest
+	(*Vote)(nil),                 // 17: vigil.votesource.v1.Vote
+	(*VoteResponse)(nil),         // 18: vigil.votesource.v1.VoteResponse
+	(*Metric)(nil),               // 19: vigil.votesource.v1.Metric
+	(*StatusRequest)(nil),        // 20: vigil.votesource.v1.StatusRequest
+	(*StatusItem)(nil),           // 21: vigil.votesource.v1.StatusItem
+	(*StatusResponse)(nil),       // 22: vigil.votesource.v1.StatusResponse
+	(*WatchSuspectsRequest)(nil), // 23: vigil.votesource.v1.WatchSuspectsRequest
+	(*Suspect)(nil),              // 24: vigil.votesource.v1.Suspect
+	nil,                          // 25: vigil.votesource.v1.ConfigureRequest.ValuesEntry
+	nil,                          // 26: vigil.votesource.v1.Target.HeadersEntry
+	nil,                          // 27: vigil.votesource.v1.VoteRequest.CasEntry
+	nil,                          // 28: vigil.votesource.v1.Metric.LabelsEntry
+	nil,                          // 29: vigil.votesource.v1.StatusItem.LabelsEntry
 }
 var file_votesource_v1_votesource_proto_depIdxs = []int32{
 	0,  // 0: vigil.votesource.v1.Attribute.type:type_name -> vigil.votesource.v1.AttributeType
-	6,  // 1: vigil.votesource.v1.ConfigSchemaResponse.attributes:type_name -> vigil.votesource.v1.Attribute
-	8,  // 2: vigil.votesource.v1.ConfigValue.string_list:type_name -> vigil.votesource.v1.StringList
-	23, // 3: vigil.votesource.v1.ConfigureRequest.values:type_name -> vigil.votesource.v1.ConfigureRequest.ValuesEntry
-	11, // 4: vigil.votesource.v1.ConfigureResponse.diagnostics:type_name -> vigil.votesource.v1.Diagnostic
-	14, // 5: vigil.votesource.v1.Target.tls:type_name -> vigil.votesource.v1.TLSSettings
-	24, // 6: vigil.votesource.v1.Target.headers:type_name -> vigil.votesource.v1.Target.HeadersEntry
-	13, // 7: vigil.votesource.v1.VoteRequest.targets:type_name -> vigil.votesource.v1.Target
-	25, // 8: vigil.votesource.v1.VoteRequest.cas:type_name -> vigil.votesource.v1.VoteRequest.CasEntry
+	7,  // 1: vigil.votesource.v1.ConfigSchemaResponse.attributes:type_name -> vigil.votesource.v1.Attribute
+	9,  // 2: vigil.votesource.v1.ConfigValue.string_list:type_name -> vigil.votesource.v1.StringList
+	25, // 3: vigil.votesource.v1.ConfigureRequest.values:type_name -> vigil.votesource.v1.ConfigureRequest.ValuesEntry
+	12, // 4: vigil.votesource.v1.ConfigureResponse.diagnostics:type_name -> vigil.votesource.v1.Diagnostic
+	15, // 5: vigil.votesource.v1.Target.tls:type_name -> vigil.votesource.v1.TLSSettings
+	26, // 6: vigil.votesource.v1.Target.headers:type_name -> vigil.votesource.v1.Target.HeadersEntry
+	14, // 7: vigil.votesource.v1.VoteRequest.targets:type_name -> vigil.votesource.v1.Target
+	27, // 8: vigil.votesource.v1.VoteRequest.cas:type_name -> vigil.votesource.v1.VoteRequest.CasEntry
 	1,  // 9: vigil.votesource.v1.Vote.value:type_name -> vigil.votesource.v1.Value
 	2,  // 10: vigil.votesource.v1.Vote.reason:type_name -> vigil.votesource.v1.Reason
-	16, // 11: vigil.votesource.v1.VoteResponse.votes:type_name -> vigil.votesource.v1.Vote
-	26, // 12: vigil.votesource.v1.StatusItem.labels:type_name -> vigil.votesource.v1.StatusItem.LabelsEntry
-	19, // 13: vigil.votesource.v1.StatusResponse.items:type_name -> vigil.votesource.v1.StatusItem
-	9,  // 14: vigil.votesource.v1.ConfigureRequest.ValuesEntry.value:type_name -> vigil.votesource.v1.ConfigValue
-	3,  // 15: vigil.votesource.v1.VoteSource.Info:input_type -> vigil.votesource.v1.InfoRequest
-	5,  // 16: vigil.votesource.v1.VoteSource.ConfigSchema:input_type -> vigil.votesource.v1.ConfigSchemaRequest
-	10, // 17: vigil.votesource.v1.VoteSource.Configure:input_type -> vigil.votesource.v1.ConfigureRequest
-	15, // 18: vigil.votesource.v1.VoteSource.Vote:input_type -> vigil.votesource.v1.VoteRequest
-	18, // 19: vigil.votesource.v1.VoteSource.Status:input_type -> vigil.votesource.v1.StatusRequest
-	21, // 20: vigil.votesource.v1.VoteSource.WatchSuspects:input_type -> vigil.votesource.v1.WatchSuspectsRequest
-	4,  // 21: vigil.votesource.v1.VoteSource.Info:output_type -> vigil.votesource.v1.InfoResponse
-	7,  // 22: vigil.votesource.v1.VoteSource.ConfigSchema:output_type -> vigil.votesource.v1.ConfigSchemaResponse
-	12, // 23: vigil.votesource.v1.VoteSource.Configure:output_type -> vigil.votesource.v1.ConfigureResponse
-	17, // 24: vigil.votesource.v1.VoteSource.Vote:output_type -> vigil.votesource.v1.VoteResponse
-	20, // 25: vigil.votesource.v1.VoteSource.Status:output_type -> vigil.votesource.v1.StatusResponse
-	22, // 26: vigil.votesource.v1.VoteSource.WatchSuspects:output_type -> vigil.votesource.v1.Suspect
-	21, // [21:27] is the sub-list for method output_type
-	15, // [15:21] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	17, // 11: vigil.votesource.v1.VoteResponse.votes:type_name -> vigil.votesource.v1.Vote
+	19, // 12: vigil.votesource.v1.VoteResponse.metrics:type_name -> vigil.votesource.v1.Metric
+	3,  // 13: vigil.votesource.v1.Metric.kind:type_name -> vigil.votesource.v1.MetricKind
+	28, // 14: vigil.votesource.v1.Metric.labels:type_name -> vigil.votesource.v1.Metric.LabelsEntry
+	29, // 15: vigil.votesource.v1.StatusItem.labels:type_name -> vigil.votesource.v1.StatusItem.LabelsEntry
+	21, // 16: vigil.votesource.v1.StatusResponse.items:type_name -> vigil.votesource.v1.StatusItem
+	10, // 17: vigil.votesource.v1.ConfigureRequest.ValuesEntry.value:type_name -> vigil.votesource.v1.ConfigValue
+	4,  // 18: vigil.votesource.v1.VoteSource.Info:input_type -> vigil.votesource.v1.InfoRequest
+	6,  // 19: vigil.votesource.v1.VoteSource.ConfigSchema:input_type -> vigil.votesource.v1.ConfigSchemaRequest
+	11, // 20: vigil.votesource.v1.VoteSource.Configure:input_type -> vigil.votesource.v1.ConfigureRequest
+	16, // 21: vigil.votesource.v1.VoteSource.Vote:input_type -> vigil.votesource.v1.VoteRequest
+	20, // 22: vigil.votesource.v1.VoteSource.Status:input_type -> vigil.votesource.v1.StatusRequest
+	23, // 23: vigil.votesource.v1.VoteSource.WatchSuspects:input_type -> vigil.votesource.v1.WatchSuspectsRequest
+	5,  // 24: vigil.votesource.v1.VoteSource.Info:output_type -> vigil.votesource.v1.InfoResponse
+	8,  // 25: vigil.votesource.v1.VoteSource.ConfigSchema:output_type -> vigil.votesource.v1.ConfigSchemaResponse
+	13, // 26: vigil.votesource.v1.VoteSource.Configure:output_type -> vigil.votesource.v1.ConfigureResponse
+	18, // 27: vigil.votesource.v1.VoteSource.Vote:output_type -> vigil.votesource.v1.VoteResponse
+	22, // 28: vigil.votesource.v1.VoteSource.Status:output_type -> vigil.votesource.v1.StatusResponse
+	24, // 29: vigil.votesource.v1.VoteSource.WatchSuspects:output_type -> vigil.votesource.v1.Suspect
+	24, // [24:30] is the sub-list for method output_type
+	18, // [18:24] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_votesource_v1_votesource_proto_init() }
@@ -1772,8 +1941,8 @@ func file_votesource_v1_votesource_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_votesource_v1_votesource_proto_rawDesc), len(file_votesource_v1_votesource_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   24,
+			NumEnums:      4,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
