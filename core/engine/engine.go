@@ -95,7 +95,10 @@ var ErrNotActive = errors.New("this instance does not act on the state now")
 // action or a reload that lands while a round's sources vote takes effect
 // before that round's decisions (a reload, or a refresh that touches the
 // round's own sites, makes the round discard its votes and the next one
-// start at once).
+// start at once). Reads of the store that must not wait for a committing
+// round (a shard's claims and its reloads of the others' commits: Claim,
+// Follow) queue under a lock of their own, and whoever holds mu takes
+// them in before it lets mu go (claim.go).
 //
 // A standby (Options.Active false) writes nothing: it shows what it loaded
 // from the store (settleLocked, mirrorLocked), and a change that finds the
