@@ -506,6 +506,7 @@ source "direct" {
 	// Takeover: SIGKILL cp-b; its lease expires, the others claim its share.
 	info, _ := procs[1].cluster(t)
 	lost := info.OwnedSites
+	logFrom := []int{len(procs[0].logText()), len(procs[2].logText())}
 	killed := time.Now()
 	if err := procs[1].cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
@@ -522,5 +523,54 @@ source "direct" {
 		}
 		return total == n
 	})
-	t.Logf("figure: takeover: cp-b's %d sites owned again %s after its SIGKILL (lease_ttl %s); load %s", lost, time.Since(killed).Round(time.Millisecond), lease, loadAvg())
+	ownedAgain := time.Since(killed)
+	t.Logf("figure: takeover: cp-b's %d sites owned again %s after its SIGKILL (lease_ttl %s); load %s", lost, ownedAgain.Round(time.Millisecond), lease, loadAvg())
+
+	// Their first probe: the survivors' takeover rounds (claimed sites
+	// probed at once, engine/claim.go), or else a round of each that
+	// began after the claims (two more rounds).
+	r0 := []float64{rounds(live[0]), rounds(live[1])}
+	var how string
+	waitFor(t, "cp-b's sites probed by the survivors", guard, func() bool {
+		early := 0
+		for i, p := range live {
+			early += takeoverSites(p.logText()[logFrom[i]:])
+		}
+		if early >= lost {
+			how = fmt.Sprintf("by takeover rounds (%d sites)", early)
+			return true
+		}
+		for i, p := range live {
+			if rounds(p) < r0[i]+2 {
+				return false
+			}
+		}
+		how = fmt.Sprintf("by the survivors' regular rounds (%d sites by takeover rounds)", early)
+		return true
+	})
+	t.Logf("figure: takeover: cp-b's %d sites probed again %s after its SIGKILL, %s (lease_ttl %s, round_interval %s); load %s",
+		lost, time.Since(killed).Round(time.Millisecond), how, lease, round, loadAvg())
+}
+
+// takeoverSites sums the sites of the takeover rounds an agent's log
+// reports (text or JSON).
+func takeoverSites(log string) int {
+	n := 0
+	for _, line := range strings.Split(log, "\n") {
+		if !strings.Contains(line, "takeover round done") {
+			continue
+		}
+		for _, key := range []string{"sites=", `"sites":`} {
+			if _, rest, ok := strings.Cut(line, key); ok {
+				end := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' })
+				if end < 0 {
+					end = len(rest)
+				}
+				v, _ := strconv.Atoi(rest[:end])
+				n += v
+				break
+			}
+		}
+	}
+	return n
 }
