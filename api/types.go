@@ -169,12 +169,20 @@ type PartitionView struct {
 
 // VoteView is one vote.
 type VoteView struct {
-	Source    string  `json:"source"`
-	Voter     string  `json:"voter"`
-	Value     string  `json:"value"`
-	Reason    string  `json:"reason"`
-	Detail    string  `json:"detail,omitempty"`
-	LatencyMS float64 `json:"latency_ms"`
+	Source string `json:"source"`
+	Voter  string `json:"voter"`
+	// Value is "up", "down" or "abstain".
+	Value string `json:"value"`
+	// Reason is the standard reason ("ok", "http_5xx", "tls_failed",
+	// "unsupported"...), the same for every plugin.
+	Reason string `json:"reason"`
+	// PluginReason, when set, refines Reason with a reason of the plugin's
+	// own, namespaced by it: "tlscheck/cert_expiring", "dnspup/pending",
+	// "vigil/missing_capability" (sdk/PROTOCOL.md, section 4). Absent
+	// when the vote has none.
+	PluginReason string  `json:"plugin_reason,omitempty"`
+	Detail       string  `json:"detail,omitempty"`
+	LatencyMS    float64 `json:"latency_ms"`
 }
 
 // A site's Status, from worst to best.

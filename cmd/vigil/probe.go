@@ -142,6 +142,9 @@ func printProbe(stdout io.Writer, res *api.ProbeResult, chain []string, asJSON b
 		}
 		for _, v := range o.Votes {
 			detail := v.Reason
+			if v.PluginReason != "" {
+				detail += " " + v.PluginReason
+			}
 			if v.Detail != "" {
 				detail += ": " + v.Detail
 			}

@@ -40,6 +40,11 @@ type metrics struct {
 	confirmDeferred prometheus.Counter
 	confirmSeconds  prometheus.Histogram
 	suspects        *prometheus.CounterVec
+
+	// pluginReasons counts votes by plugin reason; labels bounds its
+	// reasons per source (metrics_reason.go).
+	pluginReasons *prometheus.CounterVec
+	labels        reasonLabels
 }
 
 func newMetrics(reg prometheus.Registerer, e *Engine) *metrics {
@@ -106,7 +111,11 @@ func newMetrics(reg prometheus.Registerer, e *Engine) *metrics {
 			Name: "vigil_confirm_suspects_total", Help: "Passive reports that asked a site's confirmation, by result: accepted, ignored (unknown site, no confirm_interval, paused or not owned), dropped (too many waiting).",
 		}, []string{"result"}),
 	}
-	reg.MustRegister(m.confirmRounds, m.confirmSites, m.confirmDeferred, m.confirmSeconds, m.suspects)
+	m.pluginReasons = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vigil_vote_plugin_reasons_total",
+		Help: "Votes that carry a plugin reason (such as tlscheck/cert_expiring), by source, outcome (up, down, abstain) and plugin reason; past " + strconv.Itoa(MaxReasonLabels) + " reasons of one source the rest count as reason=\"other\".",
+	}, []string{"source", "outcome", "reason"})
+	reg.MustRegister(m.confirmRounds, m.confirmSites, m.confirmDeferred, m.confirmSeconds, m.suspects, m.pluginReasons, &pluginMetricsCollector{e: e})
 	for _, r := range []string{"accepted", "ignored", "dropped"} {
 		m.suspects.WithLabelValues(r)
 	}

@@ -66,6 +66,9 @@ type chainAsker struct {
 	tallies [][2]int
 	// abstained[source] counts abstentions by reason.
 	abstained []map[sdk.Reason]int
+	// plugin[source] counts the votes with a plugin reason, by value and
+	// plugin reason (vigil_vote_plugin_reasons_total).
+	plugin []map[pluginReasonKey]int
 	// asked[source] is true when the source got a ballot this round, and
 	// errs[source] is its error when it failed to answer.
 	asked []bool
@@ -79,6 +82,7 @@ type chainAsker struct {
 func newAsker(f *fleet.Fleet, sources []VoteSource, log hclog.Logger, round uint64, flat func(vote.Target) int32, in *interner) *chainAsker {
 	return &chainAsker{fleet: f, sources: sources, log: log, round: round, flat: flat, intern: in,
 		tallies: make([][2]int, len(sources)), abstained: make([]map[sdk.Reason]int, len(sources)),
+		plugin: make([]map[pluginReasonKey]int, len(sources)),
 		asked: make([]bool, len(sources)), errs: make([]error, len(sources)), took: make([]time.Duration, len(sources))}
 }
 
@@ -146,9 +150,19 @@ func (a *chainAsker) Ask(ctx context.Context, source int, targets []vote.Target,
 		default:
 			continue
 		}
+		plugin := theReasons.number(v.PluginReason)
+		if v.PluginReason != "" {
+			if a.plugin[source] == nil {
+				a.plugin[source] = map[pluginReasonKey]int{}
+			}
+			a.plugin[source][pluginReasonKey{v.Value, v.PluginReason}]++
+			if plugin == 0 { // past the table's bound: kept as text
+				v.Detail = joinDetail(v.PluginReason, v.Detail)
+			}
+		}
 		a.cast = append(a.cast, castVote{target: a.flat(targets[i]), vote: voteRecord{
 			voter: a.intern.get(v.Voter), detail: a.intern.get(v.Detail), latency: micros(v.Latency),
-			source: uint8(source), value: uint8(v.Value), reason: uint8(v.Reason),
+			source: uint8(source), value: uint8(v.Value), reason: uint8(v.Reason), plugin: plugin,
 		}})
 	}
 }
@@ -187,6 +201,9 @@ func (a *chainAsker) count(m *metrics, logCut bool) {
 		m.votes.WithLabelValues(name, "down").Add(float64(t[1]))
 		for reason, n := range a.abstained[source] {
 			m.abstentions.WithLabelValues(name, reason.String()).Add(float64(n))
+		}
+		for k, n := range a.plugin[source] {
+			m.countPluginReason(name, k, n)
 		}
 		if n := a.abstained[source][sdk.ReasonOutOfTime]; n > 0 && logCut {
 			a.log.Warn("a source ran out of time this round: these targets got no vote from it",

@@ -190,13 +190,16 @@ type voteRecord struct {
 	source  uint8
 	value   uint8 // sdk.Value
 	reason  uint8 // sdk.Reason
+	// plugin is the vote's plugin reason, numbered by theReasons (0:
+	// none): one byte, in what was the record's padding.
+	plugin uint8
 }
 
 // vote is the vote in the read model's terms.
 func (r voteRecord) vote(chain []fleet.ChainSource) readmodel.Vote {
 	return readmodel.Vote{
 		Source: chain[r.source].Name, Voter: r.voter, Value: sdk.Value(r.value), Reason: sdk.Reason(r.reason),
-		Detail: r.detail, Latency: time.Duration(r.latency) * time.Microsecond,
+		PluginReason: theReasons.name(r.plugin), Detail: r.detail, Latency: time.Duration(r.latency) * time.Microsecond,
 	}
 }
 
@@ -229,8 +232,16 @@ func reasonOf(out vote.Outcome, votes []voteRecord, chain []fleet.ChainSource) s
 		if v.value == uint8(sdk.Abstain) {
 			k = chain[v.source].Name + ": abstained: " + sdk.Reason(v.reason).String()
 		}
-		if v.value == uint8(sdk.Down) && v.detail != "" {
-			k += " (" + v.detail + ")"
+		if v.value == uint8(sdk.Down) {
+			// The plugin reason before the detail, as operators read it:
+			// "tlscheck/cert_expiring: expires in 3 days".
+			if pr := theReasons.name(v.plugin); pr != "" && v.detail != "" {
+				k += " (" + pr + ": " + v.detail + ")"
+			} else if pr != "" {
+				k += " (" + pr + ")"
+			} else if v.detail != "" {
+				k += " (" + v.detail + ")"
+			}
 		}
 		if seen[k] == 0 {
 			keys = append(keys, k)

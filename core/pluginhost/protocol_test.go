@@ -133,8 +133,12 @@ func TestCompatibilityPromise(t *testing.T) {
 					continue
 				}
 				f := strings.SplitN(want, " ", 4)
-				if v.Value.String() != f[0] || v.Reason.String() != f[1] || v.Voter != f[2] || !strings.Contains(v.Detail, f[3]) {
-					t.Errorf("%s: %s %s from %s, %q; want %s", origin, v.Value, v.Reason, v.Voter, v.Detail, want)
+				shown := v.Detail // as operators read it: the plugin reason first
+				if v.PluginReason != "" {
+					shown = v.PluginReason + ": " + v.Detail
+				}
+				if v.Value.String() != f[0] || v.Reason.String() != f[1] || v.Voter != f[2] || !strings.Contains(shown, f[3]) {
+					t.Errorf("%s: %s %s from %s, %q; want %s", origin, v.Value, v.Reason, v.Voter, shown, want)
 				}
 				if v.Voter == HostVoter {
 					held++

@@ -32,8 +32,9 @@ func TestInvalidSchemaRefused(t *testing.T) {
 	}
 }
 
-// TestPluginReason: a namespaced plugin reason travels with the vote and
-// reaches operators before the detail; a malformed one drops the vote, as
+// TestPluginReason: a namespaced plugin reason travels with the vote as a
+// field of its own, the detail left as the plugin wrote it; a malformed
+// one drops the vote, as
 // sdktest.CheckVotes says it would.
 func TestPluginReason(t *testing.T) {
 	src, _ := newSource(t, `voter = "v"`, nil)
@@ -43,7 +44,7 @@ func TestPluginReason(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := sdk.Vote{Site: "pluginreason", Origin: "o0", Voter: "v", Value: sdk.Down, Reason: sdk.ReasonTLSFailed,
-		PluginReason: "testsource/cert_expiring", Detail: "testsource/cert_expiring: expires in 3 days"}
+		PluginReason: "testsource/cert_expiring", Detail: "expires in 3 days"}
 	if len(votes) != 1 || votes[0] != want {
 		t.Errorf("kept %+v, want only %+v", votes, want)
 	}

@@ -144,7 +144,11 @@ type Source struct {
 		droppedLogLines, truncatedDetails                atomic.Uint64
 	}
 	lacking string // the capabilities last warned of as missing, to warn once per change
-	sus     suspects
+	// metrics are the plugin's own series from its latest answer
+	// (metrics.go); metricProblems what was last logged of those dropped.
+	metrics        []sdk.Metric
+	metricProblems string
+	sus            suspects
 }
 
 // New returns a Source for spec. It starts nothing: call [Source.Start].
@@ -366,7 +370,7 @@ func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error
 	if len(ballot.Targets) == 0 && len(held) > 0 {
 		return held, nil // nothing the plugin can be asked
 	}
-	votes, err := proc.src.Vote(cctx, ballot)
+	votes, metrics, err := vote(proc, cctx, ballot)
 	if err != nil {
 		s.stats.failures.Add(1)
 		return nil, s.failed(ctx, cctx, proc, err)
@@ -374,6 +378,7 @@ func (s *Source) Vote(ctx context.Context, ballot sdk.Ballot) ([]sdk.Vote, error
 	s.mu.Lock()
 	s.failStreak, s.lateStreak = 0, 0
 	s.mu.Unlock()
+	s.keepMetrics(metrics)
 	return append(s.keepValid(ballot, votes), held...), nil
 }
 
@@ -385,9 +390,6 @@ func (s *Source) gate(info sdk.Info, ballot sdk.Ballot) (sdk.Ballot, []sdk.Vote)
 		return ballot, nil
 	}
 	s.stats.unsupported.Add(uint64(len(held)))
-	for i := range held {
-		showPluginReason(&held[i])
-	}
 	names := slices.Sorted(maps.Keys(missing))
 	key := strings.Join(names, ",")
 	s.mu.Lock()

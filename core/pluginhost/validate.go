@@ -7,8 +7,8 @@ import (
 // keepValid drops garbage votes (sdk.CheckVotes says which: the one copy
 // of the rules, which sdktest applies too), logs them and counts them.
 // Unknown reasons are kept as ReasonUnspecified: a newer plugin may know
-// more reasons. A vote's PluginReason is put before its Detail, which is
-// what operators see of it ("tlscheck/cert_expiring: expires in 3 days").
+// more reasons. A vote's PluginReason stays a field of its own, apart
+// from its Detail: the API, vigil probe and the metrics show it as such.
 func (s *Source) keepValid(ballot sdk.Ballot, votes []sdk.Vote) []sdk.Vote {
 	problems := sdk.CheckVotes(ballot, votes)
 	kept := votes
@@ -29,21 +29,9 @@ func (s *Source) keepValid(ballot sdk.Ballot, votes []sdk.Vote) []sdk.Vote {
 		if kept[i].Reason < sdk.ReasonUnspecified || kept[i].Reason > sdk.MaxReason {
 			kept[i].Reason = sdk.ReasonUnspecified
 		}
-		showPluginReason(&kept[i])
 		if capDetail(&kept[i]) {
 			s.stats.truncatedDetails.Add(1)
 		}
 	}
 	return kept
-}
-
-// showPluginReason puts a vote's PluginReason before its Detail.
-func showPluginReason(v *sdk.Vote) {
-	if pr := v.PluginReason; pr != "" {
-		if v.Detail == "" {
-			v.Detail = pr
-		} else {
-			v.Detail = pr + ": " + v.Detail
-		}
-	}
 }

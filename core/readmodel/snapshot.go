@@ -103,8 +103,10 @@ type Vote struct {
 	Source, Voter string
 	Value         sdk.Value
 	Reason        sdk.Reason
-	Detail        string
-	Latency       time.Duration
+	// PluginReason is the plugin's own namespaced reason, or empty.
+	PluginReason string
+	Detail       string
+	Latency      time.Duration
 }
 
 // Partition is a suspected path partition of an origin: Group voted it

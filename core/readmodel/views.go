@@ -109,7 +109,7 @@ func VoteView(v Vote) api.VoteView { return voteView(v) }
 func voteView(v Vote) api.VoteView {
 	return api.VoteView{
 		Source: v.Source, Voter: v.Voter, Value: v.Value.String(), Reason: v.Reason.String(),
-		Detail: v.Detail, LatencyMS: float64(v.Latency.Microseconds()) / 1000,
+		PluginReason: v.PluginReason, Detail: v.Detail, LatencyMS: float64(v.Latency.Microseconds()) / 1000,
 	}
 }
 

@@ -367,7 +367,7 @@
         h('th', { scope: 'row' }, v.voter, nodeIDs.has(v.voter) ? h('span', { class: 'tag' }, 'node') : null),
         h('td', { 'data-label': 'Source' }, v.source),
         h('td', { 'data-label': 'Vote' }, verdict(v.value)),
-        h('td', { 'data-label': 'Reason' }, v.reason, v.detail ? h('span', { class: 'vote-detail' }, ` ${v.detail}`) : null),
+        h('td', { 'data-label': 'Reason' }, v.plugin_reason ? `${v.reason} ${v.plugin_reason}` : v.reason, v.detail ? h('span', { class: 'vote-detail' }, ` ${v.detail}`) : null),
         h('td', { 'data-label': 'Latency', class: 'num' }, v.latency_ms ? `${v.latency_ms.toFixed(1)} ms` : '—')));
       box.append(h('div', { class: 'scroll' }, tableRoles(h('table', { class: 'votes-table' },
         h('caption', { class: 'vh' }, `Votes for ${o.name}`),
