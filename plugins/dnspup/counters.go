@@ -5,9 +5,9 @@ import (
 	"sync"
 )
 
-// counters are monotonic counts by label. The SDK has no channel for plugin
-// metrics yet, so they are kept here, named in log lines, and read by tests
-// through Source.Abstentions and Source.Requests.
+// counters are monotonic counts by label: the source's metrics
+// (Source.Metrics, which vigil shows on /metrics), also read by tests
+// through Source.Abstentions, Source.Requests and Source.QuotaSpend.
 type counters struct {
 	mu sync.Mutex
 	m  map[string]uint64

@@ -127,6 +127,8 @@
 // deadline; if its result is not ready by then its targets get an Abstain
 // out_of_time with plugin reason dnspup/pending, one warning per round, and
 // no error. Source.QuotaSpend counts the POSTs dnspup accepted ("spent")
-// and those sent without an answer ("uncertain"). README.md lists every
+// and those sent without an answer ("uncertain"); Source.Metrics sends
+// them, and the source's other counters, to vigil with each answer, which
+// shows them as vigil_plugin_dnspup_quota_requests_total and the like. README.md lists every
 // assumption about the real API and what happens when one is wrong.
 package dnspup

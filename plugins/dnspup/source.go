@@ -101,8 +101,8 @@ func (s *Source) Requests() map[string]uint64 { return s.requests.snapshot() }
 
 // QuotaSpend returns the probe requests (POSTs) counted against the dnspup
 // quota since start: "spent" (accepted, 200 or 202) and "uncertain" (sent,
-// no answer: dnspup may have charged it). The label of
-// vigil_dnspup_quota_requests_total.
+// no answer: dnspup may have charged it). The label result of
+// vigil_plugin_dnspup_quota_requests_total (Metrics).
 func (s *Source) QuotaSpend() map[string]uint64 { return s.quota.snapshot() }
 
 // Info implements sdk.BasePlugin. The capabilities are the settings the

@@ -46,8 +46,9 @@ const (
 	PluginReasonRateLimited = "dnspup/rate_limited"
 )
 
-// Quota labels, the label of vigil_dnspup_quota_requests_total
-// (Source.QuotaSpend), each counting probe requests (POSTs).
+// Quota labels, the label result of
+// vigil_plugin_dnspup_quota_requests_total (Source.Metrics,
+// Source.QuotaSpend), each counting probe requests (POSTs).
 const (
 	// quotaSpent: dnspup accepted the request (200 or 202): it cost quota.
 	quotaSpent = "spent"
