@@ -24,6 +24,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -186,28 +187,34 @@ func (e *Engine) drillVotesLocked(f *fleet.Fleet, plan *fleet.Plan, asker *chain
 	return dr
 }
 
-// drillAfterLocked runs after a round's verdicts are applied and
-// recorded: pending holds the round's events from index from on. It marks
-// the drilled sites' events as the drill's, ends a running drill when
-// another level of its site really failed, and forgets an ended drill
-// once its site is back where it started (or a real failure took over).
-// Called with e.mu held.
-func (e *Engine) drillAfterLocked(f *fleet.Fleet, dr drillRound, reports []fleet.Report, from int, round uint64, start time.Time) {
+// drillMarkLocked runs after a round's verdicts are applied, before they
+// are recorded and journaled: it marks the events of the sites that had a
+// drill when the round started as the drill's. Called with e.mu held.
+func (e *Engine) drillMarkLocked(dr drillRound, reports []fleet.Report) {
 	if len(dr.sites) == 0 {
 		return
 	}
-	in := make(map[string]int, len(dr.sites))
-	for _, i := range dr.sites {
-		in[f.Sites[i].Spec.Name] = i
-	}
-	for k := from; k < len(e.pending); k++ {
-		if _, ok := in[e.pending[k].Site]; ok && e.pending[k].Event.Kind != decide.KindDrillEnded {
-			e.pending[k].Event.Drill = true
+	for _, rep := range reports {
+		if !slices.Contains(dr.sites, rep.Index) {
+			continue
+		}
+		for k := range rep.Events {
+			rep.Events[k].Drill = true
 		}
 	}
+}
+
+// drillAfterLocked runs after a round's verdicts are applied and
+// recorded: it ends a running drill when another level of its site really
+// failed, and forgets an ended drill once its site is back where it
+// started (or a real failure took over). Called with e.mu held.
+func (e *Engine) drillAfterLocked(dr drillRound, reports []fleet.Report, round uint64, start time.Time) {
+	if len(dr.sites) == 0 {
+		return
+	}
 	for _, rep := range reports {
-		i, ok := in[rep.Site.Spec.Name]
-		if !ok || e.info[i].drill == nil {
+		i := rep.Index
+		if !slices.Contains(dr.sites, i) || e.info[i].drill == nil {
 			continue
 		}
 		d, s := e.info[i].drill, rep.Site

@@ -380,9 +380,9 @@ func (e *Engine) runRound(ctx context.Context, confirm, takeover bool) RoundResu
 	drilled := e.drillVotesLocked(f, plan, asker, start) // drill.go
 	reports := f.Apply(plan)
 	e.meta.Round = f.Seq
-	from := len(e.pending)
+	e.drillMarkLocked(drilled, reports)
 	e.recordRound(f, plan, reports, asker, nanos(start))
-	e.drillAfterLocked(f, drilled, reports, from, plan.Seq, start)
+	e.drillAfterLocked(drilled, reports, plan.Seq, start)
 	asker.count(e.metrics, true)
 	for _, rep := range reports {
 		res.Events += len(rep.Events)

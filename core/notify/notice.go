@@ -79,6 +79,14 @@ type OriginChange struct {
 // NoticeOf words a journal event. Every event kind has a notice; which ones
 // are sent where is the Dispatcher's business.
 func NoticeOf(e store.Event) Notice {
+	n := noticeOf(e)
+	if n.Drill && !strings.HasPrefix(n.Text, "Drill: ") {
+		n.Text = "Drill: " + n.Text
+	}
+	return n
+}
+
+func noticeOf(e store.Event) Notice {
 	ev := e.Event
 	n := Notice{
 		Seq:   e.Seq,
@@ -89,11 +97,6 @@ func NoticeOf(e store.Event) Notice {
 		Round: e.Round,
 		Drill: ev.Drill,
 	}
-	defer func() {
-		if n.Drill && !strings.HasPrefix(n.Text, "Drill: ") {
-			n.Text = "Drill: " + n.Text
-		}
-	}()
 	switch ev.Kind {
 	case decide.KindLevelSwitched:
 		n.Reason = ev.Reason.String()
