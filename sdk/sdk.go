@@ -609,8 +609,12 @@ type Vote struct {
 	// PluginReason, when set, is a reason of the plugin's own that refines
 	// Reason, namespaced by the plugin: "tlscheck/cert_expiring" (see
 	// [ValidPluginReason]). Reason must still be the nearest standard
-	// reason: a host older than SDK v0.1.0 sees only that. vigil shows the
-	// plugin reason beside the vote's detail. A vote with a malformed one is
+	// reason: a host older than SDK v0.1.0 sees only that. vigil keeps it
+	// as a field of the vote, apart from Detail (plugin_reason in its API
+	// and vigil probe -json), and counts votes by it in the metric
+	// vigil_vote_plugin_reasons_total{reason}, which operators alert on.
+	// Keep the plugin's reasons few: past 32 of one source the metric
+	// folds the rest into reason="other". A vote with a malformed one is
 	// dropped.
 	PluginReason string
 }
