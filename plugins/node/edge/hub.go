@@ -93,6 +93,19 @@ type HubOptions struct {
 	Log hclog.Logger
 	// Registerer receives the metrics (default: none).
 	Registerer prometheus.Registerer
+	// OnApplied, when set, is told of every apply of an edge that was
+	// not deferred, on the edge's goroutine: it must be quick.
+	// vigil-node acknowledges the versions its edges applied with it.
+	OnApplied func(Applied)
+}
+
+// Applied is one edge's apply of a publication version: when it ended,
+// and its error (nil when the edge took it).
+type Applied struct {
+	Edge    string
+	Version uint64
+	At      time.Time
+	Err     error
 }
 
 // Hub hands each publication to the drivers.
@@ -325,6 +338,9 @@ func (h *Hub) drive(ctx context.Context, r *run) {
 			if res.Changes > 0 || res.Reloaded {
 				log.Info("publication applied at the edge", "version", v.Version, "changes", res.Changes, "reloaded", res.Reloaded, "took", time.Since(start).String())
 			}
+		}
+		if h.opts.OnApplied != nil && later == nil {
+			h.opts.OnApplied(Applied{Edge: name, Version: v.Version, At: time.Now(), Err: err})
 		}
 		r.mu.Lock()
 		if err == nil {

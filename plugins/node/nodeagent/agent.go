@@ -189,6 +189,9 @@ type Agent struct {
 	proxy    *proxy.Proxy
 	edge     *edge.Hub
 	passive  *passive // nil unless the node proxies and probes
+	// acks acknowledges each applied version (nil without a control
+	// plane; applied.go).
+	acks *acks
 	// published wakes watchHeld after a publication (capacity 1).
 	published chan struct{}
 	// canaryProbe sends one canary (default probe.Do); tests replace it.
@@ -316,6 +319,9 @@ func New(cfg Config) (*Agent, error) {
 	if err := a.metrics.register(cfg.Registry); err != nil {
 		return nil, fmt.Errorf("agent metrics: %w", err)
 	}
+	if len(cps) > 0 {
+		a.acks = newAcks(nodeName(cfg.ID), cfg.ProxyListen != "", len(cfg.Edges), cfg.Log)
+	}
 	if cfg.ProxyListen != "" {
 		opts := cfg.Proxy
 		opts.Registerer = cfg.Registry
@@ -329,6 +335,14 @@ func New(cfg Config) (*Agent, error) {
 			}
 			a.passive = pw
 			opts.OnAttempt = pw.record
+		}
+		if k, record := a.acks, opts.OnAttempt; k != nil {
+			opts.OnAttempt = func(at proxy.Attempt) {
+				if record != nil {
+					record(at)
+				}
+				k.attempt(at)
+			}
 		}
 		p, err := proxy.New(opts)
 		if err != nil {
@@ -346,6 +360,14 @@ func New(cfg Config) (*Agent, error) {
 		}
 		if opts.Log == nil {
 			opts.Log = cfg.Log.Named("edge")
+		}
+		if k, told := a.acks, opts.OnApplied; k != nil {
+			opts.OnApplied = func(r edge.Applied) {
+				if told != nil {
+					told(r)
+				}
+				k.edgeApplied(r)
+			}
 		}
 		h, err := edge.NewHub(opts)
 		if err != nil {
@@ -490,6 +512,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		wg.Go(func() { a.watchHeld(ctx) })
 	}
 	if a.cfg.ControlPlane != "" {
+		a.acks.start(ctx, a.cp, a.cfg.ControlPlaneToken)
 		wg.Go(func() { a.follow(ctx) })
 	}
 	for _, gw := range a.gateways {
@@ -501,6 +524,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	wg.Wait()
+	a.acks.wait() // the last acknowledgements' sends, cut short by ctx
 	return nil
 }
 

@@ -133,6 +133,10 @@ func TestFollowBacksOffAndResets(t *testing.T) {
 	applied := make(chan struct{})
 	var once sync.Once
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost { // the acknowledgement of the version applied
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
 		switch requests.Add(1) {
 		case 1, 2, 3:
 			http.Error(w, "down for the test", http.StatusServiceUnavailable)

@@ -116,7 +116,7 @@ func (a *Agent) follow(ctx context.Context) {
 		}
 		misses = 0
 		b.Reset()
-		a.apply(snap, true)
+		a.applyFollowed(target, snap) // applied.go
 	}
 }
 
