@@ -71,8 +71,9 @@ func (e *Engine) flushLocked(ctx context.Context) bool {
 	e.dirty.clear()
 	e.marks.clear()
 	e.deleted = e.deleted[:0]
+	publishing := e.opts.Now()
 	e.afterCommit(pc)
-	e.failoversPublished()
+	e.failoversPublished(publishing)
 	if len(committed) > 0 {
 		e.journalMu.Lock()
 		close(e.journalChanged)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -108,9 +109,11 @@ func (e *Engine) noteSwitch(s *fleet.Site, ev decide.Event, siteEvents []decide.
 func (e *Engine) failoversCommitted() { e.times().tracker.Committed(e.opts.Now()) }
 
 // failoversPublished says the publication carries the committed
-// failovers. Called with e.mu held, after the commit's publication.
-func (e *Engine) failoversPublished() {
-	e.times().tracker.Published(e.meta.Publication, e.opts.Now())
+// failovers, handed to the nodes at at (taken just before, so that no
+// node can have it earlier). Called with e.mu held, after the commit's
+// publication.
+func (e *Engine) failoversPublished(at time.Time) {
+	e.times().tracker.Published(e.meta.Publication, at)
 }
 
 // journalFailoverReports adds the reports completed by now to what the
