@@ -173,7 +173,7 @@ func (f *drillFollower) run(ctx context.Context, wait time.Duration) error {
 			f.after = e.Seq
 			f.events = append(f.events, e)
 			if !f.quiet {
-				fmt.Fprintf(f.out, "%s  %s\n", e.Time.Local().Format("15:04:05"), e.Event)
+				fmt.Fprintf(f.out, "%s  %s%s\n", e.Time.Local().Format("15:04:05"), e.Event, drillMark(e.Event))
 			}
 			switch e.Event.Kind {
 			case api.KindDrillEnded:
@@ -271,9 +271,17 @@ func drillTimeline(events []api.EventLine, started time.Time) []string {
 		if e.Actor != "" {
 			who = " by " + e.Actor
 		}
-		out = append(out, fmt.Sprintf("  %s %s  %s%s", e.Time.UTC().Format("15:04:05.000"), rel, e.Event, who))
+		out = append(out, fmt.Sprintf("  %s %s  %s%s%s", e.Time.UTC().Format("15:04:05.000"), rel, e.Event, drillMark(e.Event), who))
 	}
 	return out
+}
+
+// drillMark is " [drill]" for an event marked as a drill's.
+func drillMark(e api.Event) string {
+	if e.Drill {
+		return " [drill]"
+	}
+	return ""
 }
 
 // writeDrillReport prints one failover report of the drill.
