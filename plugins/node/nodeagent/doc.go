@@ -39,6 +39,19 @@
 // reload.go swap the TLS configurations and the probes' roots in a running
 // agent (vigil-node's SIGHUP), for the connections opened next.
 //
+// # Acknowledgements
+//
+// For every version it follows, the node tells the control plane it came
+// from when its edge applied it (POST /v1/publication/applied, through
+// publication.Follower.Acknowledge; applied.go): when its proxy took it,
+// or, when it drives edges, when every edge applied it or the first
+// refused it (with the error). For each site whose level the version
+// changed, it adds the last time its proxy sent a request to the level
+// left and its passive windows' counts of that level's origins. The
+// control plane builds its failover reports from them (vigil's
+// docs/failover-time.md). The sends never delay the publication; a
+// control plane that takes none (404) is not asked again.
+//
 // # Running a batch
 //
 // Every job of a batch may be in flight at once: a black-holed origin
