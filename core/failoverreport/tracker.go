@@ -44,6 +44,12 @@ type Options struct {
 	// Sites bounds the sites whose reports are kept in memory (default
 	// 4096); the site whose newest report is the oldest goes first.
 	Sites int
+	// NodeTTL is how long a node stays known (expected in the reports)
+	// after its last acknowledgement (default 24h): a node taken out of
+	// service stops being listed as not reported. Nodes bounds how many
+	// are known (default 10000; the one heard from longest ago goes).
+	NodeTTL time.Duration
+	Nodes   int
 }
 
 // Tracker follows the failovers from their decision to the nodes' edges.
@@ -58,10 +64,11 @@ type Tracker struct {
 	done map[string][]api.FailoverReport
 	// journal are complete reports the engine has not journaled yet.
 	journal []api.FailoverReport
-	// nodes are the nodes that reported applying any version, and
-	// recent their last acknowledgements (an acknowledgement may come
-	// before the engine says the version is published).
-	nodes  map[string]bool
+	// nodes are the nodes that reported applying any version, with the
+	// time of their last report, and recent their last acknowledgements
+	// (an acknowledgement may come before the engine says the version is
+	// published).
+	nodes  map[string]time.Time
 	recent map[string][]publication.Applied
 	// restored are the sites whose journaled reports were read back.
 	restored map[string]bool
@@ -90,8 +97,14 @@ func New(opts Options) *Tracker {
 	if opts.Sites <= 0 {
 		opts.Sites = 4096
 	}
+	if opts.NodeTTL <= 0 {
+		opts.NodeTTL = 24 * time.Hour
+	}
+	if opts.Nodes <= 0 {
+		opts.Nodes = 10000
+	}
 	t := &Tracker{opts: opts, m: newMetrics(), done: map[string][]api.FailoverReport{},
-		nodes: map[string]bool{}, recent: map[string][]publication.Applied{}, restored: map[string]bool{}}
+		nodes: map[string]time.Time{}, recent: map[string][]publication.Applied{}, restored: map[string]bool{}}
 	if opts.Registerer != nil {
 		opts.Registerer.MustRegister(t.m.detect, t.m.publish, t.m.edge)
 	}
@@ -167,8 +180,10 @@ func (t *Tracker) Published(version uint64, at time.Time) {
 		}
 		e.published, e.version, e.deadline = at, version, at.Add(t.opts.Wait)
 		e.expect = e.expect[:0]
-		for n := range t.nodes {
-			e.expect = append(e.expect, n)
+		for n, seen := range t.nodes {
+			if at.Sub(seen) < t.opts.NodeTTL {
+				e.expect = append(e.expect, n)
+			}
 		}
 		sort.Strings(e.expect)
 		if d := Seconds(e.sw.FirstFailure, e.sw.Decided); d != nil {
@@ -194,7 +209,17 @@ func (t *Tracker) Applied(a publication.Applied) {
 	a.At = ms(a.At)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.nodes[a.Node] = true
+	if _, ok := t.nodes[a.Node]; !ok && len(t.nodes) >= t.opts.Nodes {
+		oldest, at := "", time.Time{}
+		for n, seen := range t.nodes {
+			if oldest == "" || seen.Before(at) {
+				oldest, at = n, seen
+			}
+		}
+		delete(t.nodes, oldest)
+		delete(t.recent, oldest)
+	}
+	t.nodes[a.Node] = a.At
 	r := append(t.recent[a.Node], a)
 	if len(r) > recentPerNode {
 		r = slices.Delete(r, 0, len(r)-recentPerNode)

@@ -260,3 +260,29 @@ func equal(a, b []uint64) bool {
 	}
 	return true
 }
+
+// TestNodesForgotten: a node not heard from for NodeTTL is no longer
+// expected, and Nodes bounds how many are known.
+func TestNodesForgotten(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		nodes int
+	}{
+		{"not heard from for NodeTTL", 3},
+		{"pushed out by a newer one", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := failoverreport.New(failoverreport.Options{NodeTTL: time.Hour, Nodes: tc.nodes})
+			tr.Applied(publication.Applied{Node: "gone", Version: 1, At: at(20152).Add(-time.Hour)})
+			tr.Applied(publication.Applied{Node: "old", Version: 1, At: at(0)})
+			tr.Applied(publication.Applied{Node: "new", Version: 1, At: at(10)})
+			tr.Decided(sw())
+			tr.Committed(at(20151))
+			tr.Published(2, at(20152))
+			got := tr.Reports("www", 0)
+			if len(got) != 1 || len(got[0].Nodes) != 2 || got[0].Nodes[0].Node != "new" || got[0].Nodes[1].Node != "old" {
+				t.Fatalf("rows %+v, want new and old, not gone", got)
+			}
+		})
+	}
+}
