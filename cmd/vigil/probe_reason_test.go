@@ -129,6 +129,17 @@ site "pluginreason" {
 			t.Errorf("a1's reason %q lacks the plugin reason before its detail", r)
 		}
 	})
+	t.Run("status card", func(t *testing.T) {
+		t.Setenv("VIGIL_ADDR", p.api)
+		t.Setenv("VIGIL_TOKEN", "e2e-token")
+		var out, errb bytes.Buffer
+		if code := run([]string{"status", "pluginreason"}, &out, &errb); code != 0 {
+			t.Fatalf("exit %d:\n%s%s", code, out.String(), errb.String())
+		}
+		if want := "tlscheck/tls-1 down (tls_failed " + pluginReason + ")"; !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in:\n%s", want, out.String())
+		}
+	})
 	t.Run("metrics", func(t *testing.T) {
 		resp, err := http.Get(p.api + "/metrics")
 		if err != nil {

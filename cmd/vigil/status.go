@@ -435,7 +435,10 @@ func writeCard(w io.Writer, s *api.SiteView, now time.Time) {
 				var parts []string
 				for _, v := range o.Votes {
 					p := fmt.Sprintf("%s/%s %s", v.Source, v.Voter, v.Value)
-					if v.Reason != "ok" && v.Reason != "" {
+					switch {
+					case v.PluginReason != "":
+						p += " (" + v.Reason + " " + v.PluginReason + ")"
+					case v.Reason != "ok" && v.Reason != "":
 						p += " (" + v.Reason + ")"
 					}
 					parts = append(parts, p)
