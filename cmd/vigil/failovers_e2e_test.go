@@ -110,6 +110,9 @@ site "www" {
 		t.Cleanup(func() {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
+			if strings.Contains(log.String(), "WARNING: DATA RACE") {
+				t.Errorf("the race detector found a data race in %s", id)
+			}
 			if t.Failed() {
 				t.Logf("%s log:\n%s", id, log.String())
 			}
