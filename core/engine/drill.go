@@ -164,8 +164,8 @@ func (e *Engine) drillVotesLocked(f *fleet.Fleet, plan *fleet.Plan, asker *chain
 	pos := e.posBuf
 	for j, i := range plan.Picked {
 		x := &e.info[i]
-		if x.drill == nil {
-			continue
+		if x.drill == nil || x.drill.started > now {
+			continue // none, or started while this round's sources voted: from the next round on
 		}
 		dr.sites = append(dr.sites, i)
 		if !x.drill.running() {
