@@ -23,14 +23,16 @@ import (
 
 // TestEndToEndFailoverReport: a real agent with the node gateway, two
 // real vigil-nodes proxying visitor GETs at a bounded rate (one every
-// 50 ms over both). Level 1's only origin dies; once the site failed
+// 50 ms over both), and two driving a template edge, whose reload works
+// for one and fails for the other. Level 1's only origin dies; once the site failed
 // over, the journal's failover_timed event and GET
 // /v1/sites/www/failovers carry the same report, whose times agree with
 // the journal (the level_switched event's seq, round and time, a1's
 // origin_state event), come in order, and whose durations are the
 // differences of its times; each node's apply time is there, after the
-// publication, with its last request to level 1 (before its apply) and
-// its visitors' errors. No wall-clock bound is asserted.
+// publication (or its edge's error), the proxying ones with their last
+// request to level 1 (before their apply) and their visitors' errors.
+// No wall-clock bound is asserted.
 func TestEndToEndFailoverReport(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test runs the real binaries")
@@ -94,13 +96,27 @@ site "www" {
 	agent := startAgentProc(t, config)
 	c := agent.client()
 
-	nodes := []string{"edge-1", "edge-2"}
+	// Two proxying nodes, and two that drive a template edge (a real
+	// reload command): one whose reload works, one whose reload fails.
+	tmpl := filepath.Join(dir, "edge.tmpl")
+	if err := os.WriteFile(tmpl, []byte("{{range .Sites}}{{.Name}} level {{.Level}}\n{{end}}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rendered := map[string]string{"edge-tmpl": filepath.Join(dir, "edge-tmpl.conf"), "edge-broken": filepath.Join(dir, "edge-broken.conf")}
 	var proxies []string
-	for _, id := range nodes {
-		listen := testnet.Addr(t)
-		proxies = append(proxies, "http://"+listen)
-		cmd := exec.Command(filepath.Join(binDir, "vigil-node"), "-id", id, "-gateway", gateway, "-token-env", "VIGIL_NODE_TOKEN",
-			"-control-plane", agent.api, "-control-plane-token-env", "VIGIL_TOKEN", "-proxy-listen", listen)
+	for _, id := range []string{"edge-1", "edge-2", "edge-broken", "edge-tmpl"} {
+		args := []string{"-id", id, "-control-plane", agent.api, "-control-plane-token-env", "VIGIL_TOKEN"}
+		switch id {
+		case "edge-tmpl":
+			args = append(args, "-template", tmpl+":"+rendered[id], "-template-reload", "true")
+		case "edge-broken":
+			args = append(args, "-template", tmpl+":"+rendered[id], "-template-reload", "echo the edge refused it >&2; exit 1")
+		default:
+			listen := testnet.Addr(t)
+			proxies = append(proxies, "http://"+listen)
+			args = append(args, "-gateway", gateway, "-token-env", "VIGIL_NODE_TOKEN", "-proxy-listen", listen)
+		}
+		cmd := exec.Command(filepath.Join(binDir, "vigil-node"), args...)
 		cmd.Env = append(os.Environ(), "VIGIL_NODE_TOKEN=node-secret", "VIGIL_TOKEN=e2e-token")
 		log := &syncBuffer{}
 		cmd.Stderr = log
@@ -131,9 +147,14 @@ site "www" {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	waitFor(t, "level 1 healthy and both proxies serving it", time.Minute, func() bool {
+	waitFor(t, "level 1 healthy, both proxies serving it, both templates rendered", time.Minute, func() bool {
 		if agent.site(t, "www")["levels"].(map[string]any)["1"] != "healthy" {
 			return false
+		}
+		for _, f := range rendered {
+			if b, err := os.ReadFile(f); err != nil || !strings.Contains(string(b), "www level 1") {
+				return false
+			}
 		}
 		for _, p := range proxies {
 			if code, body := get(p); code != 200 || body != "a1" {
@@ -260,16 +281,17 @@ site "www" {
 	agree("commit_seconds", rep.CommitSeconds, secs(rep.Decided.Time, rep.Committed.Time))
 	agree("publish_seconds", rep.PublishSeconds, secs(rep.Decided.Time, rep.Published.Time))
 
-	// Every node applied it after the publication, and says what its
-	// proxy saw of level 1.
-	if len(rep.Nodes) != len(nodes) {
-		t.Fatalf("rows %+v, want one per node %v", rep.Nodes, nodes)
+	// Every node applied it after the publication (or says its edge
+	// refused it); the proxying ones say what their proxy saw of level 1.
+	names := []string{"edge-1", "edge-2", "edge-broken", "edge-tmpl"}
+	if len(rep.Nodes) != len(names) {
+		t.Fatalf("rows %+v, want one per node %v", rep.Nodes, names)
 	}
 	errs := 0
 	var last time.Time
 	for i, n := range rep.Nodes {
-		if n.Node != nodes[i] || !n.Reported || n.Result != "ok" || n.Applied == nil || !n.Proxying {
-			t.Errorf("row %+v", n)
+		if n.Node != names[i] || !n.Reported || n.Applied == nil {
+			t.Errorf("row %+v, want %s's report", n, names[i])
 			continue
 		}
 		if n.Version < rep.Publication {
@@ -279,18 +301,34 @@ site "www" {
 			t.Errorf("%s applied at %s, before the publication at %s", n.Node, n.Applied, rep.Published)
 		}
 		agree(n.Node+" edge_seconds", n.EdgeSeconds, secs(rep.Published.Time, n.Applied.Time))
-		// The proxy may stop sending to a1 before the first failed round
-		// (it skips an origin that failed visitors' requests and serves
-		// them from the backup level), never after the switch.
-		if n.LastRequest == nil || n.LastRequest.After(n.Applied.Time) {
-			t.Errorf("%s: last request to level 1 %v, want one before its apply at %s", n.Node, n.LastRequest, n.Applied)
-		} else {
-			agree(n.Node+" last_request_seconds", n.LastRequestSeconds, secs(rep.FirstFailure.Time, n.LastRequest.Time))
+		switch n.Node {
+		case "edge-broken":
+			if n.Result == "ok" || !strings.Contains(n.Result, "edge template") {
+				t.Errorf("edge-broken's result %q, want its edge's error", n.Result)
+			}
+			continue
+		case "edge-tmpl":
+			if n.Result != "ok" || n.Proxying || n.LastRequest != nil || n.VisitorRequests != 0 {
+				t.Errorf("edge-tmpl's row %+v: an edge vigil-node does not proxy knows no request", n)
+			}
+		default:
+			if n.Result != "ok" || !n.Proxying {
+				t.Errorf("row %+v", n)
+			}
+			// The proxy may stop sending to a1 before the first failed
+			// round (it skips an origin that failed visitors' requests
+			// and serves them from the backup level), never after the
+			// switch.
+			if n.LastRequest == nil || n.LastRequest.After(n.Applied.Time) {
+				t.Errorf("%s: last request to level 1 %v, want one before its apply at %s", n.Node, n.LastRequest, n.Applied)
+			} else {
+				agree(n.Node+" last_request_seconds", n.LastRequestSeconds, secs(rep.FirstFailure.Time, n.LastRequest.Time))
+			}
+			if n.VisitorErrors > n.VisitorRequests {
+				t.Errorf("%s: %d visitor errors of %d requests", n.Node, n.VisitorErrors, n.VisitorRequests)
+			}
+			errs += n.VisitorErrors
 		}
-		if n.VisitorErrors > n.VisitorRequests {
-			t.Errorf("%s: %d visitor errors of %d requests", n.Node, n.VisitorErrors, n.VisitorRequests)
-		}
-		errs += n.VisitorErrors
 		if n.Applied.After(last) {
 			last = n.Applied.Time
 		}
@@ -298,16 +336,19 @@ site "www" {
 	if errs == 0 {
 		t.Errorf("no visitor error counted while a1 answered 503 to the proxies: %+v", rep.Nodes)
 	}
+	if b, err := os.ReadFile(rendered["edge-tmpl"]); err != nil || !strings.Contains(string(b), "www level 2") {
+		t.Errorf("edge-tmpl's rendered file: %q %v", b, err)
+	}
 	agree("edge_seconds", rep.EdgeSeconds, secs(rep.Published.Time, last))
 	agree("total_seconds", rep.TotalSeconds, secs(rep.FirstFailure.Time, last))
 
-	// The histograms counted it: one detection, one publication, two
-	// edges.
+	// The histograms counted it: one detection, one publication, three
+	// edges that took it.
 	metrics := agentMetrics(t, agent)
 	for series, want := range map[string]string{
 		"vigil_failover_detect_seconds_count":  "1",
 		"vigil_failover_publish_seconds_count": "1",
-		"vigil_failover_edge_seconds_count":    "2",
+		"vigil_failover_edge_seconds_count":    "3",
 	} {
 		if got := seriesValue(metrics, series); got != want {
 			t.Errorf("%s = %q, want %s", series, got, want)
