@@ -19,6 +19,9 @@
 //	         log package" through Go's log package, then one Up vote per target
 //	bigdetail  one Up vote per target with a detail of 1 MiB
 //	logflood  log 20,000 lines at INFO, then one Up vote per target
+//	metrics  one Up vote per target; from then on its answers carry the
+//	         metrics testsource_metric_votes_total (the "metrics" ballots
+//	         so far) and "Bad Name", which vigil drops
 //
 // Its Info declares the capabilities listed, comma-separated, in
 // VIGIL_TEST_CAPS (none when it is unset).
@@ -57,9 +60,10 @@ type source struct {
 	voter     string
 	readyFile string
 
-	mu       sync.Mutex
-	suspects []sdk.Suspect
-	watchers map[chan sdk.Suspect]context.Context
+	mu          sync.Mutex
+	metricVotes int // ballots of site "metrics"
+	suspects    []sdk.Suspect
+	watchers    map[chan sdk.Suspect]context.Context
 }
 
 func (s *source) Suspects(ctx context.Context) <-chan sdk.Suspect {
@@ -162,6 +166,10 @@ func (s *source) Vote(ctx context.Context, b sdk.Ballot) ([]sdk.Vote, error) {
 		}
 	}
 	switch mode {
+	case "metrics":
+		s.mu.Lock()
+		s.metricVotes++
+		s.mu.Unlock()
 	case "flood":
 		flood := make([]sdk.Suspect, 0, 102)
 		for range 100 {
@@ -267,3 +275,17 @@ func main() {
 
 // noSuspects hides the source's Suspects method.
 type noSuspects struct{ sdk.VoteSource }
+
+// Metrics implements sdk.MetricsReporter: nothing until a "metrics"
+// ballot, then a counter of them and a series vigil drops.
+func (s *source) Metrics() []sdk.Metric {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.metricVotes == 0 {
+		return nil
+	}
+	return []sdk.Metric{
+		{Name: "testsource_metric_votes_total", Kind: sdk.MetricCounter, Value: float64(s.metricVotes), Help: "Ballots of site metrics."},
+		{Name: "Bad Name", Kind: sdk.MetricGauge, Value: 1},
+	}
+}
