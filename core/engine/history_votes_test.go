@@ -19,6 +19,7 @@ func TestHistoryRecordsVotes(t *testing.T) {
 	h := engine.OpenHistory(dir, e, engine.HistoryOptions{})
 	ctx := context.Background()
 	h.AfterRound(e.RunRound(ctx))
+	h.Flush() // a batch never finds the writer busy: none is dropped
 	src["direct"].SetDown("www", "a", true)
 	h.AfterRound(e.RunRound(ctx))
 	h.Flush()
