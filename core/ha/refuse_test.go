@@ -112,6 +112,7 @@ func TestCLICommand(t *testing.T) {
 	for path, want := range map[string]string{
 		"www/switch":               "vigil switch -address ADDR www LEVEL",
 		"www/probe":                "vigil probe -address ADDR www",
+		"www/drill":                "vigil drill -address ADDR www",
 		"www/origins/a1/enable":    "vigil origin enable -address ADDR www a1",
 		"www/something/else/there": "vigil COMMAND -address ADDR ...",
 	} {
