@@ -106,7 +106,14 @@ func New(opts Options) *Tracker {
 	t := &Tracker{opts: opts, m: newMetrics(), done: map[string][]api.FailoverReport{},
 		nodes: map[string]time.Time{}, recent: map[string][]publication.Applied{}, restored: map[string]bool{}}
 	if opts.Registerer != nil {
-		opts.Registerer.MustRegister(t.m.detect, t.m.publish, t.m.edge)
+		known := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "vigil_failover_nodes_known",
+			Help: "Nodes that acknowledged a publication version to this agent (POST /v1/publication/applied); a failover report expects those heard from in the last day."},
+			func() float64 {
+				t.mu.Lock()
+				defer t.mu.Unlock()
+				return float64(len(t.nodes))
+			})
+		opts.Registerer.MustRegister(t.m.detect, t.m.publish, t.m.edge, known)
 	}
 	return t
 }

@@ -135,6 +135,12 @@ func TestReportArithmetic(t *testing.T) {
 	if got := testutil.CollectAndCount(reg, "vigil_failover_detect_seconds", "vigil_failover_publish_seconds", "vigil_failover_edge_seconds"); got != 3 {
 		t.Errorf("%d histograms, want 3", got)
 	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`# HELP vigil_failover_nodes_known Nodes that acknowledged a publication version to this agent (POST /v1/publication/applied); a failover report expects those heard from in the last day.
+# TYPE vigil_failover_nodes_known gauge
+vigil_failover_nodes_known 3
+`), "vigil_failover_nodes_known"); err != nil {
+		t.Error(err)
+	}
 	if got := testutil.ToFloat64(sampleCount(t, reg, "vigil_failover_edge_seconds")); got != 1 {
 		t.Errorf("edge observations = %v, want 1 (edge-2's apply failed)", got)
 	}

@@ -38,6 +38,8 @@ type acks struct {
 	// oldest first, and edges each edge's last version applied.
 	waiting []*pendingAck
 	edges   map[string]uint64
+	// last is the last acknowledgement sent (resent by hello).
+	last publication.Applied
 	// unsupported are the control planes that answered they take none.
 	unsupported map[string]bool
 	// send sends one acknowledgement (tests replace it).
@@ -242,21 +244,56 @@ func (k *acks) finish(p *pendingAck) {
 		k.sentMu.Unlock()
 	}
 	k.mu.Lock()
-	skip, ctx := k.unsupported[p.target], k.ctx
+	k.last = p.ack
+	k.mu.Unlock()
+	k.post(p.target, p.ack, false)
+}
+
+// hello tells target of the version the node serves, cur, when it starts
+// following it (at the node's start, after the control plane was
+// unreachable, or after moving to another one): a control plane that
+// restarted, or a standby that took over, learns of the node before the
+// next version, so that its next failover's report expects it. It
+// resends the last acknowledgement when it is cur's; a failure is only
+// logged at debug level. After an outage (again), a control plane that
+// took no acknowledgements is asked again: it may have been upgraded.
+func (k *acks) hello(target string, cur *publication.Snapshot, again bool) {
+	if k == nil || cur == nil {
+		return
+	}
+	k.mu.Lock()
+	a := k.last
+	if again {
+		delete(k.unsupported, target)
+	}
+	k.mu.Unlock()
+	if a.Version != cur.Version {
+		a = publication.Applied{Node: k.node, Version: cur.Version, At: k.now(), Proxying: k.proxying}
+	}
+	k.post(target, a, true)
+}
+
+// post sends a to target without waiting; quiet logs a failure at debug
+// level only.
+func (k *acks) post(target string, a publication.Applied, quiet bool) {
+	k.mu.Lock()
+	skip, ctx := k.unsupported[target], k.ctx
 	k.mu.Unlock()
 	if skip || ctx == nil || k.send == nil {
 		return
 	}
 	k.wg.Go(func() {
-		err := k.send(ctx, p.target, p.ack)
+		err := k.send(ctx, target, a)
 		switch {
 		case errors.Is(err, publication.ErrAcknowledgeUnsupported):
 			k.mu.Lock()
-			k.unsupported[p.target] = true
+			k.unsupported[target] = true
 			k.mu.Unlock()
-			k.log.Info("the control plane takes no acknowledgements of applied publications (it is older than this node): its failover reports show this node as not reported", "control_plane", p.target)
+			k.log.Info("the control plane takes no acknowledgements of applied publications (it is older than this node): its failover reports show this node as not reported", "control_plane", target)
+		case err != nil && ctx.Err() == nil && quiet:
+			k.log.Debug("the control plane was not told of the version served", "control_plane", target, "version", a.Version, "error", err)
 		case err != nil && ctx.Err() == nil:
-			k.log.Warn("the acknowledgement of an applied publication was not delivered; the failover report shows this node as not reported", "control_plane", p.target, "version", p.ack.Version, "error", err)
+			k.log.Warn("the acknowledgement of an applied publication was not delivered; the failover report shows this node as not reported", "control_plane", target, "version", a.Version, "error", err)
 		}
 	})
 }

@@ -171,6 +171,15 @@ func TestAcknowledgeWaitsForEveryEdge(t *testing.T) {
 		if n := len(s.all()); n != 1 {
 			t.Fatalf("%d sends to a control plane that takes none, want 1", n)
 		}
+		// Once it answers again after an outage, it is asked again.
+		s.err = nil
+		k.hello("http://cp", snapAt(6, 2, b1), true)
+		k.wait()
+		k.applied(k.expect("http://cp", snapAt(7, 2, b1), nil, nil))
+		k.wait()
+		if n := len(s.all()); n != 3 {
+			t.Fatalf("%d sends after the outage, want 3", n)
+		}
 	})
 }
 
@@ -187,4 +196,33 @@ func BenchmarkAckAttempt(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// TestHelloResendsTheLastAcknowledgement: a control plane the node starts
+// following hears of the version served: the last acknowledgement when
+// it is that version's, else the version alone.
+func TestHelloResendsTheLastAcknowledgement(t *testing.T) {
+	k, s := newTestAcks(t, true, 0)
+	t0 := time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)
+	k.now = func() time.Time { return t0 }
+	k.hello("http://cp", nil, false) // nothing served yet: nothing to say
+	k.hello("http://cp", snapAt(3, 1, a1), false)
+	k.wait()
+	k.now = func() time.Time { return t0.Add(time.Second) }
+	sites, left := changes(snapAt(3, 1, a1), snapAt(4, 2, b1), nil)
+	k.applied(k.expect("http://cp", snapAt(4, 2, b1), sites, left))
+	k.wait()
+	k.now = func() time.Time { return t0.Add(time.Minute) }
+	k.hello("http://cp", snapAt(4, 2, b1), false)
+	k.wait()
+	got := s.all()
+	if len(got) != 3 {
+		t.Fatalf("%d sends, want 3: %+v", len(got), got)
+	}
+	if got[0].Version != 3 || !got[0].At.Equal(t0) || len(got[0].Sites) != 0 {
+		t.Errorf("first hello %+v", got[0])
+	}
+	if got[2].Version != 4 || !got[2].At.Equal(t0.Add(time.Second)) || len(got[2].Sites) != 1 {
+		t.Errorf("hello after the ack %+v, want the ack again", got[2])
+	}
 }

@@ -49,8 +49,11 @@
 // changed, it adds the last time its proxy sent a request to the level
 // left and its passive windows' counts of that level's origins. The
 // control plane builds its failover reports from them (vigil's
-// docs/failover-time.md). The sends never delay the publication; a
-// control plane that takes none (404) is not asked again.
+// docs/failover-time.md). A control plane the node starts following (at
+// its start, once it answers again, after a move to another) is told
+// the version served, so that a restarted agent knows its nodes before
+// its next failover. The sends never delay the publication; a control
+// plane that takes none (404) is not asked again.
 //
 // # Running a batch
 //

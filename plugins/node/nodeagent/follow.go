@@ -34,7 +34,8 @@ func (a *Agent) follow(ctx context.Context) {
 	b := a.backOff()
 	failing := false
 	target, rediscover := cp.urls[0], multi
-	misses := 0 // failures in a row
+	misses := 0   // failures in a row
+	greeted := "" // the control plane last told of the version served (acks.hello)
 	for ctx.Err() == nil {
 		if rediscover {
 			rediscover = false
@@ -57,6 +58,10 @@ func (a *Agent) follow(ctx context.Context) {
 		after := uint64(0)
 		if cur := a.current.Load(); cur != nil {
 			after = cur.Version
+		}
+		if target != greeted || failing {
+			a.acks.hello(target, a.current.Load(), failing) // applied.go
+			greeted = target
 		}
 		f := &publication.Follower{BaseURL: target, Token: a.cfg.ControlPlaneToken, Wait: a.cfg.PollWait, Client: cp.client}
 		snap, err := f.Next(ctx, after)
