@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigilcdn/vigil/api"
 	"github.com/vigilcdn/vigil/core/ha"
 	"github.com/vigilcdn/vigil/core/store/etcdstore/etcdtest"
 	demoorigin "github.com/vigilcdn/vigil/examples/demo-origin"
@@ -185,6 +187,18 @@ site "www" {
 		linfo, _ := leader.cluster(t)
 		if resp.StatusCode != http.StatusMisdirectedRequest || !strings.Contains(string(b), `"not_leader"`) || !strings.Contains(string(b), linfo.ID) {
 			t.Fatalf("a standby answered a switch with %d %s; want 421 not_leader naming %s", resp.StatusCode, b, linfo.ID)
+		}
+		// A drill, started or aborted, too (docs/drills.md).
+		c := p.client()
+		for what, err := range map[string]error{
+			"vigil drill":        func() error { _, err := c.StartDrill(context.Background(), "www", api.DrillRequest{}); return err }(),
+			"vigil drill -abort": func() error { _, err := c.AbortDrill(context.Background(), "www"); return err }(),
+		} {
+			var ae *api.Error
+			if !errors.As(err, &ae) || ae.Status != http.StatusMisdirectedRequest || ae.Code != api.CodeNotLeader ||
+				!strings.Contains(ae.Message, linfo.URL) || !strings.Contains(ae.Hint, "vigil drill -address "+linfo.URL+" www") {
+				t.Fatalf("a standby answered %s with %v; want 421 not_leader naming %s and the command to send there", what, err, linfo.URL)
+			}
 		}
 		break
 	}
