@@ -526,9 +526,10 @@ source "direct" {
 	ownedAgain := time.Since(killed)
 	t.Logf("figure: takeover: cp-b's %d sites owned again %s after its SIGKILL (lease_ttl %s); load %s", lost, ownedAgain.Round(time.Millisecond), lease, loadAvg())
 
-	// Their first probe: the survivors' takeover rounds (claimed sites
-	// probed at once, engine/claim.go), or else a round of each that
-	// began after the claims (two more rounds).
+	// Their first probe: the claimed sites the survivors' rounds probed,
+	// as their logs count them (takeover rounds, engine/claim.go, and
+	// rounds that took claimed sites in as they started), or else a
+	// round of each that began after the claims (two more rounds).
 	r0 := []float64{rounds(live[0]), rounds(live[1])}
 	var how string
 	waitFor(t, "cp-b's sites probed by the survivors", guard, func() bool {
@@ -537,7 +538,7 @@ source "direct" {
 			early += takeoverSites(p.logText()[logFrom[i]:])
 		}
 		if early >= lost {
-			how = fmt.Sprintf("by takeover rounds (%d sites)", early)
+			how = fmt.Sprintf("as the survivors' logs count them (%d claimed sites probed)", early)
 			return true
 		}
 		for i, p := range live {
@@ -545,22 +546,23 @@ source "direct" {
 				return false
 			}
 		}
-		how = fmt.Sprintf("by the survivors' regular rounds (%d sites by takeover rounds)", early)
+		how = fmt.Sprintf("at the latest: two rounds of each survivor since (their logs count %d claimed sites probed)", early)
 		return true
 	})
 	t.Logf("figure: takeover: cp-b's %d sites probed again %s after its SIGKILL, %s (lease_ttl %s, round_interval %s); load %s",
 		lost, time.Since(killed).Round(time.Millisecond), how, lease, round, loadAvg())
 }
 
-// takeoverSites sums the sites of the takeover rounds an agent's log
-// reports (text or JSON).
+// takeoverSites sums the claimed sites that an agent's log says its
+// rounds probed: takeover rounds, and rounds that took claimed sites in
+// as they started (text or JSON log).
 func takeoverSites(log string) int {
 	n := 0
 	for _, line := range strings.Split(log, "\n") {
-		if !strings.Contains(line, "takeover round done") {
+		if !strings.Contains(line, "takeover round done") && !strings.Contains(line, "round probed sites claimed") {
 			continue
 		}
-		for _, key := range []string{"sites=", `"sites":`} {
+		for _, key := range []string{"claimed=", `"claimed":`} {
 			if _, rest, ok := strings.Cut(line, key); ok {
 				end := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' })
 				if end < 0 {

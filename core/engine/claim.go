@@ -157,15 +157,17 @@ func (e *Engine) takeLoadsLocked(ctx context.Context) {
 	}
 }
 
-// probedFresh forgets the fresh sites a round probed. Called with e.mu
-// held.
-func (e *Engine) probedFresh(probed func(yield func(name string) bool)) {
+// probedFresh forgets the fresh sites a round probed, and says how many
+// it forgot. Called with e.mu held.
+func (e *Engine) probedFresh(probed func(yield func(name string) bool)) int {
 	if len(e.loads.fresh) == 0 {
-		return
+		return 0
 	}
+	n := len(e.loads.fresh)
 	for name := range probed {
 		delete(e.loads.fresh, name)
 	}
+	return n - len(e.loads.fresh)
 }
 
 // freshSites returns the fleet indices of the fresh sites, and forgets

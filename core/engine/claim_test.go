@@ -192,8 +192,8 @@ func TestClaimDoesNotWaitForACommit(t *testing.T) {
 				t.Fatalf("api on level %d after the round, want %d as stored", lvl, tt.level)
 			}
 			res = e.RunRound(context.Background())
-			if res.Probed != 2 || res.Discarded {
-				t.Fatalf("round after the claim: %+v, want www and api probed", res)
+			if res.Probed != 2 || res.Discarded || res.Claimed != 1 {
+				t.Fatalf("round after the claim: %+v, want www and api probed, api as claimed", res)
 			}
 			if lvl := e.Views().Site("api").Level; lvl != tt.level {
 				t.Fatalf("api on level %d after its first probe, want %d: its stored state, not the shard's own", lvl, tt.level)
@@ -259,8 +259,8 @@ func TestTakeoverRound(t *testing.T) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		if len(takeovers) != 1 || takeovers[0].Round != 3 {
-			t.Fatalf("takeover rounds %+v, want one, round 3", takeovers)
+		if len(takeovers) != 1 || takeovers[0].Round != 3 || takeovers[0].Claimed != 1 {
+			t.Fatalf("takeover rounds %+v, want one, round 3, of the one claimed site", takeovers)
 		}
 		for _, s := range []string{"api", "img"} {
 			if lvl := e.Views().Site(s).Level; lvl != 2 {

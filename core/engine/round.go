@@ -284,6 +284,10 @@ type RoundResult struct {
 	// Takeover is set for a takeover round (RunTakeover); Probed is 0
 	// when no claimed site awaited its first probe.
 	Takeover bool
+	// Claimed is how many of the probed sites were claimed (Claim) and
+	// not probed by this instance since: a takeover round's sites, or
+	// those a round took in as it started.
+	Claimed int
 }
 
 // RunRound runs one round now: the scheduler's sites, the chain, the
@@ -388,7 +392,7 @@ func (e *Engine) runRound(ctx context.Context, confirm, takeover bool) RoundResu
 		res.Events += len(rep.Events)
 	}
 	res.Probed = len(reports)
-	e.probedFresh(func(yield func(string) bool) {
+	res.Claimed = e.probedFresh(func(yield func(string) bool) {
 		for _, rep := range reports {
 			if !yield(rep.Site.Spec.Name) {
 				return
@@ -540,6 +544,9 @@ func (e *Engine) Run(ctx context.Context) {
 			interval := e.Config().Control.RoundInterval
 			elapsed := e.opts.Now().Sub(start)
 			e.log.Debug("round done", "round", res.Round, "sites", res.Probed, "events", res.Events, "duration", elapsed)
+			if res.Claimed > 0 {
+				e.log.Info("round probed sites claimed since the last one", "round", res.Round, "claimed", res.Claimed, "sites", res.Probed)
+			}
 			wait := interval - elapsed
 			if e.takeRetryNow() {
 				wait = 0
@@ -586,7 +593,7 @@ func (e *Engine) Run(ctx context.Context) {
 				if e.opts.AfterRound != nil {
 					e.opts.AfterRound(res)
 				}
-				e.log.Info("takeover round done: claimed sites probed before the next round", "round", res.Round, "sites", res.Probed, "events", res.Events, "duration", res.Duration)
+				e.log.Info("takeover round done: claimed sites probed before the next round", "round", res.Round, "claimed", res.Claimed, "events", res.Events, "duration", res.Duration)
 				if res.Probed >= e.Config().Control.SitesPerRound {
 					e.kickLoads() // more may wait: another, until the next round is near
 				}

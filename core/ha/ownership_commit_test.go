@@ -139,7 +139,7 @@ func TestClaimWhileACommitIsHeld(t *testing.T) {
 
 	// The early round: the claimed sites, and only them.
 	res = a.eng.RunTakeover(ctx)
-	if !res.Takeover || res.Discarded || res.Probed != lost {
+	if !res.Takeover || res.Discarded || res.Probed != lost || res.Claimed != lost {
 		t.Fatalf("cp-a's takeover round: %+v; want the %d sites claimed from cp-b probed", res, lost)
 	}
 	if again := a.eng.RunTakeover(ctx); again.Probed != 0 {

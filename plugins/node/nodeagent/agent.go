@@ -105,6 +105,15 @@ type Config struct {
 	// the node both proxies and probes, and sent to a gateway announcing the
 	// "passive" feature.
 	Passive PassiveConfig
+	// PassiveFrom lists what feeds the passive windows (ParsePassiveFrom):
+	// PassiveFromProxy, PassiveFromHAProxy (the *edge.HAProxy of Edges),
+	// PassiveFromNginxLog+PATH; empty, not nil: nothing. Nil: the proxy
+	// when the node proxies, and the HAProxy it drives, if any. The windows
+	// exist only when the node also probes (Gateway).
+	PassiveFrom []string
+	// PassiveInterval is how often HAProxy's counters and the access logs
+	// are read (0: DefaultPassiveInterval).
+	PassiveInterval time.Duration
 	// CanaryInterval is the time between two canaries of a held passive
 	// window, the requests the node sends by itself to an origin whose
 	// real traffic failed before it stopped serving it (0:
@@ -188,7 +197,11 @@ type Agent struct {
 	gateways []string
 	proxy    *proxy.Proxy
 	edge     *edge.Hub
-	passive  *passive // nil unless the node proxies and probes
+	passive  *passive // nil unless the node probes and something feeds it
+	// haFeed and logFeeds are the HAProxy and the access logs read into
+	// the passive windows (passive_haproxy.go, passive_accesslog.go).
+	haFeed   statsReader
+	logFeeds []string
 	// acks acknowledges each applied version (nil without a control
 	// plane; applied.go).
 	acks *acks
@@ -322,19 +335,33 @@ func New(cfg Config) (*Agent, error) {
 	if len(cps) > 0 {
 		a.acks = newAcks(nodeName(cfg.ID), cfg.ProxyListen != "", len(cfg.Edges), cfg.Log)
 	}
+	proxyFeeds, haFeed, logFeeds, err := passiveSources(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.PassiveInterval < 0 {
+		return nil, fmt.Errorf("-passive-interval %v: give how often HAProxy's counters and access logs are read, e.g. 1s", cfg.PassiveInterval)
+	} else if cfg.PassiveInterval == 0 {
+		a.cfg.PassiveInterval = DefaultPassiveInterval
+	}
+	if cfg.Gateway != "" && (proxyFeeds || haFeed != nil || len(logFeeds) > 0) {
+		pw, err := newPassive(cfg.Passive, cfg.Proxy.Now)
+		if err != nil {
+			return nil, err
+		}
+		a.passive, a.logFeeds = pw, logFeeds
+		if haFeed != nil {
+			a.haFeed = haFeed
+		}
+	}
 	if cfg.ProxyListen != "" {
 		opts := cfg.Proxy
 		opts.Registerer = cfg.Registry
 		if opts.Log == nil {
 			opts.Log = cfg.Log.Named("proxy")
 		}
-		if cfg.Gateway != "" {
-			pw, err := newPassive(cfg.Passive, opts.Now)
-			if err != nil {
-				return nil, err
-			}
-			a.passive = pw
-			opts.OnAttempt = pw.record
+		if a.passive != nil && proxyFeeds {
+			opts.OnAttempt = a.passive.record
 		}
 		if k, record := a.acks, opts.OnAttempt; k != nil {
 			opts.OnAttempt = func(at proxy.Attempt) {
@@ -510,6 +537,12 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if a.passive != nil {
 		wg.Go(func() { a.watchHeld(ctx) })
+		if a.haFeed != nil {
+			wg.Go(func() { a.feedHAProxy(ctx, a.haFeed, a.cfg.PassiveInterval) })
+		}
+		for _, path := range a.logFeeds {
+			wg.Go(func() { a.feedAccessLog(ctx, path, a.cfg.PassiveInterval) })
+		}
 	}
 	if a.cfg.ControlPlane != "" {
 		a.acks.start(ctx, a.cp, a.cfg.ControlPlaneToken)
