@@ -153,9 +153,13 @@ func (e *Engine) drillVotesLocked(f *fleet.Fleet, plan *fleet.Plan, asker *chain
 	now := nanos(start)
 	for i := range e.info {
 		x := &e.info[i]
-		if x.drill.running() && now >= x.drill.until {
-			e.endDrillLocked(i, 0, decide.DrillEndTime, "", start)
+		if !x.drill.running() || now < x.drill.until {
+			continue
 		}
+		if e.opts.Owns != nil && !e.opts.Owns(f.Sites[i].Spec.Name) {
+			continue // sharded: the site's owner ends it
+		}
+		e.endDrillLocked(i, 0, decide.DrillEndTime, "", start)
 	}
 	if len(plan.Picked) == 0 {
 		return dr
