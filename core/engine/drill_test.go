@@ -7,11 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/vigilcdn/vigil/api"
+	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/engine"
 	"github.com/vigilcdn/vigil/core/engine/enginetest"
 	"github.com/vigilcdn/vigil/core/store"
+	"github.com/vigilcdn/vigil/sdk"
 )
 
 const drillConfig = `
@@ -392,4 +396,63 @@ func TestDrillOtherLevel(t *testing.T) {
 		t.Fatalf("journal %q", got)
 	}
 	sameLines(t, "journal", got[len(got)-3:], want)
+}
+
+// hookSource is the fake direct source with a hook called inside Vote,
+// while the engine's round has let go of its lock.
+type hookSource struct {
+	*enginetest.Source
+	onVote func()
+}
+
+func (h *hookSource) Vote(ctx context.Context, b sdk.Ballot) ([]sdk.Vote, error) {
+	if f := h.onVote; f != nil {
+		h.onVote = nil
+		f()
+	}
+	return h.Source.Vote(ctx, b)
+}
+
+// TestDrillStartedDuringARound: a drill that starts while a round's
+// sources vote is not counted by that round (it started before the
+// drill), only from the next one on.
+func TestDrillStartedDuringARound(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	src := &hookSource{Source: enginetest.NewSource("direct")}
+	st, err := store.Open(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, diags := engine.New(ctx, enginetest.Config(t, drillConfig), engine.Options{Store: st, Now: func() time.Time { return now },
+		NewSource: func(*config.Source, string, hclog.Logger) engine.VoteSource { return src }})
+	if diags.HasErrors() {
+		st.Close()
+		t.Fatal(diags.Error())
+	}
+	t.Cleanup(func() { e.Close(); st.Close() })
+	round := func() {
+		now = now.Add(30 * time.Second)
+		e.RunRound(ctx)
+	}
+	round()
+	round()
+	var started error
+	src.onVote = func() {
+		now = now.Add(time.Second) // the drill starts a second into the round
+		_, started = e.StartDrill(ctx, "www", engine.DrillRequest{For: time.Hour}, "alice")
+	}
+	round()
+	if started != nil {
+		t.Fatal(started)
+	}
+	a1 := e.Views().Site("www").Origins["a1"]
+	if a1.By == nil || *a1.By != "direct" || a1.Verdict != "up" {
+		t.Fatalf("the round the drill started in: a1 %s by %v, want up by direct", a1.Verdict, a1.By)
+	}
+	round()
+	a1 = e.Views().Site("www").Origins["a1"]
+	if a1.By == nil || *a1.By != api.DrillSource || a1.Verdict != "down" {
+		t.Fatalf("the next round: a1 %s by %v, want down by drill", a1.Verdict, a1.By)
+	}
 }
