@@ -88,6 +88,8 @@ func run(args []string) error {
 		passAge      = fs.Duration("passive-window-age", nodeagent.DefaultPassiveAge, "passive votes: requests older than this leave the window (whichever of N and age comes first)")
 		passIgnore   = fs.String("passive-ignore", nodeagent.DefaultPassiveIgnore, "passive votes: `statuses` that are backpressure, not failures (429, 503-retry-after: a 503 with Retry-After; none)")
 		passSlow     = fs.Duration("passive-slow", 0, "passive votes: an answer slower than this is a soft failure (0: off)")
+		passFrom     = fs.String("passive-from", "", "passive votes: what feeds the windows, comma-separated: `proxy` (this node's -proxy-listen), haproxy (the counters of -haproxy-socket's HAProxy), nginx-log:PATH (nginx's JSON access log, log_format vigil of builtin:nginx), or none (default: proxy when proxying, haproxy when driving one)")
+		passEvery    = fs.Duration("passive-interval", nodeagent.DefaultPassiveInterval, "passive votes: how often HAProxy's counters and the nginx access log are read into the windows")
 		canaryEvery  = fs.Duration("canary-interval", nodeagent.DefaultCanaryInterval, "passive votes: time between two canary requests to an origin no longer served whose real traffic failed (0: none; its window then votes down until it is served again)")
 		haSocket     = fs.String("haproxy-socket", "", "drive a local HAProxy live through its Runtime API: its stats socket, a unix socket `path` or host:port, at level admin")
 		haSrvArgs    = fs.String("haproxy-server-args", edge.DefaultHAProxyServerArgs, "HAProxy: `arguments` of every server vigil-node adds (haproxy.cfg's default-server does not apply to them); the default's checks let HAProxy use the next level's backup servers when the current level fails")
@@ -164,6 +166,13 @@ func run(args []string) error {
 		return err
 	}
 	cfg.Passive.Window, cfg.Passive.Age, cfg.Passive.Slow = *passWindow, *passAge, *passSlow
+	if cfg.PassiveFrom, err = nodeagent.ParsePassiveFrom(*passFrom); err != nil {
+		return err
+	}
+	if *passEvery <= 0 {
+		return fmt.Errorf("-passive-interval %v: give how often HAProxy's counters and the access log are read, e.g. 1s", *passEvery)
+	}
+	cfg.PassiveInterval = *passEvery
 	switch {
 	case *canaryEvery == 0:
 		cfg.CanaryInterval = nodeagent.NoCanaries
