@@ -231,11 +231,30 @@ func (e *Engine) drillAfterLocked(dr drillRound, reports []fleet.Report, round u
 			e.touch(i)
 			continue
 		}
-		if !d.running() && s.State.Level == d.fromLevel {
-			e.info[i].drill = nil // back where it started: the drill is over
-			e.touch(i)
+		if d.running() {
+			continue
+		}
+		switch {
+		case s.State.Level == d.fromLevel: // back where it started: the drill is over
+		case realDown(s, d.level): // the drilled level really fails now: not the drill's any more
+			e.log.Warn("after the drill, the drilled level has real down verdicts: what follows is not marked as the drill's", "site", s.Spec.Name, "level", d.level)
+		default:
+			continue
+		}
+		e.info[i].drill = nil
+		e.touch(i)
+	}
+}
+
+// realDown reports whether an origin of level got a real down verdict
+// this round (called once the drill no longer votes).
+func realDown(s *fleet.Site, level int) bool {
+	for o, out := range s.Outcomes {
+		if s.Spec.Origins[o].Level == level && !out.Skip && out.Verdict == vote.VerdictDown {
+			return true
 		}
 	}
+	return false
 }
 
 // realFailure is the level other than drilled that the round's events

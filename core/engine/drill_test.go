@@ -456,3 +456,33 @@ func TestDrillStartedDuringARound(t *testing.T) {
 		t.Fatalf("the next round: a1 %s by %v, want down by drill", a1.Verdict, a1.By)
 	}
 }
+
+// TestDrillWayBackRealFailure: after the drill, a real down verdict of the
+// drilled level ends its way back: what follows is a real outage, not
+// marked as the drill's.
+func TestDrillWayBackRealFailure(t *testing.T) {
+	r := newDrillRig(t, drillConfig)
+	ctx := context.Background()
+	r.rounds(2)
+	if _, err := r.e.StartDrill(ctx, "www", engine.DrillRequest{For: time.Hour}, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	r.rounds(3)
+	r.src["direct"].SetDown("www", "a1", true)
+	r.src["direct"].SetDown("www", "a2", true)
+	if _, err := r.e.AbortDrill(ctx, "www", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	r.rounds(1)
+	if _, err := r.e.Views().Drill("www"); !errors.Is(err, engine.ErrNoDrill) {
+		t.Fatalf("after a real down verdict of level 1: %v, want the drill gone", err)
+	}
+	r.src["direct"].SetDown("www", "b1", true)
+	r.rounds(3)
+	sameLines(t, "journal", kinds(r.journal("www"), notOrigin), []string{
+		"drill of level 1 started for 3600s by alice",
+		"level 1 -> 2 (failover) [drill]",
+		"drill of level 1 ended (aborted) by alice",
+		"all levels unhealthy; staying on level 2",
+	})
+}
