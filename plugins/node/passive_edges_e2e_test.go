@@ -1,0 +1,255 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vigilcdn/vigil/internal/testnet"
+	"github.com/vigilcdn/vigil/plugins/node/edge"
+	"github.com/vigilcdn/vigil/plugins/node/internal/fakecp"
+	"github.com/vigilcdn/vigil/plugins/node/nodeagent"
+	"github.com/vigilcdn/vigil/plugins/node/proxy"
+	"github.com/vigilcdn/vigil/sdk"
+	"github.com/vigilcdn/vigil/sdk/publication"
+)
+
+// grayLoad is how many visitor GETs each edge sends to the gray origin,
+// and grayWindow the passive window that holds them all: one in three
+// fails, 20 of 60 (33%), past the gateway's passive_failure_ratio (30%).
+const (
+	grayLoad   = 60
+	grayWindow = 60
+)
+
+// TestPassiveVotesFromEdges: a gray origin (its health path answers 200;
+// one in three of the visitors' requests 503) under bounded load through
+// each edge that feeds passive windows: vigil-node's own proxy, and a real
+// HAProxy from Debian whose server counters (show stat) vigil-node reads.
+// Each gives the gateway the same hybrid verdict: the probe votes up, the
+// passive vote down, 20 of 60 requests failed.
+func TestPassiveVotesFromEdges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test runs real HAProxy")
+	}
+	for _, tc := range []struct {
+		name  string
+		start func(t *testing.T, gw string, cp *fakecp.Server) (visitorURL string)
+	}{
+		{"proxy", func(t *testing.T, gw string, cp *fakecp.Server) string {
+			node := startAgent(t, gw, "edge-1", func(c *nodeagent.Config) {
+				c.ControlPlane, c.PollWait, c.ProxyListen = cp.URL(), 5*time.Second, "127.0.0.1:0"
+				// Every request to a1 only, as through HAProxy: no retry on
+				// another origin, no skipping a1 after its failures.
+				c.Proxy.Retries, c.Proxy.FailCount = proxy.NoRetries, 1000
+				c.Passive.Window = grayWindow
+			})
+			return "http://" + node.await(t, nodeagent.EventListening).Addr.String()
+		}},
+		{"haproxy", func(t *testing.T, gw string, cp *fakecp.Server) string {
+			bin := haproxyBinary(t)
+			dir := t.TempDir()
+			sock, listen := filepath.Join(dir, "admin.sock"), testnet.Addr(t)
+			startHAProxyDaemon(t, bin, dir, sock, listen)
+			// No health check nor observe: HAProxy sends every request to
+			// a1, as the proxy above does.
+			h, err := edge.NewHAProxy(edge.HAProxyOptions{Socket: sock, Watch: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			startAgent(t, gw, "edge-1", func(c *nodeagent.Config) {
+				c.ControlPlane, c.PollWait, c.Edges = cp.URL(), 5*time.Second, []edge.Driver{h}
+				c.Edge = edge.HubOptions{Resync: 2 * time.Second, MinBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond}
+				c.Passive.Window, c.PassiveInterval = grayWindow, 50*time.Millisecond
+			})
+			return "http://" + listen
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { runPassiveEdge(t, tc.start) })
+	}
+}
+
+func runPassiveEdge(t *testing.T, start func(t *testing.T, gw string, cp *fakecp.Server) string) {
+	var n atomic.Int64
+	a1 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/page" && n.Add(1)%3 == 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "a1")
+	}))
+	t.Cleanup(a1.Close)
+	cp := fakecp.New()
+	t.Cleanup(cp.Close)
+	cp.Publish([]publication.Site{{Name: "www", Hostname: "www.example.com", Level: 1,
+		Origins: []publication.Origin{{Name: "a1", Address: a1.URL, State: "healthy"}}}})
+	gw := startGateway(t, map[string]any{"passive_votes": true})
+	visitors := start(t, gw.Addr().String(), cp)
+	awaitOnline(t, gw, 1)
+
+	client := &http.Client{Timeout: 10 * time.Second}
+	t.Cleanup(client.CloseIdleConnections)
+	get := func(path string) (int, error) {
+		req, _ := http.NewRequest(http.MethodGet, visitors+path, nil)
+		req.Host = "www.example.com"
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	ballot := sdk.Ballot{Targets: []sdk.Target{{Site: "www", Origin: "a1", Address: a1.URL, Host: "www.example.com", Path: "/cdn-health", Timeout: 5 * time.Second}}}
+	round := uint64(0)
+	votes := func() (probe, passive sdk.Vote) {
+		t.Helper()
+		round++
+		ballot.Round = round
+		for _, v := range vote(t, gw, ballot, 20*time.Second) {
+			switch v.Voter {
+			case "edge-1":
+				probe = v
+			case "edge-1" + PassiveSuffix:
+				passive = v
+			}
+		}
+		return probe, passive
+	}
+	hang := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(2 * time.Minute) // catches a hang only
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s after 2 minutes", what)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	// The edge serves a1, and its requests reach a1's window.
+	hang("a1 served", func() bool { code, err := get("/warm"); return err == nil && code == 200 })
+	hang("a1's window fed", func() bool {
+		_, p := votes()
+		return p.Detail != "" && !strings.HasPrefix(p.Detail, "0 requests")
+	})
+
+	// The gray load: grayLoad GETs, one after the other.
+	failed := 0
+	for range grayLoad {
+		code, err := get("/page")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code != 200 {
+			failed++
+		}
+	}
+	if failed != grayLoad/3 {
+		t.Fatalf("%d of %d visitor GETs failed, want %d (one in three)", failed, grayLoad, grayLoad/3)
+	}
+	want := fmt.Sprintf("%d of %d requests failed (33%%)", grayLoad/3, grayWindow)
+	var probe, passive sdk.Vote
+	hang("the window holding the gray load", func() bool {
+		probe, passive = votes()
+		if strings.Contains(passive.Detail, fmt.Sprintf(" of %d requests failed", grayWindow)) && passive.Detail != want && !strings.HasPrefix(passive.Detail, "0 of") &&
+			passive.Value != sdk.Up {
+			t.Fatalf("passive vote %+v, want %q", passive, want)
+		}
+		return passive.Detail == want
+	})
+	if probe.Value != sdk.Up || passive.Value != sdk.Down || passive.Reason != sdk.ReasonHTTP5xx {
+		t.Fatalf("probe vote %+v, passive vote %+v: want the hybrid verdict, probe up and passive down http_5xx", probe, passive)
+	}
+	t.Logf("probe %s (%s), passive %s %s: %s", probe.Value, probe.Reason, passive.Value, passive.Reason, passive.Detail)
+}
+
+// haproxyBinary finds Debian's haproxy; without it the test skips, unless
+// CI is set.
+func haproxyBinary(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("haproxy"); err == nil {
+		return p
+	}
+	for _, p := range []string{"/usr/sbin/haproxy", "/usr/local/sbin/haproxy"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("haproxy is not installed and CI is set: run make deps")
+	}
+	t.Skip("haproxy is not installed (make deps installs it)")
+	return ""
+}
+
+// startHAProxyDaemon runs haproxy in the foreground with an empty backend
+// www for vigil-node to fill, its Runtime API on sock, until the test
+// ends, and waits for the socket.
+func startHAProxyDaemon(t *testing.T, bin, dir, sock, listen string) {
+	t.Helper()
+	cfg := fmt.Sprintf(`global
+    stats socket %s mode 600 level admin
+defaults
+    mode http
+    timeout connect 2s
+    timeout client 30s
+    timeout server 30s
+frontend fe
+    bind %s
+    default_backend www
+backend www
+    balance roundrobin
+`, sock, listen)
+	path := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	log, err := os.Create(filepath.Join(dir, "haproxy.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-W", "-db", "-f", path)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		_ = log.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(log.Name())
+			t.Logf("haproxy log:\n%s", b)
+		}
+	})
+	h, err := edge.NewHAProxy(edge.HAProxyOptions{Socket: sock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute) // catches a hang only
+	for {
+		if _, err := h.Command(context.Background(), "show info"); err == nil {
+			return
+		} else if time.Now().After(deadline) {
+			t.Fatalf("haproxy's stats socket never answered: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
