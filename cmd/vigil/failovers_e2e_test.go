@@ -401,3 +401,151 @@ func seriesValue(text, series string) string {
 	}
 	return ""
 }
+
+// TestEndToEndFailoverReportAfterRestart: the agent restarts (same data
+// and address) while its nodes run; it publishes the same version, so no
+// node has a new one to acknowledge, yet each tells it which version it
+// serves, and the first failover after the restart expects and reports
+// both nodes: the proxying one and one driving a template edge.
+func TestEndToEndFailoverReportAfterRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end test runs the real binaries")
+	}
+	var dead atomic.Bool
+	a1 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if dead.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "a1")
+	}))
+	t.Cleanup(a1.Close)
+	b1 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "b1") }))
+	t.Cleanup(b1.Close)
+
+	dir := t.TempDir()
+	gateway, listen := testnet.Addr(t), testnet.Addr(t)
+	cfg := fmt.Sprintf(`
+control {
+  round_interval = "500ms"
+  data_dir       = %q
+  plugin_dir     = %q
+  api {
+    listen    = %q
+    token_env = "VIGIL_TOKEN"
+  }
+}
+source "node" {
+  plugin    = "vigil-source-node"
+  min_votes = 1
+  timeout   = "400ms"
+  env       = ["VIGIL_NODE_TOKEN"]
+  config {
+    listen          = %q
+    token_env       = "VIGIL_NODE_TOKEN"
+    online_timeout  = "3s"
+    nodes_per_round = 1
+  }
+}
+site "www" {
+  hostname = "www.example.com"
+  health_check {
+    path                = "/cdn-health"
+    timeout             = "300ms"
+    unhealthy_threshold = 3
+    healthy_threshold   = 2
+  }
+  origin "a1" { address = %q }
+  origin "b1" {
+    address = %q
+    level   = 2
+  }
+}
+`, filepath.Join(dir, "data"), binDir, listen, gateway, a1.URL, b1.URL)
+	config := filepath.Join(dir, "vigil.hcl")
+	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tmpl := filepath.Join(dir, "edge.tmpl")
+	if err := os.WriteFile(tmpl, []byte("{{range .Sites}}{{.Name}} level {{.Level}}\n{{end}}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("VIGIL_NODE_TOKEN", "node-secret")
+	agent := startAgentProc(t, config)
+
+	for _, id := range []string{"edge-1", "edge-tmpl"} {
+		args := []string{"-id", id, "-control-plane", agent.api, "-control-plane-token-env", "VIGIL_TOKEN"}
+		if id == "edge-tmpl" {
+			args = append(args, "-template", tmpl+":"+filepath.Join(dir, "edge.conf"), "-template-reload", "true")
+		} else {
+			args = append(args, "-gateway", gateway, "-token-env", "VIGIL_NODE_TOKEN", "-proxy-listen", testnet.Addr(t))
+		}
+		cmd := exec.Command(filepath.Join(binDir, "vigil-node"), args...)
+		cmd.Env = append(os.Environ(), "VIGIL_NODE_TOKEN=node-secret", "VIGIL_TOKEN=e2e-token")
+		log := &syncBuffer{}
+		cmd.Stderr = log
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			if strings.Contains(log.String(), "WARNING: DATA RACE") {
+				t.Errorf("the race detector found a data race in %s", id)
+			}
+			if t.Failed() {
+				t.Logf("%s log:\n%s", id, log.String())
+			}
+		})
+	}
+	known := func(p *agentProc) string { return seriesValue(agentMetrics(t, p), "vigil_failover_nodes_known") }
+	version := func(p *agentProc) uint64 {
+		snap, _, err := p.client().Publication(context.Background(), 0, 0)
+		if err != nil || snap == nil {
+			t.Fatalf("publication: %v", err)
+		}
+		return snap.Version
+	}
+	waitFor(t, "level 1 healthy and both nodes known", time.Minute, func() bool {
+		return agent.site(t, "www")["levels"].(map[string]any)["1"] == "healthy" && known(agent) == "2"
+	})
+	before := version(agent)
+
+	// The agent restarts on the same data and address.
+	_ = agent.cmd.Process.Kill()
+	<-agent.done
+	agent = startAgentProc(t, config)
+	if v := version(agent); v != before {
+		t.Fatalf("the restarted agent publishes version %d, was %d: the test needs the same", v, before)
+	}
+	waitFor(t, "both nodes known to the restarted agent", 3*time.Minute, func() bool { return known(agent) == "2" })
+	if v := version(agent); v != before {
+		t.Fatalf("a new version %d came before the nodes were known: the test proves nothing", v)
+	}
+
+	dead.Store(true)
+	var rep api.FailoverReport
+	waitFor(t, "the failover's complete report", 3*time.Minute, func() bool {
+		list, err := agent.client().Failovers(context.Background(), "www", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Failovers) == 1 && list.Failovers[0].Complete {
+			rep = list.Failovers[0]
+			return true
+		}
+		return false
+	})
+	var text bytes.Buffer
+	writeFailoverReport(&text, &rep)
+	t.Logf("the report:\n%s", text.String())
+	if len(rep.Nodes) != 2 {
+		t.Fatalf("rows %+v, want edge-1 and edge-tmpl", rep.Nodes)
+	}
+	for i, name := range []string{"edge-1", "edge-tmpl"} {
+		n := rep.Nodes[i]
+		if n.Node != name || !n.Reported || n.Result != "ok" || n.Applied == nil || rep.Published == nil || n.Applied.Before(rep.Published.Time) {
+			t.Errorf("row %+v (published %v), want %s's apply after the publication", n, rep.Published, name)
+		}
+	}
+}
