@@ -20,6 +20,7 @@ import (
 	"github.com/vigilcdn/vigil/plugins/node/internal/fakecp"
 	"github.com/vigilcdn/vigil/plugins/node/nodeagent"
 	"github.com/vigilcdn/vigil/plugins/node/proxy"
+	"github.com/vigilcdn/vigil/plugins/node/templates"
 	"github.com/vigilcdn/vigil/sdk"
 	"github.com/vigilcdn/vigil/sdk/publication"
 )
@@ -72,6 +73,32 @@ func TestPassiveVotesFromEdges(t *testing.T) {
 				c.Edge = edge.HubOptions{Resync: 2 * time.Second, MinBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond}
 				c.Passive.Window, c.PassiveInterval = grayWindow, 50*time.Millisecond
 			})
+			return "http://" + listen
+		}},
+		{"nginx", func(t *testing.T, gw string, cp *fakecp.Server) string {
+			bin := edgeBinary(t, "nginx")
+			dir := t.TempDir()
+			listen, accessLog := testnet.Addr(t), filepath.Join(dir, "vigil-access.log")
+			tm := startNginxDaemon(t, bin, dir)
+			startAgent(t, gw, "edge-1", func(c *nodeagent.Config) {
+				c.ControlPlane, c.PollWait, c.Edges = cp.URL(), 5*time.Second, []edge.Driver{tm}
+				c.Edge = edge.HubOptions{Resync: 2 * time.Second, MinBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond,
+					Vars: map[string]string{"listen": listen, "access_log": accessLog}}
+				c.PassiveFrom = []string{nodeagent.PassiveFromNginxLog + accessLog}
+				c.Passive.Window, c.PassiveInterval = grayWindow, 50*time.Millisecond
+			})
+			// The shipped template's log_format is the one vigil-node reads.
+			deadline := time.Now().Add(time.Minute) // catches a hang only
+			b, err := os.ReadFile(filepath.Join(dir, "conf.d", "vigil.conf"))
+			for ; err != nil || !strings.Contains(string(b), "access_log "); b, err = os.ReadFile(filepath.Join(dir, "conf.d", "vigil.conf")) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the agent did not render nginx's configuration in a minute: %v", err)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if !strings.Contains(string(b), "log_format vigil "+nodeagent.AccessLogFormat+";") {
+				t.Fatalf("the rendered nginx configuration has not log_format vigil %s:\n%s", nodeagent.AccessLogFormat, b)
+			}
 			return "http://" + listen
 		}},
 	} {
@@ -139,6 +166,9 @@ func runPassiveEdge(t *testing.T, start func(t *testing.T, gw string, cp *fakecp
 	// The edge serves a1, and its requests reach a1's window.
 	hang("a1 served", func() bool { code, err := get("/warm"); return err == nil && code == 200 })
 	hang("a1's window fed", func() bool {
+		if _, err := get("/warm"); err != nil {
+			t.Fatal(err)
+		}
 		_, p := votes()
 		return p.Detail != "" && !strings.HasPrefix(p.Detail, "0 requests")
 	})
@@ -173,23 +203,113 @@ func runPassiveEdge(t *testing.T, start func(t *testing.T, gw string, cp *fakecp
 	t.Logf("probe %s (%s), passive %s %s: %s", probe.Value, probe.Reason, passive.Value, passive.Reason, passive.Detail)
 }
 
-// haproxyBinary finds Debian's haproxy; without it the test skips, unless
-// CI is set.
-func haproxyBinary(t *testing.T) string {
+// haproxyBinary finds Debian's haproxy (edgeBinary).
+func haproxyBinary(t *testing.T) string { return edgeBinary(t, "haproxy") }
+
+// edgeBinary finds an edge's binary from Debian; without it the test
+// skips, unless CI is set.
+func edgeBinary(t *testing.T, name string) string {
 	t.Helper()
-	if p, err := exec.LookPath("haproxy"); err == nil {
+	if p, err := exec.LookPath(name); err == nil {
 		return p
 	}
-	for _, p := range []string{"/usr/sbin/haproxy", "/usr/local/sbin/haproxy"} {
-		if _, err := os.Stat(p); err == nil {
+	for _, dir := range []string{"/usr/sbin", "/usr/local/sbin"} {
+		if p := filepath.Join(dir, name); fileExists(p) {
 			return p
 		}
 	}
 	if os.Getenv("CI") != "" {
-		t.Fatal("haproxy is not installed and CI is set: run make deps")
+		t.Fatalf("%s is not installed and CI is set: run make deps", name)
 	}
-	t.Skip("haproxy is not installed (make deps installs it)")
+	t.Skipf("%s is not installed (make deps installs it)", name)
 	return ""
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// runDaemon runs cmd until the test ends (SIGTERM, then SIGKILL after
+// 10s), its output in dir/NAME.log, shown when the test failed.
+func runDaemon(t *testing.T, dir string, cmd *exec.Cmd) {
+	t.Helper()
+	log, err := os.Create(filepath.Join(dir, filepath.Base(cmd.Path)+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		_ = log.Close()
+		if t.Failed() {
+			b, _ := os.ReadFile(log.Name())
+			t.Logf("%s log:\n%s", cmd.Path, b)
+		}
+	})
+}
+
+// startNginxDaemon runs nginx in the foreground with its files in dir,
+// including dir/conf.d/*.conf, and returns the template driver of the
+// shipped builtin:nginx rendering dir/conf.d/vigil.conf, checked with
+// nginx -t and reloaded with SIGHUP.
+func startNginxDaemon(t *testing.T, bin, dir string) *edge.Template {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, "conf.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	user := ""
+	if os.Geteuid() == 0 {
+		user = "user root;"
+	}
+	conf := fmt.Sprintf(`daemon off;
+%s
+worker_processes 1;
+pid %[2]s/nginx.pid;
+error_log %[2]s/error.log warn;
+events { worker_connections 256; }
+http {
+    access_log off;
+    client_body_temp_path %[2]s/body;
+    proxy_temp_path %[2]s/proxy;
+    fastcgi_temp_path %[2]s/fastcgi;
+    uwsgi_temp_path %[2]s/uwsgi;
+    scgi_temp_path %[2]s/scgi;
+    include %[2]s/conf.d/*.conf;
+}
+`, user, dir)
+	confPath := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "-p", dir, "-c", confPath, "-e", dir+"/error.log")
+	runDaemon(t, dir, cmd)
+	text, err := templates.Get("nginx")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ngx := fmt.Sprintf("%s -p %s -c %s -e %s/error.log", bin, dir, confPath, dir)
+	tm, err := edge.NewTemplate(edge.TemplateOptions{Name: "nginx", Files: []edge.File{{Text: text, Dest: filepath.Join(dir, "conf.d", "vigil.conf")}},
+		Check: ngx + " -t -q", Reload: fmt.Sprintf("kill -HUP %d", cmd.Process.Pid), MinInterval: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute) // catches a hang only
+	for !fileExists(filepath.Join(dir, "nginx.pid")) {
+		if time.Now().After(deadline) {
+			t.Fatal("nginx did not start in a minute")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return tm
 }
 
 // startHAProxyDaemon runs haproxy in the foreground with an empty backend
@@ -214,31 +334,7 @@ backend www
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	log, err := os.Create(filepath.Join(dir, "haproxy.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "-W", "-db", "-f", path)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		_ = log.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(log.Name())
-			t.Logf("haproxy log:\n%s", b)
-		}
-	})
+	runDaemon(t, dir, exec.Command(bin, "-W", "-db", "-f", path))
 	h, err := edge.NewHAProxy(edge.HAProxyOptions{Socket: sock})
 	if err != nil {
 		t.Fatal(err)
