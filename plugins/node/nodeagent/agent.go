@@ -339,6 +339,9 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(cfg.PassiveFrom) > 0 && cfg.Gateway == "" {
+		return nil, errors.New("-passive-from needs -gateway: the passive windows are sent to the gateway beside the probes' results")
+	}
 	if cfg.PassiveInterval < 0 {
 		return nil, fmt.Errorf("-passive-interval %v: give how often HAProxy's counters and access logs are read, e.g. 1s", cfg.PassiveInterval)
 	} else if cfg.PassiveInterval == 0 {

@@ -191,3 +191,15 @@ func TestFeedHAProxy(t *testing.T) {
 		<-done
 	})
 }
+
+// A node that does not probe has no passive window: a -passive-from of
+// its own is refused rather than ignored.
+func TestPassiveFromNeedsGateway(t *testing.T) {
+	_, err := New(Config{ControlPlane: "http://127.0.0.1:1", PassiveFrom: []string{"nginx-log:/var/log/nginx/vigil.json"}})
+	if err == nil || !strings.Contains(err.Error(), "-passive-from needs -gateway") {
+		t.Fatalf("New: %v, want -passive-from needs -gateway", err)
+	}
+	if _, err := New(Config{ControlPlane: "http://127.0.0.1:1", PassiveFrom: []string{}}); err != nil {
+		t.Fatalf("-passive-from none without a gateway: %v", err)
+	}
+}
