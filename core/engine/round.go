@@ -83,7 +83,7 @@ func newAsker(f *fleet.Fleet, sources []VoteSource, log hclog.Logger, round uint
 	return &chainAsker{fleet: f, sources: sources, log: log, round: round, flat: flat, intern: in,
 		tallies: make([][2]int, len(sources)), abstained: make([]map[sdk.Reason]int, len(sources)),
 		plugin: make([]map[pluginReasonKey]int, len(sources)),
-		asked: make([]bool, len(sources)), errs: make([]error, len(sources)), took: make([]time.Duration, len(sources))}
+		asked:  make([]bool, len(sources)), errs: make([]error, len(sources)), took: make([]time.Duration, len(sources))}
 }
 
 func (a *chainAsker) Ask(ctx context.Context, source int, targets []vote.Target, counts []vote.Counts) {
