@@ -51,6 +51,18 @@ type logAttempt struct {
 	Method, Path string
 }
 
+// attempt is the proxy's Attempt of at, at the origin address.
+func (at logAttempt) attempt(address string) proxy.Attempt {
+	pa := proxy.Attempt{Address: address, Status: at.Status, RetryAfter: at.RetryAfter, Method: at.Method, Path: at.Path}
+	if at.Status == 0 {
+		pa.Err = "connect_error"
+	}
+	if at.Latency >= 0 {
+		pa.Latency = at.Latency
+	}
+	return pa
+}
+
 // upstreamList splits one of nginx's $upstream_* values: attempts are
 // separated by ", ", and the upstream groups of an internal redirect by
 // " : ".
@@ -288,14 +300,7 @@ func (a *Agent) feedAccessLog(ctx context.Context, path string, interval time.Du
 				if !ok {
 					continue
 				}
-				pa := proxy.Attempt{Address: addr, Status: at.Status, RetryAfter: at.RetryAfter, Method: at.Method, Path: at.Path}
-				if at.Status == 0 {
-					pa.Err = "connect_error"
-				}
-				if at.Latency >= 0 {
-					pa.Latency = at.Latency
-				}
-				a.passive.record(pa)
+				a.passive.record(at.attempt(addr))
 			}
 		})
 		switch {
