@@ -44,10 +44,13 @@ func TestPassiveVotesFromEdges(t *testing.T) {
 		t.Skip("end-to-end test runs real HAProxy")
 	}
 	for _, tc := range []struct {
-		name  string
-		start func(t *testing.T, gw string, cp *fakecp.Server) (visitorURL string)
+		name string
+		// start starts the edge and its node; disrupt, when not nil, is
+		// what the edge's operator does between two loads (a reload, a
+		// log rotation).
+		start func(t *testing.T, gw string, cp *fakecp.Server) (visitorURL string, disrupt func(t *testing.T))
 	}{
-		{"proxy", func(t *testing.T, gw string, cp *fakecp.Server) string {
+		{"proxy", func(t *testing.T, gw string, cp *fakecp.Server) (string, func(*testing.T)) {
 			node := startAgent(t, gw, "edge-1", func(c *nodeagent.Config) {
 				c.ControlPlane, c.PollWait, c.ProxyListen = cp.URL(), 5*time.Second, "127.0.0.1:0"
 				// Every request to a1 only, as through HAProxy: no retry on
@@ -55,16 +58,16 @@ func TestPassiveVotesFromEdges(t *testing.T) {
 				c.Proxy.Retries, c.Proxy.FailCount = proxy.NoRetries, 1000
 				c.Passive.Window = grayWindow
 			})
-			return "http://" + node.await(t, nodeagent.EventListening).Addr.String()
+			return "http://" + node.await(t, nodeagent.EventListening).Addr.String(), nil
 		}},
-		{"haproxy", func(t *testing.T, gw string, cp *fakecp.Server) string {
+		{"haproxy", func(t *testing.T, gw string, cp *fakecp.Server) (string, func(*testing.T)) {
 			bin := haproxyBinary(t)
 			dir := t.TempDir()
 			sock, listen := filepath.Join(dir, "admin.sock"), testnet.Addr(t)
-			startHAProxyDaemon(t, bin, dir, sock, listen)
+			master := startHAProxyDaemon(t, bin, dir, sock, listen)
 			// No health check nor observe: HAProxy sends every request to
 			// a1, as the proxy above does.
-			h, err := edge.NewHAProxy(edge.HAProxyOptions{Socket: sock, Watch: -1})
+			h, err := edge.NewHAProxy(edge.HAProxyOptions{Socket: sock})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,13 +76,21 @@ func TestPassiveVotesFromEdges(t *testing.T) {
 				c.Edge = edge.HubOptions{Resync: 2 * time.Second, MinBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond}
 				c.Passive.Window, c.PassiveInterval = grayWindow, 50*time.Millisecond
 			})
-			return "http://" + listen
+			// A graceful reload: a new process, whose counters start from
+			// 0 and which has none of the servers vigil-node added until
+			// the driver sees it and adds them again.
+			return "http://" + listen, func(t *testing.T) {
+				if err := master.Process.Signal(syscall.SIGUSR2); err != nil {
+					t.Fatal(err)
+				}
+				waitUntil(t, "the driver seeing HAProxy's new process", func() bool { return h.Restarts() > 0 })
+			}
 		}},
-		{"nginx", func(t *testing.T, gw string, cp *fakecp.Server) string {
+		{"nginx", func(t *testing.T, gw string, cp *fakecp.Server) (string, func(*testing.T)) {
 			bin := edgeBinary(t, "nginx")
 			dir := t.TempDir()
 			listen, accessLog := testnet.Addr(t), filepath.Join(dir, "vigil-access.log")
-			tm := startNginxDaemon(t, bin, dir)
+			tm, master := startNginxDaemon(t, bin, dir)
 			startAgent(t, gw, "edge-1", func(c *nodeagent.Config) {
 				c.ControlPlane, c.PollWait, c.Edges = cp.URL(), 5*time.Second, []edge.Driver{tm}
 				c.Edge = edge.HubOptions{Resync: 2 * time.Second, MinBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond,
@@ -99,17 +110,28 @@ func TestPassiveVotesFromEdges(t *testing.T) {
 			if !strings.Contains(string(b), "log_format vigil "+nodeagent.AccessLogFormat+";") {
 				t.Fatalf("the rendered nginx configuration has not log_format vigil %s:\n%s", nodeagent.AccessLogFormat, b)
 			}
-			return "http://" + listen
+			// logrotate's way: the log renamed, then nginx told to reopen
+			// its logs (USR1).
+			return "http://" + listen, func(t *testing.T) {
+				if err := os.Rename(accessLog, accessLog+".1"); err != nil {
+					t.Fatal(err)
+				}
+				if err := master.Process.Signal(syscall.SIGUSR1); err != nil {
+					t.Fatal(err)
+				}
+				waitUntil(t, "nginx reopening its access log", func() bool { return fileExists(accessLog) })
+			}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { runPassiveEdge(t, tc.start) })
 	}
 }
 
-func runPassiveEdge(t *testing.T, start func(t *testing.T, gw string, cp *fakecp.Server) string) {
+func runPassiveEdge(t *testing.T, start func(t *testing.T, gw string, cp *fakecp.Server) (string, func(*testing.T))) {
 	var n atomic.Int64
+	var healed atomic.Bool
 	a1 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/page" && n.Add(1)%3 == 0 {
+		if r.URL.Path == "/page" && n.Add(1)%3 == 0 && !healed.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
@@ -121,7 +143,7 @@ func runPassiveEdge(t *testing.T, start func(t *testing.T, gw string, cp *fakecp
 	cp.Publish([]publication.Site{{Name: "www", Hostname: "www.example.com", Level: 1,
 		Origins: []publication.Origin{{Name: "a1", Address: a1.URL, State: "healthy"}}}})
 	gw := startGateway(t, map[string]any{"passive_votes": true})
-	visitors := start(t, gw.Addr().String(), cp)
+	visitors, disrupt := start(t, gw.Addr().String(), cp)
 	awaitOnline(t, gw, 1)
 
 	client := &http.Client{Timeout: 10 * time.Second}
@@ -201,6 +223,29 @@ func runPassiveEdge(t *testing.T, start func(t *testing.T, gw string, cp *fakecp
 		t.Fatalf("probe vote %+v, passive vote %+v: want the hybrid verdict, probe up and passive down http_5xx", probe, passive)
 	}
 	t.Logf("probe %s (%s), passive %s %s: %s", probe.Value, probe.Reason, passive.Value, passive.Reason, passive.Detail)
+
+	// The origin heals; the edge's operator reloads it (or rotates its
+	// log); grayLoad more GETs all succeed, and the window, counted from
+	// the edge's new counters (or the new log), says so.
+	healed.Store(true)
+	if disrupt != nil {
+		disrupt(t)
+		client.CloseIdleConnections() // the next GETs reach the new process
+	}
+	hang("a1 served again", func() bool { code, err := get("/warm"); return err == nil && code == 200 })
+	for range grayLoad {
+		if code, err := get("/page"); err != nil || code != 200 {
+			t.Fatalf("a healed origin's GET: %d %v", code, err)
+		}
+	}
+	want = fmt.Sprintf("0 of %d requests failed (0%%)", grayWindow)
+	hang("the window holding the healed load", func() bool {
+		probe, passive = votes()
+		return passive.Detail == want
+	})
+	if probe.Value != sdk.Up || passive.Value != sdk.Up {
+		t.Fatalf("healed: probe vote %+v, passive vote %+v: want both up", probe, passive)
+	}
 }
 
 // haproxyBinary finds Debian's haproxy (edgeBinary).
@@ -227,9 +272,21 @@ func edgeBinary(t *testing.T, name string) string {
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
+// waitUntil polls cond; the deadline only catches a hang.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after 2 minutes", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // runDaemon runs cmd until the test ends (SIGTERM, then SIGKILL after
 // 10s), its output in dir/NAME.log, shown when the test failed.
-func runDaemon(t *testing.T, dir string, cmd *exec.Cmd) {
+func runDaemon(t *testing.T, dir string, cmd *exec.Cmd) *exec.Cmd {
 	t.Helper()
 	log, err := os.Create(filepath.Join(dir, filepath.Base(cmd.Path)+".log"))
 	if err != nil {
@@ -255,13 +312,14 @@ func runDaemon(t *testing.T, dir string, cmd *exec.Cmd) {
 			t.Logf("%s log:\n%s", cmd.Path, b)
 		}
 	})
+	return cmd
 }
 
 // startNginxDaemon runs nginx in the foreground with its files in dir,
 // including dir/conf.d/*.conf, and returns the template driver of the
 // shipped builtin:nginx rendering dir/conf.d/vigil.conf, checked with
-// nginx -t and reloaded with SIGHUP.
-func startNginxDaemon(t *testing.T, bin, dir string) *edge.Template {
+// nginx -t and reloaded with SIGHUP, and nginx's master process.
+func startNginxDaemon(t *testing.T, bin, dir string) (*edge.Template, *exec.Cmd) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Join(dir, "conf.d"), 0o755); err != nil {
 		t.Fatal(err)
@@ -309,13 +367,13 @@ http {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return tm
+	return tm, cmd
 }
 
-// startHAProxyDaemon runs haproxy in the foreground with an empty backend
-// www for vigil-node to fill, its Runtime API on sock, until the test
-// ends, and waits for the socket.
-func startHAProxyDaemon(t *testing.T, bin, dir, sock, listen string) {
+// startHAProxyDaemon runs haproxy (master-worker) in the foreground with
+// an empty backend www for vigil-node to fill, its Runtime API on sock,
+// until the test ends, waits for the socket, and returns the master.
+func startHAProxyDaemon(t *testing.T, bin, dir, sock, listen string) (master *exec.Cmd) {
 	t.Helper()
 	cfg := fmt.Sprintf(`global
     stats socket %s mode 600 level admin
@@ -334,7 +392,7 @@ backend www
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	runDaemon(t, dir, exec.Command(bin, "-W", "-db", "-f", path))
+	master = runDaemon(t, dir, exec.Command(bin, "-W", "-db", "-f", path))
 	h, err := edge.NewHAProxy(edge.HAProxyOptions{Socket: sock})
 	if err != nil {
 		t.Fatal(err)
@@ -342,7 +400,7 @@ backend www
 	deadline := time.Now().Add(time.Minute) // catches a hang only
 	for {
 		if _, err := h.Command(context.Background(), "show info"); err == nil {
-			return
+			return master
 		} else if time.Now().After(deadline) {
 			t.Fatalf("haproxy's stats socket never answered: %v", err)
 		}
