@@ -41,6 +41,13 @@ type SiteView struct {
 	// requests and From the rest; NextStepAt is when the next step is due
 	// (taken at the first round from then whose Level is healthy).
 	Ramp *RampView `json:"ramp,omitempty"`
+	// Waiting is a failback that waits, nil for none: a level above
+	// Level is healthy, yet the site stays, held by the failback dwell
+	// or waiting for an operator's manual switch (docs/antiflap.md).
+	Waiting *WaitingView `json:"waiting,omitempty"`
+	// Drill is the failover drill running on the site, nil for none
+	// (docs/drills.md).
+	Drill *SiteDrillView `json:"drill,omitempty"`
 	// DNSUpdate is the state of the dynamic update (publish
 	// "dns_update") of the site's name; nil when no dns_update is
 	// configured or the name is outside its zone.
@@ -87,6 +94,46 @@ type RampView struct {
 	From       int        `json:"from"`
 	Weight     int        `json:"weight"`
 	NextStepAt *time.Time `json:"next_step_at,omitempty"`
+	// Step is the current step, counted from 1, of Steps: the configured
+	// steps, the last (100) included. 0 when the configuration no longer
+	// has the weight as a step.
+	Step  int `json:"step,omitempty"`
+	Steps int `json:"steps,omitempty"`
+}
+
+// Why a failback waits (a WaitingView's Why).
+const (
+	// WaitingDwell: an automatic failback waits out the failback dwell
+	// on the current level (health_check { failback_dwell }); it goes at
+	// the first round from Until whose level above is still healthy.
+	WaitingDwell = "dwell"
+	// WaitingManual: failback is manual (configured, or by a manual
+	// hold); the site stays until an operator runs Command.
+	WaitingManual = "manual"
+)
+
+// WaitingView is a failback that waits, in a SiteView: Level, above the
+// current level, is healthy, and the site stays for Why.
+type WaitingView struct {
+	// Level is the level the site would fail back to: the highest
+	// healthy level above the current one.
+	Level int `json:"level"`
+	// Why is WaitingDwell or WaitingManual.
+	Why string `json:"why"`
+	// Until is when the dwell ends (WaitingDwell only).
+	Until *time.Time `json:"until,omitempty"`
+	// Command is what an operator runs to fail back now, such as
+	// "vigil switch www 1".
+	Command string `json:"command"`
+}
+
+// SiteDrillView is the failover drill running on a site, in a SiteView:
+// Level is drilled (voted down) from Started until Until at the latest.
+type SiteDrillView struct {
+	Level   int        `json:"level"`
+	Started time.Time  `json:"started"`
+	Until   *time.Time `json:"until,omitempty"`
+	Actor   string     `json:"actor,omitempty"`
 }
 
 // TopLevel is the site's top level (the lowest level number); 0 when the

@@ -27,6 +27,7 @@ type siteSnap struct {
 	af       *antiflapSnap
 	ramp     *rampSnap
 	drill    *drillState // a copy (drill.go)
+	dwell    int64       // decide.DwellUntil: the failback dwell's end, 0 for none
 }
 
 type originSnap struct {
@@ -41,7 +42,7 @@ func snapOf(s *fleet.Site, x *siteInfo) *siteSnap {
 		levels:   append([]decide.Health(nil), s.Levels...),
 		origins:  make([]originSnap, len(s.Spec.Origins)),
 		probedAt: x.probedAt, probedSq: s.LastProbed, af: antiflapSnapOf(s),
-		ramp: rampSnapOf(s), drill: x.drill.clone(),
+		ramp: rampSnapOf(s), drill: x.drill.clone(), dwell: decide.DwellUntil(s.Spec, s.State),
 	}
 	for i := range v.origins {
 		o := &s.State.Origins[i]
@@ -135,6 +136,7 @@ func (v *Views) Fill(i int, out *readmodel.Site) {
 	s, snap, last := v.fleet.Sites[i], v.sites[i], v.last[i]
 	out.Hostname = s.Config.Hostname
 	out.Round, out.ProbedAt, out.Probed, out.Events, out.Ramp = snap.probedSq, timeOf(snap.probedAt), false, nil, rampOf(snap.ramp)
+	out.DwellUntil, out.Drill = waitFill(snap)
 	var rs *roundSite
 	votes := 0
 	if last.rec != nil {

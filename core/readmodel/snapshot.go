@@ -69,6 +69,11 @@ type Site struct {
 	Events []decide.Event
 	// Ramp is the failback ramp in progress, nil for none.
 	Ramp *Ramp
+	// DwellUntil is when the failback dwell on the current level ends;
+	// the zero time when none holds (decide.DwellUntil).
+	DwellUntil time.Time
+	// Drill is the failover drill running on the site, nil for none.
+	Drill *Drill
 	// Details are each origin's, in the order of Spec.Origins.
 	Details []Origin
 }
@@ -123,4 +128,12 @@ type Partition struct {
 type Ramp struct {
 	From, Weight int
 	NextAt       time.Time
+}
+
+// Drill is a failover drill running on a site: Level is drilled since
+// Started, until Until at the latest (the zero time when unknown).
+type Drill struct {
+	Level          int
+	Started, Until time.Time
+	Actor          string
 }

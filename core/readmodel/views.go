@@ -47,6 +47,13 @@ func At(s Snapshot, i int) *api.SiteView {
 	if out.Events == nil {
 		out.Events = []api.Event{} // written as [], never null
 	}
+	out.Waiting = waitingView(&site, out.EffectiveFailback)
+	if out.Ramp != nil {
+		out.Ramp.Step, out.Ramp.Steps = rampStep(spec, out.Ramp.Weight)
+	}
+	if d := site.Drill; d != nil {
+		out.Drill = &api.SiteDrillView{Level: d.Level, Started: d.Started, Until: timePtr(d.Until), Actor: d.Actor}
+	}
 	out.LastProbe = timePtr(site.ProbedAt)
 	enabled := 0
 	for _, o := range site.Origins {
@@ -128,4 +135,59 @@ func timePtr(t time.Time) *time.Time {
 	p := new(time.Time) // only now: &t would put every t on the heap
 	*p = t
 	return p
+}
+
+// waitingView is the failback that waits on a site, or nil: the highest
+// healthy level above the current one, when the site stays for the
+// failback dwell (automatic failback) or for an operator (manual). A
+// site whose health checks are paused, or whose current level is
+// unhealthy (it fails over, it does not wait), waits for nothing.
+func waitingView(site *Site, effective string) *api.WaitingView {
+	spec := site.Spec
+	if !spec.HealthCheck {
+		return nil
+	}
+	cur := -1
+	for i, l := range spec.Levels {
+		if l == site.Level {
+			cur = i
+		}
+	}
+	if cur <= 0 || cur >= len(site.Levels) {
+		return nil
+	}
+	above := -1
+	for i := 0; i < cur; i++ {
+		if site.Levels[i] == decide.Healthy {
+			above = i
+			break
+		}
+	}
+	if above < 0 {
+		return nil
+	}
+	w := &api.WaitingView{Level: spec.Levels[above], Command: "vigil switch " + spec.Name + " " + strconv.Itoa(spec.Levels[above])}
+	switch {
+	case effective == decide.FailbackManual.String():
+		w.Why = api.WaitingManual
+	case !site.DwellUntil.IsZero() && site.Levels[cur] != decide.Unhealthy:
+		w.Why, w.Until = api.WaitingDwell, timePtr(site.DwellUntil)
+	default:
+		return nil // an automatic failback goes at the next round
+	}
+	return w
+}
+
+// rampStep is the place of weight among the site's configured ramp steps:
+// step (from 1) of steps; 0, 0 when the configuration has no such step.
+func rampStep(spec *decide.SiteSpec, weight int) (step, steps int) {
+	if spec.AntiFlap == nil || spec.AntiFlap.Ramp == nil {
+		return 0, 0
+	}
+	for i, w := range spec.AntiFlap.Ramp.Steps {
+		if w == weight {
+			return i + 1, len(spec.AntiFlap.Ramp.Steps)
+		}
+	}
+	return 0, 0
 }
