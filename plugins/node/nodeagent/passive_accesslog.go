@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -242,14 +243,24 @@ func (t *tailer) close() {
 
 // upstreamAddresses maps the host:port of every origin of v (as nginx's
 // $upstream_addr writes a server of builtin:nginx) to its address as
-// published. An origin named by a hostname is matched only when nginx
-// logs that name, which it does not (it logs the IP it connected to).
-func upstreamAddresses(v *edge.View) map[string]string {
+// published. nginx logs the IP it connected to: an origin named by a
+// hostname is mapped by the addresses resolve gives for it too (when
+// resolve is not nil), as nginx resolved it when it loaded its
+// configuration.
+func upstreamAddresses(v *edge.View, resolve func(host string) []netip.Addr) map[string]string {
 	m := map[string]string{}
 	add := func(os []edge.Origin) {
 		for _, o := range os {
 			if _, ok := m[o.HostPort]; !ok {
 				m[o.HostPort] = o.Address
+			}
+			if _, err := netip.ParseAddr(o.Host); err == nil || resolve == nil {
+				continue
+			}
+			for _, ip := range resolve(o.Host) {
+				if hp := net.JoinHostPort(ip.Unmap().String(), o.Port); m[hp] == "" {
+					m[hp] = o.Address
+				}
 			}
 		}
 	}
@@ -263,6 +274,19 @@ func upstreamAddresses(v *edge.View) map[string]string {
 	}
 	return m
 }
+
+// lookupHost resolves an origin's hostname with the system's resolver
+// within ctx; nothing when it fails.
+func lookupHost(ctx context.Context) func(string) []netip.Addr {
+	return func(host string) []netip.Addr {
+		ips, _ := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		return ips
+	}
+}
+
+// resolveBudget bounds the lookups of a publication's hostnames, all of
+// them: the log is not read meanwhile.
+const resolveBudget = 5 * time.Second
 
 // feedAccessLog tails the access log at path every interval and adds each
 // logged upstream attempt to its origin's passive window, as the proxy's
@@ -283,7 +307,9 @@ func (a *Agent) feedAccessLog(ctx context.Context, path string, interval time.Du
 			addrsOf, addrs = snap, nil
 			if snap != nil {
 				v, _ := edge.Build(snap, nil, a.cfg.Edge.Prefix, nil)
-				addrs = upstreamAddresses(v)
+				rctx, cancel := context.WithTimeout(ctx, resolveBudget)
+				addrs = upstreamAddresses(v, lookupHost(rctx))
+				cancel()
 			}
 		}
 		err := t.poll(func(line []byte) {

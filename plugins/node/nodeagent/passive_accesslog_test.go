@@ -1,12 +1,16 @@
 package nodeagent
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vigilcdn/vigil/plugins/node/edge"
+	"github.com/vigilcdn/vigil/sdk/publication"
 )
 
 func TestParseAccessLine(t *testing.T) {
@@ -185,4 +189,31 @@ func BenchmarkAccessLogLine(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lines/s")
+}
+
+// Upstream addresses map back to the published origins: by IP and port,
+// and an origin published by hostname by the IPs it resolves to.
+func TestUpstreamAddresses(t *testing.T) {
+	snap := &publication.Snapshot{Version: 1, Sites: []publication.Site{{Name: "www", Hostname: "www.example.com", Level: 1,
+		Origins: []publication.Origin{
+			{Name: "a1", Address: "http://192.0.2.1:8080", State: "healthy"},
+			{Name: "a2", Address: "https://origin.example.net", State: "healthy"},
+		},
+		Backup: &publication.Backup{Level: 2, Origins: []publication.Origin{{Name: "b1", Address: "[2001:db8::1]:81", State: "healthy"}}}}}}
+	v, _ := edge.Build(snap, nil, "", nil)
+	resolve := func(host string) []netip.Addr {
+		if host == "origin.example.net" {
+			return []netip.Addr{netip.MustParseAddr("198.51.100.7"), netip.MustParseAddr("::ffff:198.51.100.8")}
+		}
+		t.Errorf("resolved %q: only hostnames are", host)
+		return nil
+	}
+	got := upstreamAddresses(v, resolve)
+	want := map[string]string{
+		"192.0.2.1:8080": "http://192.0.2.1:8080", "[2001:db8::1]:81": "[2001:db8::1]:81",
+		"origin.example.net:443": "https://origin.example.net", "198.51.100.7:443": "https://origin.example.net", "198.51.100.8:443": "https://origin.example.net",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("upstreamAddresses = %v, want %v", got, want)
+	}
 }
