@@ -91,4 +91,9 @@
 // of a path that visitors' GET requests failed on (canary.go); two in a
 // row that succeed clear the window. Held windows of
 // origins that left the configuration (GET /v1/sites) are forgotten.
+//
+// The windows may be fed by the edges the node drives instead of (or
+// beside) its proxy (Config.PassiveFrom): the server counters of its
+// HAProxy (show stat, passive_haproxy.go) and nginx's JSON access logs,
+// tailed through rotations (passive_accesslog.go).
 package nodeagent
