@@ -147,7 +147,7 @@ site "www" {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	waitFor(t, "level 1 healthy, both proxies serving it, both templates rendered", time.Minute, func() bool {
+	waitFor(t, "level 1 healthy, both proxies serving it, both templates rendered", 30*time.Second, func() bool {
 		if agent.site(t, "www")["levels"].(map[string]any)["1"] != "healthy" {
 			return false
 		}
@@ -186,7 +186,7 @@ site "www" {
 
 	dead.Store(true)
 	var journal []api.EventLine
-	waitFor(t, "the failover's report journaled", 3*time.Minute, func() bool {
+	waitFor(t, "the failover's report journaled", 30*time.Second, func() bool {
 		evs, err := c.Events(context.Background(), api.EventsQuery{Site: "www", Limit: 10000})
 		if err != nil {
 			t.Fatal(err)
@@ -506,7 +506,7 @@ site "www" {
 		}
 		return snap.Version
 	}
-	waitFor(t, "level 1 healthy and both nodes known", time.Minute, func() bool {
+	waitFor(t, "level 1 healthy and both nodes known", 30*time.Second, func() bool {
 		return agent.site(t, "www")["levels"].(map[string]any)["1"] == "healthy" && known(agent) == "2"
 	})
 	before := version(agent)
@@ -518,14 +518,14 @@ site "www" {
 	if v := version(agent); v != before {
 		t.Fatalf("the restarted agent publishes version %d, was %d: the test needs the same", v, before)
 	}
-	waitFor(t, "both nodes known to the restarted agent", 3*time.Minute, func() bool { return known(agent) == "2" })
+	waitFor(t, "both nodes known to the restarted agent", 20*time.Second, func() bool { return known(agent) == "2" })
 	if v := version(agent); v != before {
 		t.Fatalf("a new version %d came before the nodes were known: the test proves nothing", v)
 	}
 
 	dead.Store(true)
 	var rep api.FailoverReport
-	waitFor(t, "the failover's complete report", 3*time.Minute, func() bool {
+	waitFor(t, "the failover's complete report", 30*time.Second, func() bool {
 		list, err := agent.client().Failovers(context.Background(), "www", 1)
 		if err != nil {
 			t.Fatal(err)
