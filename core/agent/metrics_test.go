@@ -37,7 +37,7 @@ func TestMetricsAreCompleteAndValid(t *testing.T) {
 		`vigil_site_unhealthy_threshold{site="www"} 3`,
 		`vigil_probe_success{origin="a1",site="www",source="direct",voter="direct"} 1`,
 		`vigil_probe_duration_seconds{origin="a1",site="www",source="direct",voter="direct"} `,
-		`vigil_probe_reason{origin="a1",site="www",source="direct",voter="direct",reason="ok"} 1`,
+		`vigil_probe_reason{origin="a1",reason="ok",site="www",source="direct",voter="direct"} 1`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %s\n%s", want, grepLines(text, "vigil_origin_consecutive"))

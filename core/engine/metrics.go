@@ -1,11 +1,8 @@
 package engine
 
 import (
-	"bufio"
-	"io"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,7 +10,6 @@ import (
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/pluginhost"
 	"github.com/vigilcdn/vigil/core/vote"
-	"github.com/vigilcdn/vigil/sdk"
 )
 
 // metrics are the engine's Prometheus series.
@@ -290,164 +286,4 @@ func (v *Views) probeAges(now int64, owns func(string) bool) (counts []uint64, n
 type namedStats struct {
 	name  string
 	stats pluginhost.Stats
-}
-
-// WriteMetrics writes the per-site series in the Prometheus text format
-// (version 0.0.4): vigil_site_level and vigil_origin_state. They are
-// written straight from the views, site by site, so that neither the
-// engine nor a scrape holds a fleet-sized set of metric objects.
-func (v *Views) WriteMetrics(w io.Writer) error {
-	bw := bufio.NewWriterSize(w, 64<<10)
-	bw.WriteString("# HELP vigil_site_level The current origin level of each site.\n# TYPE vigil_site_level gauge\n")
-	for i := range v.sites {
-		bw.WriteString(`vigil_site_level{site="`)
-		writeLabel(bw, v.Name(i))
-		bw.WriteString(`"} `)
-		bw.WriteString(strconv.Itoa(v.sites[i].level))
-		bw.WriteByte('\n')
-	}
-	v.writeRampWeights(bw)
-	bw.WriteString("# HELP vigil_origin_state 1 for an origin's current state (unknown, healthy, unhealthy, disabled), 0 for the others.\n# TYPE vigil_origin_state gauge\n")
-	for i := range v.sites {
-		spec := v.fleet.Sites[i].Spec
-		for oi, o := range v.sites[i].origins {
-			for h := decide.Unknown; h <= decide.Disabled; h++ {
-				bw.WriteString(`vigil_origin_state{origin="`)
-				writeLabel(bw, spec.Origins[oi].Name)
-				bw.WriteString(`",site="`)
-				writeLabel(bw, v.Name(i))
-				bw.WriteString(`",state="`)
-				bw.WriteString(h.String())
-				if h == o.state {
-					bw.WriteString("\"} 1\n")
-				} else {
-					bw.WriteString("\"} 0\n")
-				}
-			}
-		}
-	}
-	v.writeCounters(bw)
-	if len(v.sites) <= v.probeSeries {
-		v.writeProbeSeries(bw)
-	}
-	return bw.Flush()
-}
-
-// writeCounters writes each origin's consecutive counters, to be compared
-// with its site's thresholds: how close its state is to changing.
-func (v *Views) writeCounters(bw *bufio.Writer) {
-	for _, m := range []struct {
-		name, help string
-		value      func(o *originSnap) int32
-	}{
-		{"vigil_origin_consecutive_failures", "Down verdicts in a row of each origin: at vigil_site_unhealthy_threshold a healthy origin turns unhealthy.", func(o *originSnap) int32 { return o.failures }},
-		{"vigil_origin_consecutive_successes", "Up verdicts in a row of each origin: at vigil_site_healthy_threshold an unhealthy origin turns healthy.", func(o *originSnap) int32 { return o.successes }},
-	} {
-		bw.WriteString("# HELP " + m.name + " " + m.help + "\n# TYPE " + m.name + " gauge\n")
-		for i := range v.sites {
-			spec := v.fleet.Sites[i].Spec
-			for oi := range v.sites[i].origins {
-				bw.WriteString(m.name + `{origin="`)
-				writeLabel(bw, spec.Origins[oi].Name)
-				bw.WriteString(`",site="`)
-				writeLabel(bw, v.Name(i))
-				bw.WriteString(`"} `)
-				bw.WriteString(strconv.Itoa(int(m.value(&v.sites[i].origins[oi]))))
-				bw.WriteByte('\n')
-			}
-		}
-	}
-	for _, m := range []struct {
-		name, help string
-		value      func(spec *decide.SiteSpec) int32
-	}{
-		{"vigil_site_unhealthy_threshold", "Failed rounds in a row that make an origin of the site unhealthy.", func(s *decide.SiteSpec) int32 { return s.UnhealthyThreshold }},
-		{"vigil_site_healthy_threshold", "Good rounds in a row that make an origin of the site healthy again.", func(s *decide.SiteSpec) int32 { return s.HealthyThreshold }},
-	} {
-		bw.WriteString("# HELP " + m.name + " " + m.help + "\n# TYPE " + m.name + " gauge\n")
-		for i := range v.sites {
-			bw.WriteString(m.name + `{site="`)
-			writeLabel(bw, v.Name(i))
-			bw.WriteString(`"} `)
-			bw.WriteString(strconv.Itoa(int(m.value(v.fleet.Sites[i].Spec))))
-			bw.WriteByte('\n')
-		}
-	}
-}
-
-// writeProbeSeries writes the last round's votes of each origin as
-// blackbox_exporter-style series: success (1 up, 0 down; an abstention
-// writes none), the check's duration and its reason.
-func (v *Views) writeProbeSeries(bw *bufio.Writer) {
-	chain := v.fleet.Chain
-	each := func(write func(site, origin string, src string, r *voteRecord)) {
-		for i := range v.sites {
-			last := v.last[i]
-			if last.rec == nil {
-				continue
-			}
-			rs := &last.rec.sites[last.site]
-			spec := v.fleet.Sites[i].Spec
-			for oi := range spec.Origins {
-				t := &last.rec.targets[rs.firstTarget+uint32(oi)]
-				for k := t.votesFrom; k < t.votesTo; k++ {
-					r := &last.rec.votes[k]
-					if int(r.source) >= len(chain) {
-						continue
-					}
-					write(v.Name(i), spec.Origins[oi].Name, chain[r.source].Name, r)
-				}
-			}
-		}
-	}
-	labels := func(site, origin, src string, r *voteRecord) {
-		bw.WriteString(`{origin="`)
-		writeLabel(bw, origin)
-		bw.WriteString(`",site="`)
-		writeLabel(bw, site)
-		bw.WriteString(`",source="`)
-		writeLabel(bw, src)
-		bw.WriteString(`",voter="`)
-		writeLabel(bw, r.voter)
-		bw.WriteByte('"')
-	}
-	bw.WriteString("# HELP vigil_probe_success 1 when the voter found the origin up in the site's last round, 0 when down (no series for an abstention).\n# TYPE vigil_probe_success gauge\n")
-	each(func(site, origin, src string, r *voteRecord) {
-		if sdk.Value(r.value) == sdk.Abstain {
-			return
-		}
-		bw.WriteString("vigil_probe_success")
-		labels(site, origin, src, r)
-		if sdk.Value(r.value) == sdk.Up {
-			bw.WriteString("} 1\n")
-		} else {
-			bw.WriteString("} 0\n")
-		}
-	})
-	bw.WriteString("# HELP vigil_probe_duration_seconds How long the voter's check of the origin took in the site's last round (0 when not measured).\n# TYPE vigil_probe_duration_seconds gauge\n")
-	each(func(site, origin, src string, r *voteRecord) {
-		bw.WriteString("vigil_probe_duration_seconds")
-		labels(site, origin, src, r)
-		bw.WriteString("} ")
-		bw.WriteString(strconv.FormatFloat(float64(r.latency)/1e6, 'g', -1, 64))
-		bw.WriteByte('\n')
-	})
-	bw.WriteString("# HELP vigil_probe_reason The reason of the voter's last vote on the origin (ok, connect_failed, timeout, bad_status, ...), as a label of a series valued 1.\n# TYPE vigil_probe_reason gauge\n")
-	each(func(site, origin, src string, r *voteRecord) {
-		bw.WriteString("vigil_probe_reason")
-		labels(site, origin, src, r)
-		bw.WriteString(`,reason="`)
-		bw.WriteString(sdk.Reason(r.reason).String())
-		bw.WriteString("\"} 1\n")
-	})
-}
-
-var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-
-func writeLabel(w *bufio.Writer, s string) {
-	if strings.ContainsAny(s, "\\\"\n") {
-		labelEscaper.WriteString(w, s)
-		return
-	}
-	w.WriteString(s)
 }

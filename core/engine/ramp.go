@@ -1,9 +1,7 @@
 package engine
 
 import (
-	"bufio"
 	"sort"
-	"strconv"
 
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/fleet"
@@ -90,42 +88,4 @@ func rampOf(snap *rampSnap) *readmodel.Ramp {
 		r.NextAt = fleet.TickTime(snap.next)
 	}
 	return r
-}
-
-// writeRampWeights writes vigil_site_level_weight: for each site with a
-// ramp configured, the per cent of new requests each of its levels gets
-// (100 for the current level and 0 for the others, but during a ramp the
-// recovering level's weight and the rest for the level left). Nothing,
-// not even the header, when no site has a ramp configured.
-func (v *Views) writeRampWeights(bw *bufio.Writer) {
-	header := false
-	for i := range v.sites {
-		spec := v.fleet.Sites[i].Spec
-		if spec.AntiFlap == nil || spec.AntiFlap.Ramp == nil {
-			continue
-		}
-		if !header {
-			bw.WriteString("# HELP vigil_site_level_weight The per cent of new requests each level of a site with a failback ramp gets.\n# TYPE vigil_site_level_weight gauge\n")
-			header = true
-		}
-		snap := v.sites[i]
-		for _, l := range spec.Levels {
-			w := 0
-			switch {
-			case snap.ramp != nil && l == snap.level:
-				w = snap.ramp.weight
-			case snap.ramp != nil && l == snap.ramp.from:
-				w = 100 - snap.ramp.weight
-			case l == snap.level:
-				w = 100
-			}
-			bw.WriteString(`vigil_site_level_weight{level="`)
-			bw.WriteString(strconv.Itoa(l))
-			bw.WriteString(`",site="`)
-			writeLabel(bw, v.Name(i))
-			bw.WriteString(`"} `)
-			bw.WriteString(strconv.Itoa(w))
-			bw.WriteByte('\n')
-		}
-	}
 }

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bufio"
-	"compress/gzip"
 	"context"
 	"crypto/subtle"
 	"encoding/base64"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/expfmt"
 
 	vapi "github.com/vigilcdn/vigil/api"
 	"github.com/vigilcdn/vigil/core/decide"
@@ -435,33 +433,6 @@ func (h *handler) site(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
-}
-
-// metrics serves the registry's metrics and then the per-site series,
-// which the engine writes straight from its views (text format 0.0.4,
-// gzipped when the scraper accepts it).
-func (h *handler) metrics(w http.ResponseWriter, r *http.Request) {
-	mfs, err := h.Gatherer.Gather()
-	if err != nil {
-		h.Logger.Warn("gathering metrics", "error", err)
-	}
-	w.Header().Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
-	var out io.Writer = w
-	if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
-		w.Header().Set("Content-Encoding", "gzip")
-		gz := gzip.NewWriter(w)
-		defer gz.Close()
-		out = gz
-	}
-	enc := expfmt.NewEncoder(out, expfmt.NewFormat(expfmt.TypeTextPlain))
-	for _, mf := range mfs {
-		if err := enc.Encode(mf); err != nil {
-			return
-		}
-	}
-	if err := h.Engine.Views().WriteMetrics(out); err != nil {
-		h.Logger.Debug("writing per-site metrics", "error", err)
-	}
 }
 
 func actor(r *http.Request) string {
