@@ -373,6 +373,24 @@ func counterWords(o api.OriginView, t api.Thresholds) string {
 	return "-"
 }
 
+// inWords is a time ahead from now: "in 40 s", "in 3 min 05 s", or "at
+// the next round" once it has passed.
+func inWords(t *time.Time, now time.Time) string {
+	if t == nil || t.IsZero() {
+		return "at a time unknown"
+	}
+	d := t.Sub(now).Round(time.Second)
+	switch {
+	case d <= 0:
+		return "at the next round"
+	case d < time.Minute:
+		return fmt.Sprintf("in %d s", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("in %d min %02d s", int(d.Minutes()), int(d.Seconds())%60)
+	}
+	return "at " + until(t)
+}
+
 // until formats a time ahead.
 func until(t *time.Time) string {
 	if t == nil || t.IsZero() {
@@ -389,7 +407,22 @@ func writeCard(w io.Writer, s *api.SiteView, now time.Time) {
 	}
 	fmt.Fprintf(w, "%s (%s)  level %d  %s  %s  publication v%d\n", s.Site, s.Hostname, s.Level, failbackWords(s), probing, s.Publication)
 	if r := s.Ramp; r != nil {
-		fmt.Fprintf(w, "  failback ramp: %d%% of new requests on level %d, the rest on level %d; next step from %s while level %d is healthy (docs/antiflap.md)\n", r.Weight, s.Level, r.From, until(r.NextStepAt), s.Level)
+		step := ""
+		if r.Step > 0 && r.Steps > 0 {
+			step = fmt.Sprintf("ramp step %d/%d: ", r.Step, r.Steps)
+		}
+		fmt.Fprintf(w, "  %s%d%% of new requests to level %d, the rest on level %d; next step %s while level %d is healthy (docs/antiflap.md)\n", step, r.Weight, s.Level, r.From, inWords(r.NextStepAt, now), s.Level)
+	}
+	if x := s.Waiting; x != nil {
+		switch x.Why {
+		case api.WaitingDwell:
+			fmt.Fprintf(w, "  failback to level %d %s (dwell): level %d is healthy; %s fails back now\n", x.Level, inWords(x.Until, now), x.Level, x.Command)
+		default:
+			fmt.Fprintf(w, "  manual failback waiting: level %d is healthy; run %s\n", x.Level, x.Command)
+		}
+	}
+	if d := s.Drill; d != nil {
+		fmt.Fprintf(w, "  drill of level %d running, until %s (vigil drill -abort %s ends it)\n", d.Level, until(d.Until), s.Site)
 	}
 	if d := s.DNSUpdate; d != nil {
 		fmt.Fprintf(w, "  dns update: %s\n", dnsUpdateWords(d, now))
