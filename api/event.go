@@ -41,10 +41,15 @@ const (
 	// verdict to the nodes' edges (Failover); journaled once the nodes
 	// reported (docs/failover-time.md).
 	KindFailoverTimed EventKind = "failover_timed"
+	// KindRampStep: a failback ramp moved (docs/antiflap.md#failback-ramp):
+	// Level, the recovering level, now gets Weight per cent of new
+	// requests and FromLevel the rest; Weight 100 ends the ramp. Its
+	// JSON names FromLevel "from".
+	KindRampStep EventKind = "ramp_step"
 )
 
 // EventKinds lists every kind, in the decision core's order.
-var EventKinds = []EventKind{KindOriginState, KindLevelSwitched, KindFailbackAvailable, KindAllLevelsUnhealthy, KindOriginFlapping, KindPathPartitionSuspected, KindDrillStarted, KindDrillEnded, KindFailoverTimed}
+var EventKinds = []EventKind{KindOriginState, KindLevelSwitched, KindFailbackAvailable, KindAllLevelsUnhealthy, KindOriginFlapping, KindPathPartitionSuspected, KindDrillStarted, KindDrillEnded, KindFailoverTimed, KindRampStep}
 
 // String returns the kind's spelling.
 func (k EventKind) String() string { return string(k) }
@@ -106,6 +111,8 @@ type Event struct {
 	Drill bool
 	// Failover is a KindFailoverTimed's report (written "report").
 	Failover *FailoverReport
+	// Weight is a KindRampStep's per cent of new requests for Level.
+	Weight int
 }
 
 // MarshalJSON writes the event in the shape of docs/simulate.md ("The
@@ -171,6 +178,13 @@ func (e Event) marshalKind() ([]byte, error) {
 			Kind   string          `json:"kind"`
 			Report *FailoverReport `json:"report"`
 		}{string(e.Kind), e.Failover})
+	case KindRampStep:
+		return json.Marshal(struct {
+			Kind   string `json:"kind"`
+			Level  int    `json:"level"`
+			From   int    `json:"from"`
+			Weight int    `json:"weight"`
+		}{string(e.Kind), e.Level, e.FromLevel, e.Weight})
 	}
 	return nil, fmt.Errorf("event kind %q has no JSON form", string(e.Kind))
 }
@@ -195,6 +209,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		End       string          `json:"end"`
 		Drill     bool            `json:"drill"`
 		Report    *FailoverReport `json:"report"`
+		Weight    int             `json:"weight"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return err
@@ -241,6 +256,9 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 			return fmt.Errorf("failover_timed without \"report\"")
 		}
 		e.Failover = raw.Report
+	case KindRampStep:
+		from, _ := raw.From.(float64)
+		e.Level, e.FromLevel, e.Weight = raw.Level, int(from), raw.Weight
 	default:
 		*e = Event{}
 		return fmt.Errorf("event kind %q is unknown", raw.Kind)
@@ -283,6 +301,11 @@ func (e Event) String() string {
 		return fmt.Sprintf("drill of level %d ended (%s)", e.Level, e.End)
 	case KindFailoverTimed:
 		return e.Failover.line()
+	case KindRampStep:
+		if e.Weight >= 100 {
+			return fmt.Sprintf("failback ramp over: all new requests on level %d", e.Level)
+		}
+		return fmt.Sprintf("failback ramp: %d%% of new requests to level %d, the rest on level %d", e.Weight, e.Level, e.FromLevel)
 	}
 	return string(e.Kind)
 }

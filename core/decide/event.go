@@ -38,9 +38,16 @@ const (
 	// api.FailoverReport; docs/failover-time.md). Journaled by the engine
 	// once the nodes reported; the decision core never makes it.
 	KindFailoverTimed
+	// KindRampStep: a failback ramp moved: Level (the recovering level)
+	// now gets Weight per cent of new requests, FromLevel (the level the
+	// failback left) the rest; Weight 100 ends the ramp. The engine
+	// journals it (docs/antiflap.md#failback-ramp); the decision core's
+	// Round does not return it, so that a replay's events stay the
+	// rules' own.
+	KindRampStep
 
 	// LastKind is the highest kind, for loops over every kind.
-	LastKind = KindFailoverTimed
+	LastKind = KindRampStep
 )
 
 // Why a drill ended (a KindDrillEnded's End).
@@ -56,7 +63,7 @@ const (
 	DrillEndGone = "level_gone"
 )
 
-var kindNames = [...]string{"", "origin_state", "level_switched", "failback_available", "all_levels_unhealthy", "origin_flapping", "path_partition_suspected", "drill_started", "drill_ended", "failover_timed"}
+var kindNames = [...]string{"", "origin_state", "level_switched", "failback_available", "all_levels_unhealthy", "origin_flapping", "path_partition_suspected", "drill_started", "drill_ended", "failover_timed", "ramp_step"}
 
 // ParseKind returns the kind spelled s, or 0 and false.
 func ParseKind(s string) (EventKind, bool) {
@@ -131,6 +138,9 @@ type Event struct {
 	// Report is a KindFailoverTimed's report, the JSON of an
 	// api.FailoverReport, kept as it is (a string keeps Event comparable).
 	Report string
+	// Weight is a KindRampStep's per cent of new requests for Level
+	// (FromLevel gets the rest).
+	Weight int
 }
 
 // MarshalJSON writes the event in the shape of docs/simulate.md ("The
@@ -195,6 +205,13 @@ func (e Event) marshalKind() ([]byte, error) {
 			Kind   string          `json:"kind"`
 			Report json.RawMessage `json:"report"`
 		}{e.Kind.String(), json.RawMessage(e.Report)})
+	case KindRampStep:
+		return json.Marshal(struct {
+			Kind   string `json:"kind"`
+			Level  int    `json:"level"`
+			From   int    `json:"from"`
+			Weight int    `json:"weight"`
+		}{e.Kind.String(), e.Level, e.FromLevel, e.Weight})
 	}
 	return nil, fmt.Errorf("event kind %d has no JSON form", e.Kind)
 }
@@ -217,6 +234,7 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 		Seconds   int    `json:"seconds"`
 		End       string `json:"end"`
 		Drill     bool   `json:"drill"`
+		Weight    int    `json:"weight"`
 		// Report is kept as it is.
 		Report json.RawMessage `json:"report"`
 	}
@@ -271,6 +289,9 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 			return fmt.Errorf("failover_timed without \"report\"")
 		}
 		e.Report = string(raw.Report)
+	case KindRampStep:
+		from, _ := raw.From.(float64)
+		e.Level, e.FromLevel, e.Weight = raw.Level, int(from), raw.Weight
 	default:
 		return fmt.Errorf("event kind %q is unknown", raw.Kind)
 	}
@@ -304,6 +325,11 @@ func (e Event) String() string {
 		return fmt.Sprintf("drill of level %d ended (%s)", e.Level, e.End)
 	case KindFailoverTimed:
 		return FailoverTimedLine([]byte(e.Report))
+	case KindRampStep:
+		if e.Weight >= 100 {
+			return fmt.Sprintf("failback ramp over: all new requests on level %d", e.Level)
+		}
+		return fmt.Sprintf("failback ramp: %d%% of new requests to level %d, the rest on level %d", e.Weight, e.Level, e.FromLevel)
 	}
 	return e.Kind.String()
 }

@@ -475,6 +475,7 @@ func (e *Engine) recordRound(f *fleet.Fleet, plan *fleet.Plan, reports []fleet.R
 			}
 		}
 		siteEvents := e.partitionEvents(f, rec, &rs, s, rep.Events, at)
+		siteEvents = e.rampEvents(s, siteEvents) // ramp_events.go
 		for _, ev := range siteEvents {
 			if ev.Kind == decide.KindOriginState {
 				if oi := s.Spec.OriginIndex(ev.Origin); oi >= 0 {

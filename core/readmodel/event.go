@@ -31,6 +31,8 @@ func Event(e decide.Event) api.Event {
 		if json.Unmarshal([]byte(e.Report), &r) == nil {
 			out.Failover = &r
 		}
+	case decide.KindRampStep:
+		out.Level, out.FromLevel, out.Weight = e.Level, e.FromLevel, e.Weight
 	}
 	return out
 }

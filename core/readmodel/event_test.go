@@ -31,6 +31,8 @@ func everyEvent() []decide.Event {
 		decide.Event{Kind: decide.KindPathPartitionSuspected, Origin: "a1", Group: "direct", Rounds: 7},
 		decide.Event{Kind: decide.KindDrillStarted, Level: 1, Seconds: 300},
 		decide.Event{Kind: decide.KindDrillEnded, Level: 1, End: decide.DrillEndAborted},
+		decide.Event{Kind: decide.KindRampStep, Level: 1, FromLevel: 2, Weight: 50},
+		decide.Event{Kind: decide.KindRampStep, Level: 1, FromLevel: 2, Weight: 100},
 		decide.Event{Kind: decide.KindLevelSwitched, FromLevel: 1, ToLevel: 2, Reason: decide.ReasonFailover, Drill: true},
 		decide.Event{Kind: decide.KindFailoverTimed, Drill: true, Report: `{"site":"www","from_level":1,"to_level":2,"drill":true,"seq":9,"round":4,"complete":true,"origin":"a1","first_failure":"2026-12-02T07:00:00.000Z","round_started":"2026-12-02T07:00:02.000Z","decided":"2026-12-02T07:00:02.012Z","committed":"2026-12-02T07:00:02.015Z","published":"2026-12-02T07:00:02.016Z","publication":5,"detect_seconds":2.012,"commit_seconds":0.003,"publish_seconds":0.004,"edge_seconds":0.02,"total_seconds":2.036,"nodes":[{"node":"edge-1","reported":true,"version":5,"applied":"2026-12-02T07:00:02.036Z","edge_seconds":0.02,"result":"ok","proxying":true,"last_request":"2026-12-02T07:00:02.030Z","last_request_seconds":2.03,"visitor_requests":12,"visitor_errors":1},{"node":"edge-old","reported":false,"visitor_requests":0,"visitor_errors":0}]}`},
 	)
