@@ -115,13 +115,19 @@ func ParseStat(text string) ([]ServerStats, error) {
 // Stats asks HAProxy for its servers' counters (show stat, servers only)
 // and says which process answered (its pid and start time, as Watch
 // tells them apart): a new process's counters start from 0.
+//
+// It leaves the driver's own record of the process alone: Watch alone
+// tells the Hub of a new process, to apply the publication again.
 func (h *HAProxy) Stats(ctx context.Context) (proc string, servers []ServerStats, err error) {
-	if _, err := h.process(ctx); err != nil {
+	// The process first: counters read from a newer one than named would
+	// be taken for deltas of the old one's.
+	info, err := h.Command(ctx, "show info")
+	if err != nil {
 		return "", nil, err
 	}
-	h.mu.Lock()
-	proc = h.proc
-	h.mu.Unlock()
+	if proc = processOf(info); proc == "" {
+		return "", nil, fmt.Errorf("haproxy: show info gave no Pid: %.200q", info)
+	}
 	// -1 4 -1: every proxy, servers only (4), every server.
 	out, err := h.Command(ctx, "show stat -1 4 -1")
 	if err != nil {
@@ -129,6 +135,28 @@ func (h *HAProxy) Stats(ctx context.Context) (proc string, servers []ServerStats
 	}
 	servers, err = ParseStat(out)
 	return proc, servers, err
+}
+
+// processOf is the process that answered show info, as process names it:
+// its pid and start time ("" when show info has no pid).
+func processOf(info string) string {
+	var pid, start string
+	for _, l := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(l, ": ")
+		if !ok {
+			continue
+		}
+		switch v = strings.TrimSpace(v); k {
+		case "Pid":
+			pid = v
+		case "Start_time_sec":
+			start = v
+		}
+	}
+	if pid == "" {
+		return ""
+	}
+	return pid + "@" + start
 }
 
 // Outcomes are the requests an HAProxy server answered between two reads

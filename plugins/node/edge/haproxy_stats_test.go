@@ -1,9 +1,14 @@
 package edge
 
 import (
+	"bufio"
+	"fmt"
+	"net"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/vigilcdn/vigil/sdk/publication"
@@ -128,5 +133,59 @@ func TestServerAddresses(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("ServerAddresses = %v, want %v", got, want)
+	}
+}
+
+// fakeRuntime is a Runtime API on a unix socket answering show info with
+// the pid pid holds, and show stat with one server.
+func fakeRuntime(t *testing.T, pid *atomic.Int64) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "admin.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			line, _ := bufio.NewReader(c).ReadString('\n')
+			switch {
+			case strings.HasPrefix(line, "show info"):
+				fmt.Fprintf(c, "Name: HAProxy\nVersion: 2.6.12\nPid: %d\nStart_time_sec: 1700000000\n", pid.Load())
+			case strings.HasPrefix(line, "show stat"):
+				fmt.Fprintf(c, "%s\n%s\n", statHeader, statLine("www", "a1", 1, 0, 0, 0, [5]uint64{0, 7, 0, 0, 1}))
+			}
+			_ = c.Close()
+		}
+	}()
+	return sock
+}
+
+// Stats names the process that answered, and leaves the driver's record
+// of it alone: Watch still sees a reload that Stats saw first.
+func TestStatsLeavesTheReloadToWatch(t *testing.T) {
+	var pid atomic.Int64
+	pid.Store(100)
+	h, err := NewHAProxy(HAProxyOptions{Socket: fakeRuntime(t, &pid)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.process(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	pid.Store(200) // a reload
+	proc, servers, err := h.Stats(t.Context())
+	if err != nil || proc != "200@1700000000" || len(servers) != 1 || servers[0].Hrsp[1] != 7 {
+		t.Fatalf("Stats = %q %+v %v", proc, servers, err)
+	}
+	if changed, err := h.process(t.Context()); err != nil || !changed {
+		t.Fatalf("process after Stats: changed %v (%v), want the reload seen", changed, err)
+	}
+	if processOf("Name: HAProxy\nVersion: 2.6\n") != "" {
+		t.Fatal("processOf of an answer without Pid, want empty")
 	}
 }
