@@ -27,6 +27,15 @@ const AccessLogFormat = `escape=json '{"upstream_addr":"$upstream_addr","upstrea
 	`"upstream_response_time":"$upstream_response_time","upstream_retry_after":"$upstream_http_retry_after",` +
 	`"request_method":"$request_method","uri":"$uri"}'`
 
+// VarnishncsaFormat is the varnishncsa -F format (with -b for backend
+// requests and -j for JSON escapes) that writes AccessLogFormat's lines:
+// one per backend fetch, a retry (return (retry)) its own line. A fetch
+// whose connection failed has no BackendOpen record, so its line has no
+// address and counts for no origin.
+const VarnishncsaFormat = `{"upstream_addr":"%{VSL:BackendOpen[3]}x:%{VSL:BackendOpen[4]}x","upstream_status":"%s",` +
+	`"upstream_response_time":"%{Varnish:time_firstbyte}x","upstream_retry_after":"%{Retry-After}o",` +
+	`"request_method":"%m","uri":"%U"}`
+
 // maxLogLine bounds one line of the access log; a longer one is skipped.
 const maxLogLine = 64 << 10
 

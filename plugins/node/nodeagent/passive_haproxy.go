@@ -20,6 +20,10 @@ const (
 	// PassiveFromNginxLog is the prefix of "nginx-log:PATH": nginx's JSON
 	// access log at PATH (log_format vigil of builtin:nginx), tailed.
 	PassiveFromNginxLog = "nginx-log:"
+	// PassiveFromAccessLog is the prefix of "access-log:PATH", the same
+	// reader under a name for any edge that writes AccessLogFormat's
+	// lines (varnishncsa with VarnishncsaFormat).
+	PassiveFromAccessLog = "access-log:"
 	// PassiveFromNone: no passive window at all.
 	PassiveFromNone = "none"
 )
@@ -44,14 +48,14 @@ func ParsePassiveFrom(s string) ([]string, error) {
 		f = strings.TrimSpace(f)
 		switch {
 		case f == PassiveFromProxy, f == PassiveFromHAProxy:
-		case strings.HasPrefix(f, PassiveFromNginxLog):
-			if strings.TrimPrefix(f, PassiveFromNginxLog) == "" {
-				return nil, fmt.Errorf("-passive-from %q: write nginx-log:PATH, the file of nginx's access_log with log_format vigil (see plugins/node/README.md)", f)
+		case strings.HasPrefix(f, PassiveFromNginxLog), strings.HasPrefix(f, PassiveFromAccessLog):
+			if logPath(f) == "" {
+				return nil, fmt.Errorf("-passive-from %q: write nginx-log:PATH (or access-log:PATH), the file of nginx's access_log with log_format vigil, or of varnishncsa (see plugins/node/README.md)", f)
 			}
 		case f == PassiveFromNone:
 			return nil, fmt.Errorf("-passive-from %q: none stands alone (no passive window); leave it out of a list", s)
 		default:
-			return nil, fmt.Errorf("-passive-from %q: use proxy (vigil-node's own proxy), haproxy (the counters of -haproxy-socket's HAProxy), nginx-log:PATH (nginx's JSON access log), a comma-separated list of them, or none", f)
+			return nil, fmt.Errorf("-passive-from %q: use proxy (vigil-node's own proxy), haproxy (the counters of -haproxy-socket's HAProxy), nginx-log:PATH or access-log:PATH (a JSON access log of nginx or varnishncsa), a comma-separated list of them, or none", f)
 		}
 		if seen[f] {
 			return nil, fmt.Errorf("-passive-from %q: %s is listed twice", s, f)
@@ -89,13 +93,26 @@ func passiveSources(cfg Config) (proxyFeeds bool, ha *edge.HAProxy, logs []strin
 				return false, nil, nil, fmt.Errorf("-passive-from haproxy needs -haproxy-socket: the windows are fed by the counters of the HAProxy vigil-node drives")
 			}
 			ha = found
-		case strings.HasPrefix(f, PassiveFromNginxLog):
-			logs = append(logs, strings.TrimPrefix(f, PassiveFromNginxLog))
+		case logPath(f) != "":
+			logs = append(logs, logPath(f))
 		default:
-			return false, nil, nil, fmt.Errorf("-passive-from %q: use proxy, haproxy or nginx-log:PATH", f)
+			return false, nil, nil, fmt.Errorf("-passive-from %q: use proxy, haproxy, nginx-log:PATH or access-log:PATH", f)
 		}
 	}
 	return proxyFeeds, ha, logs, nil
+}
+
+// logPath is the PATH of a -passive-from entry nginx-log:PATH or
+// access-log:PATH, "" for any other.
+func logPath(f string) string {
+	if p, ok := strings.CutPrefix(f, PassiveFromNginxLog); ok {
+		return p
+	}
+	p, _ := strings.CutPrefix(f, PassiveFromAccessLog)
+	if p == f {
+		return ""
+	}
+	return p
 }
 
 // statsReader reads HAProxy's counters (edge.HAProxy.Stats); tests replace

@@ -25,6 +25,8 @@ func TestParsePassiveFrom(t *testing.T) {
 		{"haproxy", []string{"haproxy"}, ""},
 		{"proxy, nginx-log:/var/log/nginx/vigil.log", []string{"proxy", "nginx-log:/var/log/nginx/vigil.log"}, ""},
 		{"nginx-log:", nil, "write nginx-log:PATH"},
+		{"access-log:", nil, "write nginx-log:PATH (or access-log:PATH)"},
+		{"access-log:/var/log/varnish/vigil.json", []string{"access-log:/var/log/varnish/vigil.json"}, ""},
 		{"varnish", nil, "use proxy (vigil-node's own proxy), haproxy"},
 		{"haproxy,haproxy", nil, "haproxy is listed twice"},
 		{"proxy,none", nil, "none stands alone"},
@@ -62,6 +64,7 @@ func TestPassiveSources(t *testing.T) {
 		{"default, driving HAProxy", Config{Edges: []edge.Driver{h}}, false, true, 0, ""},
 		{"none", Config{ProxyListen: "127.0.0.1:0", Edges: []edge.Driver{h}, PassiveFrom: []string{}}, false, false, 0, ""},
 		{"a log", Config{PassiveFrom: []string{"nginx-log:/tmp/x.log"}}, false, false, 1, ""},
+		{"two logs", Config{PassiveFrom: []string{"nginx-log:/tmp/x.log", "access-log:/tmp/y.log"}}, false, false, 2, ""},
 		{"haproxy without the driver", Config{PassiveFrom: []string{"haproxy"}}, false, false, 0, "needs -haproxy-socket"},
 		{"proxy without a proxy", Config{PassiveFrom: []string{"proxy"}}, false, false, 0, "needs -proxy-listen"},
 	} {

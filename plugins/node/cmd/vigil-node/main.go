@@ -38,6 +38,7 @@ import (
 	"github.com/vigilcdn/vigil/plugins/node/internal/labels"
 	"github.com/vigilcdn/vigil/plugins/node/nodeagent"
 	"github.com/vigilcdn/vigil/plugins/node/proxy"
+	"github.com/vigilcdn/vigil/plugins/node/xds"
 )
 
 func main() {
@@ -88,7 +89,7 @@ func run(args []string) error {
 		passAge      = fs.Duration("passive-window-age", nodeagent.DefaultPassiveAge, "passive votes: requests older than this leave the window (whichever of N and age comes first)")
 		passIgnore   = fs.String("passive-ignore", nodeagent.DefaultPassiveIgnore, "passive votes: `statuses` that are backpressure, not failures (429, 503-retry-after: a 503 with Retry-After; none)")
 		passSlow     = fs.Duration("passive-slow", 0, "passive votes: an answer slower than this is a soft failure (0: off)")
-		passFrom     = fs.String("passive-from", "", "passive votes: what feeds the windows, comma-separated: `proxy` (this node's -proxy-listen), haproxy (the counters of -haproxy-socket's HAProxy), nginx-log:PATH (nginx's JSON access log, log_format vigil of builtin:nginx), or none (default: proxy when proxying, haproxy when driving one)")
+		passFrom     = fs.String("passive-from", "", "passive votes: what feeds the windows, comma-separated: `proxy` (this node's -proxy-listen), haproxy (the counters of -haproxy-socket's HAProxy), nginx-log:PATH (nginx's JSON access log, log_format vigil of builtin:nginx), access-log:PATH (the same lines from another edge, e.g. varnishncsa), or none (default: proxy when proxying, haproxy when driving one)")
 		passEvery    = fs.Duration("passive-interval", nodeagent.DefaultPassiveInterval, "passive votes: how often HAProxy's counters and the nginx access log are read into the windows")
 		canaryEvery  = fs.Duration("canary-interval", nodeagent.DefaultCanaryInterval, "passive votes: time between two canary requests to an origin no longer served whose real traffic failed (0: none; its window then votes down until it is served again)")
 		haSocket     = fs.String("haproxy-socket", "", "drive a local HAProxy live through its Runtime API: its stats socket, a unix socket `path` or host:port, at level admin")
@@ -103,6 +104,9 @@ func run(args []string) error {
 		tmplCheck    = fs.String("template-check", "", "`command` (sh) checking the rendered -template files; a failure keeps the old ones ("+edge.CandidatePlaceholder+": the path of a single rendered file before it replaces the old one)")
 		tmplReload   = fs.String("template-reload", "", "`command` (sh) reloading the edge after the -template files changed and passed -template-check")
 		reloadMin    = fs.Duration("reload-min-interval", edge.DefaultMinReloadInterval, "least time between two reloads of an edge")
+		xdsListen    = fs.String("xds-listen", "", "serve the publication over xDS (CDS, EDS, RDS, LDS) to a local Envoy or gRPC xDS clients on `host:port`, e.g. 127.0.0.1:18000 (plain text, no authentication)")
+		xdsHTTP      = fs.String("xds-http-listen", xds.DefaultHTTPListen, "xDS: `address` (IP:port) of the HTTP listener served to an Envoy that takes its listeners by LDS")
+		xdsCA        = fs.String("xds-trusted-ca", xds.DefaultTrustedCA, "xDS: CA bundle `file`, on Envoy's machine, that Envoy checks https origins against")
 		edgePrefix   = fs.String("edge-backend-prefix", "", "`prefix` of every backend (HAProxy) and upstream (templates) name; the rest is the site's name")
 		edgeResync   = fs.Duration("edge-resync", edge.DefaultResync, "re-apply the publication to the edges this often, to undo a restart or a hand edit")
 		logLevel     = fs.String("log-level", "info", "log level: debug, info, warn, error")
@@ -146,7 +150,7 @@ func run(args []string) error {
 	}
 	edges, err := edgeDrivers(edgeFlags{haSocket: *haSocket, haSrvArgs: *haSrvArgs, haTLSArgs: *haTLSArgs, haFallback: *haFallback,
 		haFbCheck: *haFbCheck, haFbReload: *haFbReload, templates: templates, check: *tmplCheck, reload: *tmplReload, minInterval: *reloadMin,
-		haRemoveAfter: *haRemove, haDrainTimeout: *haDrain, haWatch: *haWatch, log: log})
+		haRemoveAfter: *haRemove, haDrainTimeout: *haDrain, haWatch: *haWatch, xdsListen: *xdsListen, xdsHTTP: *xdsHTTP, xdsCA: *xdsCA, log: log})
 	if err != nil {
 		return err
 	}
