@@ -37,6 +37,12 @@ type OriginHistory struct {
 	Judged1h  int `json:"judged_1h"`
 	Judged24h int `json:"judged_24h"`
 	Judged7d  int `json:"judged_7d"`
+	// DataSince is when the origin's kept data begins (to the round while
+	// its recent verdicts reach back to its first, else to 10 minutes, 1
+	// hour or 6 hours); nil before its first round. An uptime over a
+	// window longer than the time since covers only that: the status
+	// page says "31 min of data" rather than three equal uptimes.
+	DataSince *time.Time `json:"data_since,omitempty"`
 	// Damaged is set when the origin's record failed its checksum: it is
 	// shown empty and starts again with the next round.
 	Damaged bool `json:"damaged,omitempty"`

@@ -475,6 +475,10 @@ func (h *HistoryFeed) SiteHistory(name string) (*api.SiteHistory, error) {
 			oh.Uptime1h, oh.Judged1h = uptime(w[history.Window1h])
 			oh.Uptime24h, oh.Judged24h = uptime(w[history.Window24h])
 			oh.Uptime7d, oh.Judged7d = uptime(w[history.Window7d])
+			if !got.Since.IsZero() {
+				since := got.Since
+				oh.DataSince = &since
+			}
 		}
 		out.Origins[o.Name] = oh
 	}

@@ -124,6 +124,14 @@ const (
 type Origin struct {
 	Points  []Point // oldest first
 	Windows [3]Window
+	// Since is when the origin's judged data begins, as far as the file
+	// can tell: its first kept round while the ring has not wrapped, else
+	// the start of the oldest counter bucket with a verdict in the finest
+	// tier that does not reach back to its window's start (to 10 minutes,
+	// 1 hour or 6 hours); the start of the 7 d window when every tier
+	// does. The zero time when the origin has no verdict. An uptime over
+	// a window longer than now minus Since covers only that much.
+	Since time.Time
 }
 
 // Options configure Open.
@@ -681,6 +689,40 @@ func (l layout) windows(rec []byte, now int64) [3]Window {
 	return out
 }
 
+// since is when an origin's data begins (Origin.Since): points are its
+// decoded rounds, count the rounds its ring holds.
+func (l layout) since(rec []byte, now int64, points []Point, count int) time.Time {
+	if count < l.rounds && len(points) > 0 {
+		return points[0].Time
+	}
+	le := binary.LittleEndian
+	for t, tier := range Tiers {
+		span := int64(tier.Span / time.Second)
+		c := int64(tier.Count)
+		top := int64(le.Uint32(rec[16+4*t:]))
+		if top == 0 {
+			continue
+		}
+		nb := max(now, 0) / span
+		from := max(nb-c+1, top-c+1, 1)
+		buckets := rec[l.tierOff[t]:]
+		for n := from; n <= min(nb, top); n++ {
+			at := buckets[(n%c)*bucketSize:]
+			if le.Uint16(at) == 0 && le.Uint16(at[2:]) == 0 {
+				continue
+			}
+			if n > nb-c+1 || t == len(Tiers)-1 {
+				return time.Unix(n*span, 0).UTC()
+			}
+			break // this tier is full back to its window's start: ask a coarser one
+		}
+	}
+	if len(points) > 0 {
+		return points[0].Time
+	}
+	return time.Time{}
+}
+
 // decode reads a sound record; names are the file's group names.
 func (l layout) decode(rec []byte, now int64, names []string) Origin {
 	le := binary.LittleEndian
@@ -730,6 +772,7 @@ func (l layout) decode(rec []byte, now int64, names []string) Origin {
 		}
 		o.Points = append(o.Points, p)
 	}
+	o.Since = l.since(rec, now, o.Points, count)
 	return o
 }
 
