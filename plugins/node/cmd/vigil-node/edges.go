@@ -11,6 +11,7 @@ import (
 
 	"github.com/vigilcdn/vigil/plugins/node/edge"
 	"github.com/vigilcdn/vigil/plugins/node/templates"
+	"github.com/vigilcdn/vigil/plugins/node/xds"
 )
 
 // multiFlag is a repeatable string flag.
@@ -30,6 +31,9 @@ type edgeFlags struct {
 	// haWatch is -haproxy-watch (0: HAProxy's reloads are caught at the
 	// resync only).
 	haWatch time.Duration
+	// xdsListen, xdsHTTP and xdsCA are -xds-listen (empty: no xDS),
+	// -xds-http-listen and -xds-trusted-ca.
+	xdsListen, xdsHTTP, xdsCA string
 	// log is vigil-node's logger (nil: the drivers log nothing).
 	log hclog.Logger
 }
@@ -129,6 +133,19 @@ func edgeDrivers(f edgeFlags) ([]edge.Driver, error) {
 		out = append(out, t)
 	} else if f.check != "" || f.reload != "" {
 		return nil, fmt.Errorf("-template-check and -template-reload need -template SRC:DEST")
+	}
+	if f.xdsListen != "" {
+		opts := xds.Options{Listen: f.xdsListen, HTTPListen: f.xdsHTTP, TrustedCA: f.xdsCA}
+		if f.log != nil {
+			opts.Log = f.log.Named("edge").With("edge", "xds")
+		}
+		x, err := xds.New(opts)
+		if err != nil {
+			return nil, fmt.Errorf("-xds-listen: %w", err)
+		}
+		out = append(out, x)
+	} else if (f.xdsHTTP != "" && f.xdsHTTP != xds.DefaultHTTPListen) || (f.xdsCA != "" && f.xdsCA != xds.DefaultTrustedCA) {
+		return nil, fmt.Errorf("-xds-http-listen and -xds-trusted-ca need -xds-listen: they shape what the xDS service serves to Envoy")
 	}
 	return out, nil
 }
