@@ -116,8 +116,8 @@ func ads() *core.ConfigSource {
 }
 
 // siteCluster is s's EDS cluster: round-robin, locality weights on (the
-// ramps), https origins over TLS with the site's hostname as SNI and
-// checked against it.
+// ramps), https origins (endpoints matched by their metadata) over TLS
+// with the site's hostname as SNI and checked against it.
 func siteCluster(s edge.Site, opts Options) *cluster.Cluster {
 	c := &cluster.Cluster{
 		Name:                 s.Backend,
@@ -128,7 +128,7 @@ func siteCluster(s edge.Site, opts Options) *cluster.Cluster {
 		CommonLbConfig: &cluster.Cluster_CommonLbConfig{LocalityConfigSpecifier: &cluster.Cluster_CommonLbConfig_LocalityWeightedLbConfig_{
 			LocalityWeightedLbConfig: &cluster.Cluster_CommonLbConfig_LocalityWeightedLbConfig{}}},
 	}
-	if s.Scheme == "https" {
+	if anyTLS(s) {
 		ctx := &tlsv3.UpstreamTlsContext{Sni: s.Hostname, CommonTlsContext: &tlsv3.CommonTlsContext{
 			ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
 				TrustedCa: &core.DataSource{Specifier: &core.DataSource_Filename{Filename: opts.TrustedCA}},
@@ -142,6 +142,16 @@ func siteCluster(s edge.Site, opts Options) *cluster.Cluster {
 		}}
 	}
 	return c
+}
+
+// anyTLS tells whether an origin of s that is served, at any level, is
+// https (View.Site.Scheme looks at the current level and ramp only).
+func anyTLS(s edge.Site) bool {
+	tls := func(o edge.Origin) bool { return o.TLS }
+	if slices.ContainsFunc(s.Origins, tls) || slices.ContainsFunc(s.Others, tls) {
+		return true
+	}
+	return s.Ramp != nil && slices.ContainsFunc(s.Ramp.Origins, tls)
 }
 
 // group is the origins of one level that go in one locality.
