@@ -145,6 +145,37 @@
       ago(iso) + (suffix || ''));
   }
 
+  // A time ahead that counts down: the ticker rewrites every [data-in].
+  function inText(iso) {
+    const t = Date.parse(iso);
+    if (Number.isNaN(t)) return 'at a time unknown';
+    const s = Math.round((t - now()) / 1000);
+    if (s <= 0) return 'at the next round';
+    if (s < 60) return `in ${s} s`;
+    if (s < 3600) return `in ${Math.floor(s / 60)} min ${String(s % 60).padStart(2, '0')} s`;
+    return `at ${new Date(t).toLocaleTimeString()}`;
+  }
+
+  function ahead(iso) {
+    if (!iso) return h('span', { class: 'muted', text: 'at a time unknown' });
+    return h('time', { datetime: iso, title: new Date(iso).toLocaleString(), data: { in: iso } }, inText(iso));
+  }
+
+  // What waits or moves beside the level (no hidden states): a failback
+  // held by its dwell or waiting for an operator, a ramp's step, a drill.
+  function waitingText(site) {
+    const w = site.waiting;
+    if (!w) return null;
+    if (w.why === 'dwell') return [`failback to level ${w.level} `, ahead(w.until), ` (dwell): level ${w.level} is healthy`];
+    return [`manual failback waiting: level ${w.level} is healthy; run `, h('code', null, w.command)];
+  }
+
+  function rampText(site) {
+    const r = site.ramp;
+    const step = r.step && r.steps ? `ramp step ${r.step}/${r.steps}: ` : '';
+    return [`${step}${r.weight}% of new requests to level ${site.level}, the rest on level ${r.from}; next step `, ahead(r.next_step_at)];
+  }
+
   // The dynamic update of the site's name (publish "dns_update").
   function dnsUpdateText(d) {
     switch (d.state) {
@@ -290,8 +321,12 @@
         ? `held on level ${cur} by a manual switch: failback is manual until someone switches to level ${top}` : 'none')),
       h('div', null, h('dt', null, 'Health checks'), h('dd', { data: { probing: site.probing } }, probing)),
       h('div', null, h('dt', null, 'Round'), h('dd', null, site.round ? String(site.round) : '—')),
-      site.ramp ? h('div', null, h('dt', null, 'Failback ramp'), h('dd', { class: 'ramp', data: { weight: String(site.ramp.weight) } },
-        `${site.ramp.weight}% of new requests on level ${cur}, the rest on level ${site.ramp.from}`)) : null,
+      site.ramp ? h('div', null, h('dt', null, 'Failback ramp'), h('dd', { class: 'ramp', data: { weight: String(site.ramp.weight), step: String(site.ramp.step || '') } },
+        rampText(site))) : null,
+      site.waiting ? h('div', null, h('dt', null, 'Failback waiting'), h('dd', { class: 'waiting', data: { why: site.waiting.why, level: String(site.waiting.level) } },
+        waitingText(site))) : null,
+      site.drill ? h('div', null, h('dt', null, 'Drill'), h('dd', { class: 'drill', data: { level: String(site.drill.level) } },
+        `level ${site.drill.level} drilled (voted down) until `, ahead(site.drill.until))) : null,
       site.dns_update ? h('div', null, h('dt', null, 'DNS update'), h('dd', { class: 'dns-update', data: { state: site.dns_update.state } },
         dnsUpdateText(site.dns_update))) : null));
 
@@ -473,7 +508,11 @@
           type: 'button', class: 'expand', 'aria-expanded': String(open), data: { key: `expand:${site.site}`, expand: site.site },
         }, h('span', { class: 'chev', 'aria-hidden': 'true' }, open ? '▾' : '▸'), ' ', h('span', { class: 'rname' }, site.site)),
         h('span', { class: `status st-${site.status}` }, h('span', { class: 'icon', 'aria-hidden': 'true' }, STATUS_ICONS[site.status] || '?'), ` ${STATUS_WORDS[site.status] || site.status}`),
-        h('span', { class: 'rlevel' }, `level ${site.level}`),
+        h('span', { class: 'rlevel' }, `level ${site.level}`,
+          site.ramp ? h('span', { class: 'rnote', data: { note: 'ramp' } }, ` · ramp ${site.ramp.weight}% to level ${site.level}`) : null,
+          site.waiting ? h('span', { class: 'rnote', data: { note: site.waiting.why } }, site.waiting.why === 'dwell'
+            ? ` · failback to level ${site.waiting.level} after its dwell` : ` · manual failback to level ${site.waiting.level} waiting`) : null,
+          site.drill ? h('span', { class: 'rnote', data: { note: 'drill' } }, ` · drill of level ${site.drill.level}`) : null),
         h('span', { class: 'rhost' }, site.hostname),
         h('span', { class: 'chips' }, origins.map((o) => h('span', {
           class: `chip s-${(STATES[o.state] || [])[1] || o.state}`, data: { origin: o.name, state: o.state }, title: `${o.name}: ${o.state}, ${counter(o, site)}`,
@@ -499,7 +538,7 @@
       return h('tr', { data: { origin: o.name } },
         h('th', { scope: 'row' }, o.name),
         h('td', { 'data-label': `Last ${d.rounds} rounds`, class: 'strip' }, strip(oh.recent || [], d.rounds)),
-        h('td', { 'data-label': 'Uptime 1h · 24h · 7d', class: 'uptime' }, pct(oh.uptime_1h), ' · ', pct(oh.uptime_24h), ' · ', pct(oh.uptime_7d)),
+        h('td', { 'data-label': 'Uptime 1h · 24h · 7d', class: 'uptime' }, uptimes(oh)),
         h('td', { 'data-label': 'Latency', class: 'latency' }, spark(oh.recent || [])),
         h('td', { 'data-label': 'Counter', class: 'meter-cell' }, meter(o, site), ' ', counter(o, site)));
     });
@@ -508,6 +547,34 @@
       h('thead', null, h('tr', null, ['Origin', `Last ${d.rounds} rounds (oldest left)`, 'Uptime 1h · 24h · 7d', 'Latency', 'Counter'].map((c) => h('th', { scope: 'col' }, c)))),
       h('tbody', null, rows)))));
     return box;
+  }
+
+  // uptimes: the 1 h, 24 h and 7 d uptimes, each over a window the
+  // history covers; the windows longer than the data it holds show one
+  // value with how much data that is ("99.2% over 31 min of data"), not
+  // the same number as if it covered each window.
+  function uptimes(oh) {
+    const windows = [[3600, oh.uptime_1h], [86400, oh.uptime_24h], [7 * 86400, oh.uptime_7d]];
+    const since = oh.data_since ? Date.parse(oh.data_since) : NaN;
+    const have = Number.isNaN(since) ? Infinity : Math.max(0, (now() - since) / 1000);
+    const out = [];
+    for (const [secs, v] of windows) {
+      if (out.length) out.push(' · ');
+      if (have + 60 >= secs) { out.push(pct(v)); continue; }
+      out.push(h('span', { class: 'partial', data: { covered: String(Math.round(have)) }, title: `the history holds ${dataSpan(have)} of data, less than this window` },
+        pct(v), ` over ${dataSpan(have)} of data`));
+      break;
+    }
+    return out;
+  }
+
+  function dataSpan(secs) {
+    const m = Math.floor(secs / 60);
+    if (m < 1) return `${Math.floor(secs)} s`;
+    if (m < 120) return `${m} min`;
+    const hrs = Math.floor(m / 60);
+    if (hrs < 48) return `${hrs} h`;
+    return `${Math.floor(hrs / 24)} d`;
   }
 
   function pct(v) {
@@ -640,12 +707,20 @@
     }
     p.dataset.state = state;
     p.querySelector('.dot').textContent = icon;
+    // What cannot be refreshed is greyed out, with the time it is from:
+    // a page that shows a green site while disconnected tells a lie.
+    const stale = state === 'down' && st.loaded;
+    document.body.dataset.stale = String(stale);
+    if (stale && st.lastOK) text += ` What is shown is from ${ago(new Date(st.lastOK + st.skew).toISOString())} ago.`;
     $('conn-text').textContent = text;
   }
 
   function tick() {
     for (const el of document.querySelectorAll('[data-ago]')) {
       el.textContent = ago(el.dataset.ago) + (el.dataset.suffix || '');
+    }
+    for (const el of document.querySelectorAll('[data-in]')) {
+      el.textContent = inText(el.dataset.in);
     }
     renderConn();
   }
