@@ -94,12 +94,20 @@ func newRig(t *testing.T) *rig {
 	go func() { hub.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 
+	conn := xdsClient(t, srv.Addr().String())
+	return &rig{srv: srv, hub: hub, cp: cp, conn: conn, logs: logs}
+}
+
+// xdsClient is a gRPC channel to xds:///img, resolved by grpc-go's own
+// xDS client through the xDS service at addr.
+func xdsClient(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
 	// The bootstrap an operator's gRPC client would read from
 	// GRPC_XDS_BOOTSTRAP, written to a file and handed over as the
 	// grpc version in go.mod allows for a test.
 	boot, err := json.Marshal(map[string]any{
 		"xds_servers": []any{map[string]any{
-			"server_uri":      srv.Addr().String(),
+			"server_uri":      addr,
 			"channel_creds":   []any{map[string]any{"type": "insecure"}},
 			"server_features": []string{"xds_v3"},
 		}},
@@ -125,7 +133,7 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return &rig{srv: srv, hub: hub, cp: cp, conn: conn, logs: logs}
+	return conn
 }
 
 // origin is one origin of the test site, as the topology lists it.
@@ -222,52 +230,41 @@ func TestGRPCClientFollowsLevels(t *testing.T) {
 	}
 
 	const n = 40
+	// first is a backend that only this step's snapshot sends calls to,
+	// when there is one: the wait for a call on it is the wait for the
+	// snapshot. Otherwise (settle) the step waits until a whole batch of
+	// calls lands where it should.
 	steps := []struct {
 		name   string
 		apply  func()
+		first  map[string]bool
+		settle bool
 		want   map[string]bool // every call lands here
 		spread map[string]bool // each of these gets calls
 	}{
-		{"level 1", func() { r.publish(t, 1, 1, levelOne("healthy"), nil) }, set(a1, a2), set(a1, a2)},
+		{"level 1", func() { r.publish(t, 1, 1, levelOne("healthy"), nil) }, set(a1, a2), false, set(a1, a2), set(a1, a2)},
 		{"an unhealthy origin gets none", func() {
 			os := levelOne("healthy")
 			os[1].state = "unhealthy"
 			r.publish(t, 2, 1, os, nil)
-		}, set(a1), set(a1)},
-		{"failover to level 2", func() { r.publish(t, 3, 2, levelOne("unhealthy"), nil) }, set(b1, b2), set(b1, b2)},
+		}, set(a1), true, set(a1), set(a1)},
+		{"failover to level 2", func() { r.publish(t, 3, 2, levelOne("unhealthy"), nil) }, set(b1, b2), false, set(b1, b2), set(b1, b2)},
 		{"ramp back to level 1", func() {
 			r.publish(t, 4, 1, levelOne("healthy"), &publication.Ramp{Weight: 30, From: 2, FromOrigins: []publication.Origin{
 				{Name: "b1", Address: "http://" + b1, State: "healthy"}, {Name: "b2", Address: "http://" + b2, State: "healthy"}}})
-		}, set(a1, a2, b1, b2), set(a1, b1)},
-		{"ramp ended", func() { r.publish(t, 5, 1, levelOne("healthy"), nil) }, set(a1, a2), set(a1, a2)},
+		}, set(a1, a2), false, set(a1, a2, b1, b2), set(a1, b1)},
+		{"ramp ended", func() { r.publish(t, 5, 1, levelOne("healthy"), nil) }, set(a1, a2), true, set(a1, a2), set(a1, a2)},
 	}
 	for _, step := range steps {
 		t.Run(step.name, func(t *testing.T) {
 			step.apply()
-			// Wait for a backend only this step's snapshot sends calls to
-			// when there is one, so that the counts are of this step.
-			first := map[string]bool{}
-			for a := range step.spread {
-				first[a] = true
-			}
-			switch step.name {
-			case "ramp back to level 1":
-				first = set(a1, a2)
-			case "ramp ended":
-				// Level 2 leaves: wait until the calls that follow
-				// never reach it (see below).
-			}
-			counts := r.waitLands(t, first, n)
-			if step.name == "ramp ended" || step.name == "an unhealthy origin gets none" {
-				// The previous snapshot also sent calls here: wait until
-				// a whole batch has none elsewhere.
-				deadline := time.Now().Add(hangGuard)
-				for !only(counts, step.want) {
-					if time.Now().After(deadline) {
-						t.Fatalf("calls still land outside %v: %v", step.want, counts)
-					}
-					counts = r.waitLands(t, step.want, n)
+			counts := r.waitLands(t, step.first, n)
+			deadline := time.Now().Add(hangGuard)
+			for step.settle && !only(counts, step.want) {
+				if time.Now().After(deadline) {
+					t.Fatalf("calls still land outside %v: %v", step.want, counts)
 				}
+				counts = r.waitLands(t, step.want, n)
 			}
 			t.Logf("version %s: %v", r.srv.Version(), counts)
 			if !only(counts, step.want) {
