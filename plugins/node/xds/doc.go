@@ -16,7 +16,9 @@
 //
 //   - CDS: one EDS cluster per site, named like HAProxy's backend
 //     (View.Site.Backend: -edge-backend-prefix and the site's name),
-//     round-robin, with locality weights on. A site with an https origin
+//     round-robin, with locality weights on, and outlier detection (3
+//     consecutive 5xx eject an origin, up to all of them: the backup level
+//     then serves until vigil switches). A site with an https origin
 //     gets a transport_socket_matches entry: its https origins are reached
 //     over TLS with the site's hostname as SNI, their certificate checked
 //     against Options.TrustedCA and that name.

@@ -34,6 +34,10 @@ import (
 // third of the current level's origins are unhealthy.
 const overprovisioning = 100000
 
+// consecutive5xx is the 5xx answers in a row after which Envoy ejects an
+// origin.
+const consecutive5xx = 3
+
 // tlsMatch is the transport_socket_matches entry (and the endpoint
 // metadata it matches) of https origins.
 const tlsMatch = "tls"
@@ -127,6 +131,16 @@ func siteCluster(s edge.Site, opts Options) *cluster.Cluster {
 		LbPolicy:             cluster.Cluster_ROUND_ROBIN,
 		CommonLbConfig: &cluster.Cluster_CommonLbConfig{LocalityConfigSpecifier: &cluster.Cluster_CommonLbConfig_LocalityWeightedLbConfig_{
 			LocalityWeightedLbConfig: &cluster.Cluster_CommonLbConfig_LocalityWeightedLbConfig{}}},
+		// Envoy's own judgement between two of vigil's rounds: an origin
+		// that answers consecutive 5xx (or whose connections fail) is
+		// ejected, the whole level if need be, and an ejected origin
+		// counts as unhealthy, so that the next priority (the backup
+		// level) serves until vigil switches, as HAProxy's backup servers
+		// do. gRPC clients ignore consecutive_5xx.
+		OutlierDetection: &cluster.OutlierDetection{
+			Consecutive_5Xx:    wrapperspb.UInt32(consecutive5xx),
+			MaxEjectionPercent: wrapperspb.UInt32(100),
+		},
 	}
 	if anyTLS(s) {
 		ctx := &tlsv3.UpstreamTlsContext{Sni: s.Hostname, CommonTlsContext: &tlsv3.CommonTlsContext{

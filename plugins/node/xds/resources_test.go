@@ -158,7 +158,8 @@ func TestLevelsAsPriorities(t *testing.T) {
 				t.Errorf("cluster %q, overprovisioning %v", cla.GetClusterName(), cla.GetPolicy().GetOverprovisioningFactor())
 			}
 			c := only[*cluster.Cluster](t, s, resource.ClusterType)
-			if c.GetName() != "www" || c.GetType() != cluster.Cluster_EDS || c.GetCommonLbConfig().GetLocalityWeightedLbConfig() == nil {
+			if c.GetName() != "www" || c.GetType() != cluster.Cluster_EDS || c.GetCommonLbConfig().GetLocalityWeightedLbConfig() == nil ||
+				c.GetOutlierDetection().GetMaxEjectionPercent().GetValue() != 100 {
 				t.Errorf("cluster: %v", c)
 			}
 			// c1 is https: the cluster has the TLS match, c1's endpoints
