@@ -33,7 +33,7 @@ const hangGuard = 2 * time.Minute
 
 // backend is a real gRPC server on loopback serving the health service:
 // the origin a call lands on is told by the peer address.
-func backend(t *testing.T) string {
+func backend(t testing.TB) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -100,7 +100,7 @@ func newRig(t *testing.T) *rig {
 
 // xdsClient is a gRPC channel to xds:///img, resolved by grpc-go's own
 // xDS client through the xDS service at addr.
-func xdsClient(t *testing.T, addr string) *grpc.ClientConn {
+func xdsClient(t testing.TB, addr string) *grpc.ClientConn {
 	t.Helper()
 	// The bootstrap an operator's gRPC client would read from
 	// GRPC_XDS_BOOTSTRAP, written to a file and handed over as the
