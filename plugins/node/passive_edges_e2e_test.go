@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -35,8 +36,10 @@ const (
 
 // TestPassiveVotesFromEdges: a gray origin (its health path answers 200;
 // one in three of the visitors' requests 503) under bounded load through
-// each edge that feeds passive windows: vigil-node's own proxy, and a real
-// HAProxy from Debian whose server counters (show stat) vigil-node reads.
+// each edge that feeds passive windows: vigil-node's own proxy, a real
+// HAProxy from Debian whose server counters (show stat) vigil-node reads,
+// and Debian's nginx and Varnish whose JSON logs it tails (nginx's
+// access_log of builtin:nginx, varnishncsa's of the backend fetches).
 // Each gives the gateway the same hybrid verdict: the probe votes up, the
 // passive vote down, 20 of 60 requests failed.
 func TestPassiveVotesFromEdges(t *testing.T) {
@@ -48,9 +51,9 @@ func TestPassiveVotesFromEdges(t *testing.T) {
 		// start starts the edge and its node; disrupt, when not nil, is
 		// what the edge's operator does between two loads (a reload, a
 		// log rotation).
-		start func(t *testing.T, gw string, cp *fakecp.Server) (visitorURL string, disrupt func(t *testing.T))
+		start func(t *testing.T, gw string, cp *fakecp.Server, origin string) (visitorURL string, disrupt func(t *testing.T))
 	}{
-		{"proxy", func(t *testing.T, gw string, cp *fakecp.Server) (string, func(*testing.T)) {
+		{"proxy", func(t *testing.T, gw string, cp *fakecp.Server, _ string) (string, func(*testing.T)) {
 			node := startAgent(t, gw, "edge-1", func(c *nodeagent.Config) {
 				c.ControlPlane, c.PollWait, c.ProxyListen = cp.URL(), 5*time.Second, "127.0.0.1:0"
 				// Every request to a1 only, as through HAProxy: no retry on
@@ -60,7 +63,7 @@ func TestPassiveVotesFromEdges(t *testing.T) {
 			})
 			return "http://" + node.await(t, nodeagent.EventListening).Addr.String(), nil
 		}},
-		{"haproxy", func(t *testing.T, gw string, cp *fakecp.Server) (string, func(*testing.T)) {
+		{"haproxy", func(t *testing.T, gw string, cp *fakecp.Server, _ string) (string, func(*testing.T)) {
 			bin := haproxyBinary(t)
 			dir := t.TempDir()
 			sock, listen := filepath.Join(dir, "admin.sock"), testnet.Addr(t)
@@ -86,7 +89,7 @@ func TestPassiveVotesFromEdges(t *testing.T) {
 				waitUntil(t, "the driver seeing HAProxy's new process", func() bool { return h.Restarts() > 0 })
 			}
 		}},
-		{"nginx", func(t *testing.T, gw string, cp *fakecp.Server) (string, func(*testing.T)) {
+		{"nginx", func(t *testing.T, gw string, cp *fakecp.Server, _ string) (string, func(*testing.T)) {
 			bin := edgeBinary(t, "nginx")
 			dir := t.TempDir()
 			listen, accessLog := testnet.Addr(t), filepath.Join(dir, "vigil-access.log")
@@ -122,12 +125,62 @@ func TestPassiveVotesFromEdges(t *testing.T) {
 				waitUntil(t, "nginx reopening its access log", func() bool { return fileExists(accessLog) })
 			}
 		}},
+		{"varnish", func(t *testing.T, gw string, cp *fakecp.Server, origin string) (string, func(*testing.T)) {
+			bin, ncsa := edgeBinary(t, "varnishd"), edgeBinary(t, "varnishncsa")
+			dir := t.TempDir()
+			listen, work, accessLog := testnet.Addr(t), filepath.Join(dir, "work"), filepath.Join(dir, "vigil-backend.json")
+			host, port, err := net.SplitHostPort(strings.TrimPrefix(origin, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Every request passed to a1: no cache, as through the others.
+			vcl := filepath.Join(dir, "a1.vcl")
+			if err := os.WriteFile(vcl, []byte(fmt.Sprintf("vcl 4.1;\nbackend a1 { .host = %q; .port = %q; }\nsub vcl_recv { return (pass); }\n", host, port)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			runDaemon(t, dir, exec.Command(bin, "-F", "-j", "none", "-n", work, "-a", listen, "-T", testnet.Addr(t), "-f", vcl,
+				"-s", "malloc,16m", "-p", "thread_pools=1", "-p", "thread_pool_min=10"))
+			waitUntil(t, "varnishd serving", func() bool {
+				resp, err := http.Get("http://" + listen + "/warm")
+				if err != nil {
+					return false
+				}
+				_ = resp.Body.Close()
+				return resp.StatusCode == 200
+			})
+			// In the foreground varnishncsa dies on HUP: as a daemon (-D) it
+			// reopens its log, logrotate's way.
+			logger := startVarnishncsa(t, ncsa, dir, "-n", work, "-b", "-j", "-F", nodeagent.VarnishncsaFormat, "-w", accessLog)
+			waitUntil(t, "varnishncsa's log", func() bool { return fileExists(accessLog) })
+			startAgent(t, gw, "edge-1", func(c *nodeagent.Config) {
+				c.ControlPlane, c.PollWait = cp.URL(), 5*time.Second
+				c.PassiveFrom = []string{nodeagent.PassiveFromAccessLog + accessLog}
+				c.Passive.Window, c.PassiveInterval = grayWindow, 50*time.Millisecond
+			})
+			// Rotation: the log renamed, then varnishncsa told to reopen
+			// it (HUP).
+			return "http://" + listen, func(t *testing.T) {
+				if err := os.Rename(accessLog, accessLog+".1"); err != nil {
+					t.Fatal(err)
+				}
+				if err := logger.Signal(syscall.SIGHUP); err != nil {
+					t.Fatal(err)
+				}
+				// It reopens at its next line: a GET writes one.
+				waitUntil(t, "varnishncsa reopening its log", func() bool {
+					if resp, err := http.Get("http://" + listen + "/warm"); err == nil {
+						_ = resp.Body.Close()
+					}
+					return fileExists(accessLog)
+				})
+			}
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { runPassiveEdge(t, tc.start) })
 	}
 }
 
-func runPassiveEdge(t *testing.T, start func(t *testing.T, gw string, cp *fakecp.Server) (string, func(*testing.T))) {
+func runPassiveEdge(t *testing.T, start func(t *testing.T, gw string, cp *fakecp.Server, origin string) (string, func(*testing.T))) {
 	var n atomic.Int64
 	var healed atomic.Bool
 	a1 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -143,7 +196,7 @@ func runPassiveEdge(t *testing.T, start func(t *testing.T, gw string, cp *fakecp
 	cp.Publish([]publication.Site{{Name: "www", Hostname: "www.example.com", Level: 1,
 		Origins: []publication.Origin{{Name: "a1", Address: a1.URL, State: "healthy"}}}})
 	gw := startGateway(t, map[string]any{"passive_votes": true})
-	visitors, disrupt := start(t, gw.Addr().String(), cp)
+	visitors, disrupt := start(t, gw.Addr().String(), cp, a1.URL)
 	awaitOnline(t, gw, 1)
 
 	client := &http.Client{Timeout: 10 * time.Second}
@@ -313,6 +366,41 @@ func runDaemon(t *testing.T, dir string, cmd *exec.Cmd) *exec.Cmd {
 		}
 	})
 	return cmd
+}
+
+// startVarnishncsa runs varnishncsa as a daemon (-D, its pid in
+// dir/varnishncsa.pid) until the test ends, and returns its process.
+func startVarnishncsa(t *testing.T, bin, dir string, args ...string) *os.Process {
+	t.Helper()
+	pidFile := filepath.Join(dir, "varnishncsa.pid")
+	if out, err := exec.Command(bin, append([]string{"-D", "-P", pidFile}, args...)...).CombinedOutput(); err != nil {
+		t.Fatalf("varnishncsa: %v: %s", err, out)
+	}
+	var pid int
+	waitUntil(t, "varnishncsa's pid file", func() bool {
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			return false
+		}
+		_, err = fmt.Sscan(string(b), &pid)
+		return err == nil && pid > 0
+	})
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = p.Signal(syscall.SIGTERM)
+		deadline := time.Now().Add(10 * time.Second)
+		for p.Signal(syscall.Signal(0)) == nil {
+			if time.Now().After(deadline) {
+				_ = p.Kill()
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	return p
 }
 
 // startNginxDaemon runs nginx in the foreground with its files in dir,
