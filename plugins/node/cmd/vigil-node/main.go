@@ -115,7 +115,7 @@ func run(args []string) error {
 	)
 	var templates, tmplVars multiFlag
 	fs.Var(&templates, "template", "render `SRC:DEST` at every publication (SRC a Go text/template file, or builtin:nginx / builtin:haproxy); repeatable, one -template-check and -template-reload for all")
-	fs.Var(&tmplVars, "template-var", "`k=v` handed to templates as .Vars (builtin:nginx: listen; builtin:haproxy: listen, stats_socket, pidfile); repeatable")
+	fs.Var(&tmplVars, "template-var", "`k=v` handed to templates as .Vars (builtin:nginx: listen, default_server, access_log; builtin:haproxy: listen, stats_socket, pidfile); repeatable")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
