@@ -291,3 +291,32 @@ func only(counts map[string]int, want map[string]bool) bool {
 	}
 	return true
 }
+
+// TestNACKIsLogged: gRPC's client refuses a cluster with https origins
+// (transport_socket_matches, see the README's limits); the Server logs the
+// refusal with the client's node id and the resource type.
+func TestNACKIsLogged(t *testing.T) {
+	r := newRig(t)
+	a := backend(t)
+	r.hub.SetSnapshot(&publication.Snapshot{Version: 1, Sites: []publication.Site{{Name: "img", Hostname: "img.example.org", Level: 1,
+		Origins: []publication.Origin{{Name: "a", Address: "https://" + a, State: "healthy"}}}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// The call fails (the cluster is refused); it only makes the client
+	// ask for the resources.
+	go func() { _, _ = healthpb.NewHealthClient(r.conn).Check(ctx, &healthpb.HealthCheckRequest{}) }()
+	deadline := time.Now().Add(hangGuard)
+	for {
+		logs := r.logs.String()
+		if strings.Contains(logs, "refused the resources (NACK)") {
+			if !strings.Contains(logs, "node=grpc-test-client") || !strings.Contains(logs, "envoy.config.cluster.v3.Cluster") {
+				t.Errorf("the NACK's line lacks the node or the type:\n%s", logs)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no NACK logged:\n%s", logs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
