@@ -189,3 +189,17 @@ func TestStatsLeavesTheReloadToWatch(t *testing.T) {
 		t.Fatal("processOf of an answer without Pid, want empty")
 	}
 }
+
+// FuzzParseStat: any answer parses without a panic, and an answer it
+// refuses gives no servers.
+func FuzzParseStat(f *testing.F) {
+	f.Add(statHeader + "\n" + statLine("www", "a1", 1, 2, 3, 4, [5]uint64{0, 10, 1, 5, 7}) + "\n")
+	f.Add("# pxname,svname,sid,type,hrsp_1xx,hrsp_2xx,hrsp_3xx,hrsp_4xx,hrsp_5xx,hrsp_other,econ,eresp,wretr,status\nwww,a1,1,2,,,,,,,,,,UP\n")
+	f.Add("# pxname\n\"")
+	f.Fuzz(func(t *testing.T, text string) {
+		servers, err := ParseStat(text)
+		if err != nil && servers != nil {
+			t.Fatalf("servers %+v with an error %v", servers, err)
+		}
+	})
+}
