@@ -260,7 +260,51 @@ type SiteReplay struct {
 
 	RecordedPartitions []PartitionEvent
 	ReplayedPartitions []PartitionEvent
+
+	// RecordedNotices and ReplayedNotices are the failback notices
+	// (failback_available) and the flap holds (origin_flapping) of the
+	// journal and of the replay.
+	RecordedNotices []Notice
+	ReplayedNotices []Notice
 }
+
+// Notice is a failback notice or a flap hold's start or end, in a
+// replay or a recording.
+type Notice struct {
+	Time time.Time
+	// Kind is "failback_available" (Level) or "origin_flapping" (Origin,
+	// Flapping: the hold began, or ended).
+	Kind     string
+	Level    int
+	Origin   string
+	Flapping bool
+}
+
+func noticeOf(at time.Time, ev decide.Event) (Notice, bool) {
+	switch ev.Kind {
+	case decide.KindFailbackAvailable:
+		return Notice{Time: at, Kind: ev.Kind.String(), Level: ev.Level}, true
+	case decide.KindOriginFlapping:
+		return Notice{Time: at, Kind: ev.Kind.String(), Origin: ev.Origin, Flapping: ev.Flapping}, true
+	}
+	return Notice{}, false
+}
+
+func (n Notice) text() string {
+	at := n.Time.Format("15:04:05")
+	switch {
+	case n.Kind == decide.KindFailbackAvailable.String():
+		return fmt.Sprintf("%s level %d failback notice", at, n.Level)
+	case n.Flapping:
+		return fmt.Sprintf("%s %s flap hold", at, n.Origin)
+	}
+	return fmt.Sprintf("%s %s flap hold ended", at, n.Origin)
+}
+
+// automatic reports whether a switch is the rules' own (a failover or a
+// failback), which a replay of votes can reproduce; an operator's switch
+// (manual) or a configuration's (config) is not replayed.
+func (s Switch) automatic() bool { return s.Reason == "failover" || s.Reason == "failback" }
 
 // ReplayResult is the outcome of Replay.
 type ReplayResult struct {
@@ -384,6 +428,7 @@ func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
 	pr := newReplayPartition(x, cfg, f, len(recPartitions) > 0, &res.Warnings)
 	res.Partitions = pr != nil
 	replayed := map[string][]Switch{}
+	replayedNotices := map[string][]Notice{}
 	round := 0
 	setRound := func(t int64, ok bool) {
 		vsrc.round, tsrc.round, dsrc.round = nil, nil, nil
@@ -396,6 +441,9 @@ func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
 			for _, ev := range rep.Events {
 				if ev.Kind == decide.KindLevelSwitched {
 					replayed[rep.Site.Spec.Name] = append(replayed[rep.Site.Spec.Name], Switch{Time: at, Round: round, From: ev.FromLevel, To: ev.ToLevel, Reason: ev.Reason.String()})
+				}
+				if n, ok := noticeOf(at, ev); ok {
+					replayedNotices[rep.Site.Spec.Name] = append(replayedNotices[rep.Site.Spec.Name], n)
 				}
 			}
 		}
@@ -459,11 +507,18 @@ func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
 	res.Rounds = round
 	res.From, res.To = time.Unix(times[0], 0).UTC(), time.Unix(times[len(times)-1], 0).UTC()
 	recorded := map[string][]Switch{}
+	recordedNotices := map[string][]Notice{}
 	for _, e := range x.Events {
-		if e.Event.Kind != decide.KindLevelSwitched || f.Site(e.Site) == nil {
+		if f.Site(e.Site) == nil {
 			continue
 		}
 		if e.Time.Unix() < times[0] || e.Time.Unix() > times[len(times)-1]+int64(max(interval/time.Second, 1)) {
+			continue
+		}
+		if n, ok := noticeOf(roundAt(times, e.Time), e.Event); ok {
+			recordedNotices[e.Site] = append(recordedNotices[e.Site], n)
+		}
+		if e.Event.Kind != decide.KindLevelSwitched {
 			continue
 		}
 		recorded[e.Site] = append(recorded[e.Site], Switch{Time: roundAt(times, e.Time), From: e.Event.FromLevel, To: e.Event.ToLevel, Reason: e.Event.Reason.String()})
@@ -478,6 +533,12 @@ func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
 	for n := range replayed {
 		names[n] = true
 	}
+	for n := range recordedNotices {
+		names[n] = true
+	}
+	for n := range replayedNotices {
+		names[n] = true
+	}
 	for n := range recPartitions {
 		names[n] = true
 	}
@@ -487,7 +548,8 @@ func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
 		}
 	}
 	for n := range names {
-		sr := SiteReplay{Site: n, Recorded: recorded[n], Replayed: replayed[n], RecordedPartitions: recPartitions[n]}
+		sr := SiteReplay{Site: n, Recorded: recorded[n], Replayed: replayed[n], RecordedPartitions: recPartitions[n],
+			RecordedNotices: recordedNotices[n], ReplayedNotices: replayedNotices[n]}
 		if pr != nil {
 			sr.ReplayedPartitions = pr.events[n]
 		}
@@ -609,14 +671,27 @@ func (v *tallySource) Ask(_ context.Context, source int, targets []vote.Target, 
 	}
 }
 
-// Summary is the one-line verdict: how many switches more or fewer, and
-// how much later or sooner the first failover came, over every site.
+// Summary is the one-line verdict: how many automatic switches more or
+// fewer, and how much later or sooner the first failover came, over
+// every site. The recording's operator switches (manual, config) are not
+// counted: a replay of votes makes none, so it compares automatic
+// switches with automatic switches, and says how many it left out.
 func (r *ReplayResult) Summary() string {
-	rec, rep := 0, 0
+	rec, rep, operator := 0, 0, 0
 	var shift []time.Duration
 	for _, s := range r.Sites {
-		rec += len(s.Recorded)
-		rep += len(s.Replayed)
+		for _, sw := range s.Recorded {
+			if sw.automatic() {
+				rec++
+			} else {
+				operator++
+			}
+		}
+		for _, sw := range s.Replayed {
+			if sw.automatic() {
+				rep++
+			}
+		}
 		a, b := firstFailover(s.Recorded), firstFailover(s.Replayed)
 		if a != nil && b != nil {
 			shift = append(shift, b.Time.Sub(a.Time))
@@ -646,7 +721,36 @@ func (r *ReplayResult) Summary() string {
 			out += ", failover at the same time"
 		}
 	}
+	if operator > 0 {
+		out += fmt.Sprintf("; %d recorded operator switch%s not counted (a replay makes none)", operator, plural(operator))
+	}
 	return out
+}
+
+// noticeSummary compares the failback notices and the flap holds of the
+// recording and of the replay: "" when neither has any.
+func (r *ReplayResult) noticeSummary() string {
+	var recN, repN, recF, repF int
+	for _, s := range r.Sites {
+		for _, n := range s.RecordedNotices {
+			if n.Kind == decide.KindFailbackAvailable.String() {
+				recN++
+			} else if n.Flapping {
+				recF++
+			}
+		}
+		for _, n := range s.ReplayedNotices {
+			if n.Kind == decide.KindFailbackAvailable.String() {
+				repN++
+			} else if n.Flapping {
+				repF++
+			}
+		}
+	}
+	if recN+repN+recF+repF == 0 {
+		return ""
+	}
+	return fmt.Sprintf("failback notices %d recorded, %d replayed; flap holds %d recorded, %d replayed", recN, repN, recF, repF)
 }
 
 func firstFailover(sw []Switch) *Switch {
@@ -695,6 +799,9 @@ func (r *ReplayResult) WriteText(w io.Writer) {
 			a, b := "", ""
 			if i < len(s.Recorded) {
 				a = s.Recorded[i].text()
+				if !s.Recorded[i].automatic() {
+					a += " (operator)"
+				}
 			}
 			if i < len(s.Replayed) {
 				b = s.Replayed[i].text()
@@ -703,6 +810,19 @@ func (r *ReplayResult) WriteText(w io.Writer) {
 		}
 		if len(s.Recorded)+len(s.Replayed) == 0 {
 			fmt.Fprintf(w, "  %-36s  %s\n", "no switch", "no switch")
+		}
+		if len(s.RecordedNotices)+len(s.ReplayedNotices) > 0 {
+			fmt.Fprintf(w, "  failback notices and flap holds\n")
+			for i := 0; i < max(len(s.RecordedNotices), len(s.ReplayedNotices)); i++ {
+				a, b := "", ""
+				if i < len(s.RecordedNotices) {
+					a = s.RecordedNotices[i].text()
+				}
+				if i < len(s.ReplayedNotices) {
+					b = s.ReplayedNotices[i].text()
+				}
+				fmt.Fprintf(w, "  %-36s  %s\n", a, b)
+			}
 		}
 		if len(s.RecordedPartitions)+len(s.ReplayedPartitions) > 0 {
 			fmt.Fprintf(w, "  path partitions\n")
@@ -723,6 +843,9 @@ func (r *ReplayResult) WriteText(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "\nverdict: %s\n", r.Summary())
+	if n := r.noticeSummary(); n != "" {
+		fmt.Fprintf(w, "notices: %s\n", n)
+	}
 	if p := r.partitionSummary(); p != "" {
 		fmt.Fprintf(w, "path partitions: %s\n", p)
 	}
