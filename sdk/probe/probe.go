@@ -205,6 +205,30 @@ type Result struct {
 	PeerCertificate *x509.Certificate
 	// CertNotAfter is PeerCertificate's expiry (zero without one).
 	CertNotAfter time.Time
+	// Timings is the time the probe spent in each phase, summed over its
+	// redirects: what blackbox_exporter reports as
+	// probe_http_duration_seconds{phase}. A phase the probe never reached
+	// is 0.
+	Timings Timings
+}
+
+// Timings is the time a probe spent in each phase. Their sum is at most
+// Result.Duration (the moments between the phases, such as the start, are
+// in none).
+type Timings struct {
+	// DNS is name resolution (blackbox_exporter's phase "resolve"); 0 for
+	// an origin given as an IP address.
+	DNS time.Duration
+	// Connect is the TCP connection ("connect").
+	Connect time.Duration
+	// TLS is the TLS handshake ("tls"); 0 for plain HTTP.
+	TLS time.Duration
+	// Headers is from the end of the handshake (or the connection) to the
+	// response headers: the request written and the origin's processing
+	// ("processing").
+	Headers time.Duration
+	// Body is reading the body ("transfer").
+	Body time.Duration
 }
 
 // Validate reports whether r can be probed. The error wraps
@@ -245,6 +269,12 @@ func Do(ctx context.Context, req Request) (Result, error) {
 		return Result{}, err
 	}
 	res.Duration = time.Since(p.start)
+	p.setPhase(phaseNone) // closes the last phase's time
+	res.Timings = Timings{
+		DNS: time.Duration(p.spent[phaseDNS].Load()), Connect: time.Duration(p.spent[phaseConnect].Load()),
+		TLS: time.Duration(p.spent[phaseTLS].Load()), Headers: time.Duration(p.spent[phaseHeaders].Load()),
+		Body: time.Duration(p.spent[phaseBody].Load()),
+	}
 	if p.leaf != nil {
 		res.PeerCertificate, res.CertNotAfter = p.leaf, p.leaf.NotAfter
 	}
@@ -261,7 +291,11 @@ type prober struct {
 	ctx   context.Context // ends at the probe's timeout or with the caller's context
 	start time.Time
 	phase atomic.Uint32 // index into phases; written by a dial hook too
-	proto string        // of the exchange under way, once the request can be sent
+	// mark is when the current phase began (nanoseconds after start),
+	// spent the time of each phase so far (Result.Timings).
+	mark  atomic.Int64
+	spent [len(phases)]atomic.Int64
+	proto string // of the exchange under way, once the request can be sent
 	leaf  *x509.Certificate
 }
 
@@ -276,7 +310,13 @@ const (
 	phaseBody
 )
 
-func (p *prober) setPhase(ph uint32) { p.phase.Store(ph) }
+// setPhase begins phase ph, adding the time since the last change to the
+// phase it ends.
+func (p *prober) setPhase(ph uint32) {
+	now := int64(time.Since(p.start))
+	prev := p.phase.Swap(ph)
+	p.spent[prev].Add(now - p.mark.Swap(now))
+}
 
 func (p *prober) currentPhase() Phase { return phases[p.phase.Load()] }
 
