@@ -46,7 +46,8 @@
 // A snapshot's version is the publication version and a sequence number
 // ("7.3"); a new one is set when the publication version or the resources
 // change (the topology read after a publication, a name's addresses), and
-// every snapshot is checked with Snapshot.Consistent first. An Apply that
+// every snapshot is checked first: each resource against the validation
+// rules of Envoy's API, the whole with Snapshot.Consistent. An Apply that
 // succeeds means the snapshot is in the cache: clients that are connected
 // get it at once, but vigil-node does not wait for their ACKs. A client's
 // NACK is logged.

@@ -240,6 +240,9 @@ func (s *Server) Apply(ctx context.Context, v *edge.View) (edge.Result, error) {
 		}
 		return addrs[o.Host]
 	})
+	if err := validate(res); err != nil {
+		return edge.Result{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.last != nil && s.lastPub == v.Version && sameResources(s.last, res) {
@@ -325,6 +328,25 @@ func (s *Server) lookup(ctx context.Context, v *edge.View) map[string][]netip.Ad
 	}
 	_ = g.Wait() // the goroutines return no error
 	return out
+}
+
+// validate checks every resource against the constraints of Envoy's API
+// (the protoc-gen-validate rules Envoy checks too), so that a resource
+// Envoy would refuse is never served. The typed configurations inside
+// (the connection manager, TLS) are checked by the tests.
+func validate(res map[resource.Type][]types.Resource) error {
+	for typ, rs := range res {
+		for _, r := range rs {
+			v, ok := r.(interface{ ValidateAll() error })
+			if !ok {
+				continue
+			}
+			if err := v.ValidateAll(); err != nil {
+				return fmt.Errorf("xds: %s %q breaks Envoy's API: %w", typ, cache.GetResourceName(r), err)
+			}
+		}
+	}
+	return nil
 }
 
 // sameResources tells whether a and b hold equal resources in the same
