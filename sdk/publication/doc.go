@@ -13,6 +13,11 @@
 // the site's origins elsewhere (DNS answers, a load balancer's pool)
 // publishes the current level (and the Ramp's split), never the Backup.
 //
+// A reader that applies the publication may acknowledge each version
+// (Follower.Acknowledge, an Applied): when it applied it and what it saw of
+// the levels it left. The control plane builds its failover reports from
+// them; a reader that does not send them is shown as "not reported".
+//
 // A node agent or a third-party publisher imports this package (it is part
 // of the SDK and imports nothing from vigil's core).
 package publication
