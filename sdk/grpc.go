@@ -186,6 +186,14 @@ func (s *server) Vote(ctx context.Context, req *pb.VoteRequest) (*pb.VoteRespons
 		m.Reason = pb.Reason(v.Reason)
 		m.LatencyNanos = int64(v.Latency)
 		m.PluginReason = v.PluginReason
+		if h := v.HTTP; h != nil {
+			m.Http = &pb.HttpProbe{StatusCode: int32(h.StatusCode),
+				ResolveNanos: int64(h.Resolve), ConnectNanos: int64(h.Connect), TlsNanos: int64(h.TLS),
+				ProcessingNanos: int64(h.Processing), TransferNanos: int64(h.Transfer)}
+			if !h.CertNotAfter.IsZero() {
+				m.Http.CertNotAfterUnix = h.CertNotAfter.Unix()
+			}
+		}
 		resp.Votes[i] = m
 	}
 	if r, ok := s.impl.(MetricsReporter); ok {

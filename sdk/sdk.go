@@ -617,6 +617,32 @@ type Vote struct {
 	// folds the rest into reason="other". A vote with a malformed one is
 	// dropped.
 	PluginReason string
+	// HTTP, when set, is what an HTTP check saw (its status code, the
+	// time of each phase, the certificate's expiry), as fields rather
+	// than in Detail: vigil exports them as the blackbox_exporter-style
+	// series vigil_probe_http_status_code,
+	// vigil_probe_http_duration_seconds{phase} and
+	// vigil_probe_ssl_earliest_cert_expiry. Fill it from a probe.Result
+	// with its HTTP method. Protocol 2; a host that predates it ignores
+	// it.
+	HTTP *HTTPProbe
+}
+
+// HTTPProbe is what one HTTP check of an origin saw (Vote.HTTP). A field
+// that was not measured is zero.
+type HTTPProbe struct {
+	// StatusCode is the HTTP status of the last response; 0 when none
+	// arrived.
+	StatusCode int
+	// Resolve, Connect, TLS, Processing and Transfer are the time of each
+	// phase, summed over redirects: name resolution, the TCP connection,
+	// the TLS handshake, from then to the response headers (the request
+	// and the origin's processing), and reading the body. They are
+	// blackbox_exporter's phases of probe_http_duration_seconds.
+	Resolve, Connect, TLS, Processing, Transfer time.Duration
+	// CertNotAfter is the expiry of the leaf certificate the origin
+	// presented; zero for plain HTTP.
+	CertNotAfter time.Time
 }
 
 // ValidPluginReason reports whether s is an acceptable Vote.PluginReason:

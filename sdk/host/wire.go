@@ -33,7 +33,7 @@ const (
 
 	fRespVotes, fRespMetrics = 1, 2
 
-	fVSite, fVOrigin, fVVoter, fVValue, fVReason, fVDetail, fVLatency, fVPluginReason = 1, 2, 3, 4, 5, 6, 7, 8
+	fVSite, fVOrigin, fVVoter, fVValue, fVReason, fVDetail, fVLatency, fVPluginReason, fVHTTP = 1, 2, 3, 4, 5, 6, 7, 8, 9
 )
 
 // voteRequest is a Vote request to be written from a ballot; v1 leaves out
@@ -262,6 +262,17 @@ func parseVote(b []byte, share func([]byte) string) (sdk.Vote, error) {
 				v.PluginReason = share(raw)
 			default: // a known field of another type: skip it as the proto would
 			}
+		case typ == protowire.BytesType && num == fVHTTP:
+			raw, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return v, errWire
+			}
+			b = b[n:]
+			h, err := parseHTTPProbe(raw)
+			if err != nil {
+				return v, err
+			}
+			v.HTTP = h
 		case typ == protowire.VarintType && (num == fVValue || num == fVReason || num == fVLatency):
 			x, n := protowire.ConsumeVarint(b)
 			if n < 0 {
@@ -285,4 +296,50 @@ func parseVote(b []byte, share func([]byte) string) (sdk.Vote, error) {
 		}
 	}
 	return v, nil
+}
+
+// parseHTTPProbe reads a HttpProbe message (Vote.http): every field a
+// varint; unknown ones are skipped.
+func parseHTTPProbe(b []byte) (*sdk.HTTPProbe, error) {
+	h := &sdk.HTTPProbe{}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return nil, errWire
+		}
+		b = b[n:]
+		if typ != protowire.VarintType || num < 1 || num > 7 {
+			n := protowire.ConsumeFieldValue(num, typ, b)
+			if n < 0 {
+				return nil, errWire
+			}
+			b = b[n:]
+			continue
+		}
+		x, n := protowire.ConsumeVarint(b)
+		if n < 0 {
+			return nil, errWire
+		}
+		b = b[n:]
+		d := time.Duration(int64(x))
+		switch num {
+		case 1:
+			h.StatusCode = int(int32(x))
+		case 2:
+			h.Resolve = d
+		case 3:
+			h.Connect = d
+		case 4:
+			h.TLS = d
+		case 5:
+			h.Processing = d
+		case 6:
+			h.Transfer = d
+		case 7:
+			if int64(x) != 0 {
+				h.CertNotAfter = time.Unix(int64(x), 0)
+			}
+		}
+	}
+	return h, nil
 }

@@ -212,6 +212,15 @@ type Result struct {
 	Timings Timings
 }
 
+// HTTP is what the probe saw as a vote's structured fields (sdk.Vote's
+// HTTP): its status code, the time of each phase and the certificate's
+// expiry.
+func (r Result) HTTP() *sdk.HTTPProbe {
+	return &sdk.HTTPProbe{StatusCode: r.Status,
+		Resolve: r.Timings.DNS, Connect: r.Timings.Connect, TLS: r.Timings.TLS,
+		Processing: r.Timings.Headers, Transfer: r.Timings.Body, CertNotAfter: r.CertNotAfter}
+}
+
 // Timings is the time a probe spent in each phase. Their sum is at most
 // Result.Duration (the moments between the phases, such as the start, are
 // in none).

@@ -1178,7 +1178,13 @@ type Vote struct {
 	// (a host that predates this field sees only that). A vote with a
 	// malformed plugin_reason is dropped. Protocol 2 (SDK v0.1.0 sent it
 	// under protocol 1, which a host of protocol 1 ignores).
-	PluginReason  string `protobuf:"bytes,8,opt,name=plugin_reason,json=pluginReason,proto3" json:"plugin_reason,omitempty"`
+	PluginReason string `protobuf:"bytes,8,opt,name=plugin_reason,json=pluginReason,proto3" json:"plugin_reason,omitempty"`
+	// http, when set, is what an HTTP check saw, as fields rather than in
+	// `detail`: the host exports them as blackbox_exporter-style series
+	// (vigil_probe_http_status_code, vigil_probe_http_duration_seconds,
+	// vigil_probe_ssl_earliest_cert_expiry). Optional, protocol 2: a host
+	// that predates it skips the field.
+	Http          *HttpProbe `protobuf:"bytes,9,opt,name=http,proto3" json:"http,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1269,6 +1275,114 @@ func (x *Vote) GetPluginReason() string {
 	return ""
 }
 
+func (x *Vote) GetHttp() *HttpProbe {
+	if x != nil {
+		return x.Http
+	}
+	return nil
+}
+
+// HttpProbe is what one HTTP check of an origin saw. A field that was not
+// measured is 0.
+type HttpProbe struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The HTTP status code of the last response (of the last redirect,
+	// when they are followed); 0 when no response arrived.
+	StatusCode int32 `protobuf:"varint,1,opt,name=status_code,json=statusCode,proto3" json:"status_code,omitempty"`
+	// The time of each phase, summed over redirects: name resolution, the
+	// TCP connection, the TLS handshake, from then to the response headers
+	// (the request and the origin's processing), and reading the body.
+	ResolveNanos    int64 `protobuf:"varint,2,opt,name=resolve_nanos,json=resolveNanos,proto3" json:"resolve_nanos,omitempty"`
+	ConnectNanos    int64 `protobuf:"varint,3,opt,name=connect_nanos,json=connectNanos,proto3" json:"connect_nanos,omitempty"`
+	TlsNanos        int64 `protobuf:"varint,4,opt,name=tls_nanos,json=tlsNanos,proto3" json:"tls_nanos,omitempty"`
+	ProcessingNanos int64 `protobuf:"varint,5,opt,name=processing_nanos,json=processingNanos,proto3" json:"processing_nanos,omitempty"`
+	TransferNanos   int64 `protobuf:"varint,6,opt,name=transfer_nanos,json=transferNanos,proto3" json:"transfer_nanos,omitempty"`
+	// The expiry of the leaf certificate the origin presented, in Unix
+	// seconds; 0 for plain HTTP or a handshake that failed before it.
+	CertNotAfterUnix int64 `protobuf:"varint,7,opt,name=cert_not_after_unix,json=certNotAfterUnix,proto3" json:"cert_not_after_unix,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *HttpProbe) Reset() {
+	*x = HttpProbe{}
+	mi := &file_votesource_v1_votesource_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HttpProbe) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HttpProbe) ProtoMessage() {}
+
+func (x *HttpProbe) ProtoReflect() protoreflect.Message {
+	mi := &file_votesource_v1_votesource_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HttpProbe.ProtoReflect.Descriptor instead.
+func (*HttpProbe) Descriptor() ([]byte, []int) {
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *HttpProbe) GetStatusCode() int32 {
+	if x != nil {
+		return x.StatusCode
+	}
+	return 0
+}
+
+func (x *HttpProbe) GetResolveNanos() int64 {
+	if x != nil {
+		return x.ResolveNanos
+	}
+	return 0
+}
+
+func (x *HttpProbe) GetConnectNanos() int64 {
+	if x != nil {
+		return x.ConnectNanos
+	}
+	return 0
+}
+
+func (x *HttpProbe) GetTlsNanos() int64 {
+	if x != nil {
+		return x.TlsNanos
+	}
+	return 0
+}
+
+func (x *HttpProbe) GetProcessingNanos() int64 {
+	if x != nil {
+		return x.ProcessingNanos
+	}
+	return 0
+}
+
+func (x *HttpProbe) GetTransferNanos() int64 {
+	if x != nil {
+		return x.TransferNanos
+	}
+	return 0
+}
+
+func (x *HttpProbe) GetCertNotAfterUnix() int64 {
+	if x != nil {
+		return x.CertNotAfterUnix
+	}
+	return 0
+}
+
 type VoteResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Votes []*Vote                `protobuf:"bytes,1,rep,name=votes,proto3" json:"votes,omitempty"`
@@ -1285,7 +1399,7 @@ type VoteResponse struct {
 
 func (x *VoteResponse) Reset() {
 	*x = VoteResponse{}
-	mi := &file_votesource_v1_votesource_proto_msgTypes[14]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1411,7 @@ func (x *VoteResponse) String() string {
 func (*VoteResponse) ProtoMessage() {}
 
 func (x *VoteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_votesource_v1_votesource_proto_msgTypes[14]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1424,7 @@ func (x *VoteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoteResponse.ProtoReflect.Descriptor instead.
 func (*VoteResponse) Descriptor() ([]byte, []int) {
-	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{14}
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *VoteResponse) GetVotes() []*Vote {
@@ -1346,7 +1460,7 @@ type Metric struct {
 
 func (x *Metric) Reset() {
 	*x = Metric{}
-	mi := &file_votesource_v1_votesource_proto_msgTypes[15]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1472,7 @@ func (x *Metric) String() string {
 func (*Metric) ProtoMessage() {}
 
 func (x *Metric) ProtoReflect() protoreflect.Message {
-	mi := &file_votesource_v1_votesource_proto_msgTypes[15]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1485,7 @@ func (x *Metric) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Metric.ProtoReflect.Descriptor instead.
 func (*Metric) Descriptor() ([]byte, []int) {
-	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{15}
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Metric) GetName() string {
@@ -1417,7 +1531,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_votesource_v1_votesource_proto_msgTypes[16]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1429,7 +1543,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_votesource_v1_votesource_proto_msgTypes[16]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1442,7 +1556,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{16}
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{17}
 }
 
 type StatusItem struct {
@@ -1458,7 +1572,7 @@ type StatusItem struct {
 
 func (x *StatusItem) Reset() {
 	*x = StatusItem{}
-	mi := &file_votesource_v1_votesource_proto_msgTypes[17]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1584,7 @@ func (x *StatusItem) String() string {
 func (*StatusItem) ProtoMessage() {}
 
 func (x *StatusItem) ProtoReflect() protoreflect.Message {
-	mi := &file_votesource_v1_votesource_proto_msgTypes[17]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1597,7 @@ func (x *StatusItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusItem.ProtoReflect.Descriptor instead.
 func (*StatusItem) Descriptor() ([]byte, []int) {
-	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{17}
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StatusItem) GetName() string {
@@ -1531,7 +1645,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_votesource_v1_votesource_proto_msgTypes[18]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +1657,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_votesource_v1_votesource_proto_msgTypes[18]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +1670,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{18}
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StatusResponse) GetSummary() string {
@@ -1581,7 +1695,7 @@ type WatchSuspectsRequest struct {
 
 func (x *WatchSuspectsRequest) Reset() {
 	*x = WatchSuspectsRequest{}
-	mi := &file_votesource_v1_votesource_proto_msgTypes[19]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1593,7 +1707,7 @@ func (x *WatchSuspectsRequest) String() string {
 func (*WatchSuspectsRequest) ProtoMessage() {}
 
 func (x *WatchSuspectsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_votesource_v1_votesource_proto_msgTypes[19]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1606,7 +1720,7 @@ func (x *WatchSuspectsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchSuspectsRequest.ProtoReflect.Descriptor instead.
 func (*WatchSuspectsRequest) Descriptor() ([]byte, []int) {
-	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{19}
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{20}
 }
 
 // Suspect names a site that deserves a confirmation round now.
@@ -1627,7 +1741,7 @@ type Suspect struct {
 
 func (x *Suspect) Reset() {
 	*x = Suspect{}
-	mi := &file_votesource_v1_votesource_proto_msgTypes[20]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1639,7 +1753,7 @@ func (x *Suspect) String() string {
 func (*Suspect) ProtoMessage() {}
 
 func (x *Suspect) ProtoReflect() protoreflect.Message {
-	mi := &file_votesource_v1_votesource_proto_msgTypes[20]
+	mi := &file_votesource_v1_votesource_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1652,7 +1766,7 @@ func (x *Suspect) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Suspect.ProtoReflect.Descriptor instead.
 func (*Suspect) Descriptor() ([]byte, []int) {
-	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{20}
+	return file_votesource_v1_votesource_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Suspect) GetSite() string {
@@ -1754,7 +1868,7 @@ const file_votesource_v1_votesource_proto_rawDesc = "" +
 	"\x03cas\x18\x03 \x03(\v2).vigil.votesource.v1.VoteRequest.CasEntryR\x03cas\x1a6\n" +
 	"\bCasEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\x91\x02\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xc5\x02\n" +
 	"\x04Vote\x12\x12\n" +
 	"\x04site\x18\x01 \x01(\tR\x04site\x12\x16\n" +
 	"\x06origin\x18\x02 \x01(\tR\x06origin\x12\x14\n" +
@@ -1763,7 +1877,17 @@ const file_votesource_v1_votesource_proto_rawDesc = "" +
 	"\x06reason\x18\x05 \x01(\x0e2\x1b.vigil.votesource.v1.ReasonR\x06reason\x12\x16\n" +
 	"\x06detail\x18\x06 \x01(\tR\x06detail\x12#\n" +
 	"\rlatency_nanos\x18\a \x01(\x03R\flatencyNanos\x12#\n" +
-	"\rplugin_reason\x18\b \x01(\tR\fpluginReason\"v\n" +
+	"\rplugin_reason\x18\b \x01(\tR\fpluginReason\x122\n" +
+	"\x04http\x18\t \x01(\v2\x1e.vigil.votesource.v1.HttpProbeR\x04http\"\x94\x02\n" +
+	"\tHttpProbe\x12\x1f\n" +
+	"\vstatus_code\x18\x01 \x01(\x05R\n" +
+	"statusCode\x12#\n" +
+	"\rresolve_nanos\x18\x02 \x01(\x03R\fresolveNanos\x12#\n" +
+	"\rconnect_nanos\x18\x03 \x01(\x03R\fconnectNanos\x12\x1b\n" +
+	"\ttls_nanos\x18\x04 \x01(\x03R\btlsNanos\x12)\n" +
+	"\x10processing_nanos\x18\x05 \x01(\x03R\x0fprocessingNanos\x12%\n" +
+	"\x0etransfer_nanos\x18\x06 \x01(\x03R\rtransferNanos\x12-\n" +
+	"\x13cert_not_after_unix\x18\a \x01(\x03R\x10certNotAfterUnix\"v\n" +
 	"\fVoteResponse\x12/\n" +
 	"\x05votes\x18\x01 \x03(\v2\x19.vigil.votesource.v1.VoteR\x05votes\x125\n" +
 	"\ametrics\x18\x02 \x03(\v2\x1b.vigil.votesource.v1.MetricR\ametrics\"\xf7\x01\n" +
@@ -1853,7 +1977,7 @@ func file_votesource_v1_votesource_proto_rawDescGZIP() []byte {
 }
 
 var file_votesource_v1_votesource_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_votesource_v1_votesource_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_votesource_v1_votesource_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_votesource_v1_votesource_proto_goTypes = []any{
 	(AttributeType)(0),           // 0: vigil.votesource.v1.AttributeType
 	(Value)(0),                   // 1: vigil.votesource.v1.Value
@@ -1873,55 +1997,57 @@ var file_votesource_v1_votesource_proto_goTypes = []any{
 	(*TLSSettings)(nil),          // 15: vigil.votesource.v1.TLSSettings
 	(*VoteRequest)(nil),          // 16: vigil.votesource.v1.VoteRequest
 	(*Vote)(nil),                 // 17: vigil.votesource.v1.Vote
-	(*VoteResponse)(nil),         // 18: vigil.votesource.v1.VoteResponse
-	(*Metric)(nil),               // 19: vigil.votesource.v1.Metric
-	(*StatusRequest)(nil),        // 20: vigil.votesource.v1.StatusRequest
-	(*StatusItem)(nil),           // 21: vigil.votesource.v1.StatusItem
-	(*StatusResponse)(nil),       // 22: vigil.votesource.v1.StatusResponse
-	(*WatchSuspectsRequest)(nil), // 23: vigil.votesource.v1.WatchSuspectsRequest
-	(*Suspect)(nil),              // 24: vigil.votesource.v1.Suspect
-	nil,                          // 25: vigil.votesource.v1.ConfigureRequest.ValuesEntry
-	nil,                          // 26: vigil.votesource.v1.Target.HeadersEntry
-	nil,                          // 27: vigil.votesource.v1.VoteRequest.CasEntry
-	nil,                          // 28: vigil.votesource.v1.Metric.LabelsEntry
-	nil,                          // 29: vigil.votesource.v1.StatusItem.LabelsEntry
+	(*HttpProbe)(nil),            // 18: vigil.votesource.v1.HttpProbe
+	(*VoteResponse)(nil),         // 19: vigil.votesource.v1.VoteResponse
+	(*Metric)(nil),               // 20: vigil.votesource.v1.Metric
+	(*StatusRequest)(nil),        // 21: vigil.votesource.v1.StatusRequest
+	(*StatusItem)(nil),           // 22: vigil.votesource.v1.StatusItem
+	(*StatusResponse)(nil),       // 23: vigil.votesource.v1.StatusResponse
+	(*WatchSuspectsRequest)(nil), // 24: vigil.votesource.v1.WatchSuspectsRequest
+	(*Suspect)(nil),              // 25: vigil.votesource.v1.Suspect
+	nil,                          // 26: vigil.votesource.v1.ConfigureRequest.ValuesEntry
+	nil,                          // 27: vigil.votesource.v1.Target.HeadersEntry
+	nil,                          // 28: vigil.votesource.v1.VoteRequest.CasEntry
+	nil,                          // 29: vigil.votesource.v1.Metric.LabelsEntry
+	nil,                          // 30: vigil.votesource.v1.StatusItem.LabelsEntry
 }
 var file_votesource_v1_votesource_proto_depIdxs = []int32{
 	0,  // 0: vigil.votesource.v1.Attribute.type:type_name -> vigil.votesource.v1.AttributeType
 	7,  // 1: vigil.votesource.v1.ConfigSchemaResponse.attributes:type_name -> vigil.votesource.v1.Attribute
 	9,  // 2: vigil.votesource.v1.ConfigValue.string_list:type_name -> vigil.votesource.v1.StringList
-	25, // 3: vigil.votesource.v1.ConfigureRequest.values:type_name -> vigil.votesource.v1.ConfigureRequest.ValuesEntry
+	26, // 3: vigil.votesource.v1.ConfigureRequest.values:type_name -> vigil.votesource.v1.ConfigureRequest.ValuesEntry
 	12, // 4: vigil.votesource.v1.ConfigureResponse.diagnostics:type_name -> vigil.votesource.v1.Diagnostic
 	15, // 5: vigil.votesource.v1.Target.tls:type_name -> vigil.votesource.v1.TLSSettings
-	26, // 6: vigil.votesource.v1.Target.headers:type_name -> vigil.votesource.v1.Target.HeadersEntry
+	27, // 6: vigil.votesource.v1.Target.headers:type_name -> vigil.votesource.v1.Target.HeadersEntry
 	14, // 7: vigil.votesource.v1.VoteRequest.targets:type_name -> vigil.votesource.v1.Target
-	27, // 8: vigil.votesource.v1.VoteRequest.cas:type_name -> vigil.votesource.v1.VoteRequest.CasEntry
+	28, // 8: vigil.votesource.v1.VoteRequest.cas:type_name -> vigil.votesource.v1.VoteRequest.CasEntry
 	1,  // 9: vigil.votesource.v1.Vote.value:type_name -> vigil.votesource.v1.Value
 	2,  // 10: vigil.votesource.v1.Vote.reason:type_name -> vigil.votesource.v1.Reason
-	17, // 11: vigil.votesource.v1.VoteResponse.votes:type_name -> vigil.votesource.v1.Vote
-	19, // 12: vigil.votesource.v1.VoteResponse.metrics:type_name -> vigil.votesource.v1.Metric
-	3,  // 13: vigil.votesource.v1.Metric.kind:type_name -> vigil.votesource.v1.MetricKind
-	28, // 14: vigil.votesource.v1.Metric.labels:type_name -> vigil.votesource.v1.Metric.LabelsEntry
-	29, // 15: vigil.votesource.v1.StatusItem.labels:type_name -> vigil.votesource.v1.StatusItem.LabelsEntry
-	21, // 16: vigil.votesource.v1.StatusResponse.items:type_name -> vigil.votesource.v1.StatusItem
-	10, // 17: vigil.votesource.v1.ConfigureRequest.ValuesEntry.value:type_name -> vigil.votesource.v1.ConfigValue
-	4,  // 18: vigil.votesource.v1.VoteSource.Info:input_type -> vigil.votesource.v1.InfoRequest
-	6,  // 19: vigil.votesource.v1.VoteSource.ConfigSchema:input_type -> vigil.votesource.v1.ConfigSchemaRequest
-	11, // 20: vigil.votesource.v1.VoteSource.Configure:input_type -> vigil.votesource.v1.ConfigureRequest
-	16, // 21: vigil.votesource.v1.VoteSource.Vote:input_type -> vigil.votesource.v1.VoteRequest
-	20, // 22: vigil.votesource.v1.VoteSource.Status:input_type -> vigil.votesource.v1.StatusRequest
-	23, // 23: vigil.votesource.v1.VoteSource.WatchSuspects:input_type -> vigil.votesource.v1.WatchSuspectsRequest
-	5,  // 24: vigil.votesource.v1.VoteSource.Info:output_type -> vigil.votesource.v1.InfoResponse
-	8,  // 25: vigil.votesource.v1.VoteSource.ConfigSchema:output_type -> vigil.votesource.v1.ConfigSchemaResponse
-	13, // 26: vigil.votesource.v1.VoteSource.Configure:output_type -> vigil.votesource.v1.ConfigureResponse
-	18, // 27: vigil.votesource.v1.VoteSource.Vote:output_type -> vigil.votesource.v1.VoteResponse
-	22, // 28: vigil.votesource.v1.VoteSource.Status:output_type -> vigil.votesource.v1.StatusResponse
-	24, // 29: vigil.votesource.v1.VoteSource.WatchSuspects:output_type -> vigil.votesource.v1.Suspect
-	24, // [24:30] is the sub-list for method output_type
-	18, // [18:24] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	18, // 11: vigil.votesource.v1.Vote.http:type_name -> vigil.votesource.v1.HttpProbe
+	17, // 12: vigil.votesource.v1.VoteResponse.votes:type_name -> vigil.votesource.v1.Vote
+	20, // 13: vigil.votesource.v1.VoteResponse.metrics:type_name -> vigil.votesource.v1.Metric
+	3,  // 14: vigil.votesource.v1.Metric.kind:type_name -> vigil.votesource.v1.MetricKind
+	29, // 15: vigil.votesource.v1.Metric.labels:type_name -> vigil.votesource.v1.Metric.LabelsEntry
+	30, // 16: vigil.votesource.v1.StatusItem.labels:type_name -> vigil.votesource.v1.StatusItem.LabelsEntry
+	22, // 17: vigil.votesource.v1.StatusResponse.items:type_name -> vigil.votesource.v1.StatusItem
+	10, // 18: vigil.votesource.v1.ConfigureRequest.ValuesEntry.value:type_name -> vigil.votesource.v1.ConfigValue
+	4,  // 19: vigil.votesource.v1.VoteSource.Info:input_type -> vigil.votesource.v1.InfoRequest
+	6,  // 20: vigil.votesource.v1.VoteSource.ConfigSchema:input_type -> vigil.votesource.v1.ConfigSchemaRequest
+	11, // 21: vigil.votesource.v1.VoteSource.Configure:input_type -> vigil.votesource.v1.ConfigureRequest
+	16, // 22: vigil.votesource.v1.VoteSource.Vote:input_type -> vigil.votesource.v1.VoteRequest
+	21, // 23: vigil.votesource.v1.VoteSource.Status:input_type -> vigil.votesource.v1.StatusRequest
+	24, // 24: vigil.votesource.v1.VoteSource.WatchSuspects:input_type -> vigil.votesource.v1.WatchSuspectsRequest
+	5,  // 25: vigil.votesource.v1.VoteSource.Info:output_type -> vigil.votesource.v1.InfoResponse
+	8,  // 26: vigil.votesource.v1.VoteSource.ConfigSchema:output_type -> vigil.votesource.v1.ConfigSchemaResponse
+	13, // 27: vigil.votesource.v1.VoteSource.Configure:output_type -> vigil.votesource.v1.ConfigureResponse
+	19, // 28: vigil.votesource.v1.VoteSource.Vote:output_type -> vigil.votesource.v1.VoteResponse
+	23, // 29: vigil.votesource.v1.VoteSource.Status:output_type -> vigil.votesource.v1.StatusResponse
+	25, // 30: vigil.votesource.v1.VoteSource.WatchSuspects:output_type -> vigil.votesource.v1.Suspect
+	25, // [25:31] is the sub-list for method output_type
+	19, // [19:25] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_votesource_v1_votesource_proto_init() }
@@ -1942,7 +2068,7 @@ func file_votesource_v1_votesource_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_votesource_v1_votesource_proto_rawDesc), len(file_votesource_v1_votesource_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
