@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/vigilcdn/vigil/api"
 	"github.com/vigilcdn/vigil/core/config"
 	"github.com/vigilcdn/vigil/core/simulate"
 )
@@ -22,7 +23,9 @@ docs/simulate.md.
 With -history, replays the recorded verdicts of an agent's data_dir (its
 history.ring) or of a vigil history export through the configuration, and
 prints the recorded and the replayed switches side by side with a one-line
-verdict ("1 fewer switch, failover 2 s later"). See docs/replay.md.`,
+verdict ("1 fewer switch, failover 2 s later"). While an agent runs on the
+data_dir, its journal and names are read through its API (-address, -token).
+See docs/replay.md.`,
 		run: runSimulate,
 	})
 }
@@ -32,6 +35,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	path := fs.String("config", "", "configuration file or folder of *.hcl files (required)")
 	timeline := fs.String("timeline", "", "timeline file, JSON lines (- for standard input)")
 	hist := fs.String("history", "", "replay the recorded verdicts of this data_dir or `export` (vigil history export) instead of a timeline")
+	agentFlags(fs)
 	pos, code, ok := parseFlags(fs, args, stdout, stderr)
 	if !ok {
 		return code
@@ -50,7 +54,7 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *hist != "" {
-		return replayHistory(*hist, cfg, stdout, stderr)
+		return replayHistory(*hist, cfg, agentClient(fs, cfg), stdout, stderr)
 	}
 	var in io.Reader = os.Stdin
 	if *timeline != "-" {
@@ -79,24 +83,26 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// replayHistory is vigil simulate -history.
-func replayHistory(from string, cfg *config.Config, stdout, stderr io.Writer) int {
+// replayHistory is vigil simulate -history. c is the API of the agent
+// that may hold from's state file: a live data dir's journal and names
+// are read through it.
+func replayHistory(from string, cfg *config.Config, c *api.Client, stdout, stderr io.Writer) int {
 	var x *simulate.Export
 	var warn string
 	if st, err := os.Stat(from); err == nil && st.IsDir() {
-		if x, err = exportHistory(from, nil); err != nil {
+		if x, err = exportHistory(from, nil, c); err != nil {
 			// The names from the replay's own configuration: the file
 			// keeps their hashes. Its sources name the recorded chain
 			// positions, position for position (the export's tallies
 			// and settling sources are named by them).
-			if x, err = exportHistory(from, cfg); err != nil {
+			if x, err = exportHistory(from, cfg, c); err != nil {
 				fmt.Fprintf(stderr, "vigil simulate: %v\n", err)
 				return 2
 			}
 			x.Header.RoundInterval, x.Header.Names = "", "the replayed configuration"
 			x.Header.ConfirmInterval = "" // the replayed configuration's, not the recording's
 			x.Header.PartitionLabel = ""  // likewise
-			warn = "the history's names come from this configuration (the state file cannot be read): its sources name the recorded chain positions, position for position"
+			warn = "the history's names come from this configuration (neither the state file nor the running agent could be read): its sources name the recorded chain positions, position for position"
 		}
 	} else {
 		f, err := os.Open(from)
