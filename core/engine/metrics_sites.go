@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
@@ -74,7 +75,17 @@ var (
 		"How long the voter's check of the origin took in the site's last round (0 when not measured).", []string{"origin", "site", "source", "voter"}, nil)
 	descProbeReason = prometheus.NewDesc("vigil_probe_reason",
 		"The reason of the voter's last vote on the origin (ok, connect_failed, timeout, bad_status, ...), as a label of a series valued 1.", []string{"origin", "reason", "site", "source", "voter"}, nil)
+	descProbeHTTPStatus = prometheus.NewDesc("vigil_probe_http_status_code",
+		"The HTTP status of the voter's last check of the origin (0 when no response arrived); only for sources that send it, as blackbox_exporter's probe_http_status_code.", []string{"origin", "site", "source", "voter"}, nil)
+	descProbeHTTPPhase = prometheus.NewDesc("vigil_probe_http_duration_seconds",
+		"The time of each phase of the voter's last HTTP check of the origin, summed over redirects, as blackbox_exporter's probe_http_duration_seconds.", []string{"origin", "phase", "site", "source", "voter"}, nil)
+	descProbeCertExpiry = prometheus.NewDesc("vigil_probe_ssl_earliest_cert_expiry",
+		"When the certificate the origin presented to the voter's last check expires, in Unix seconds (no series for plain HTTP), as blackbox_exporter's probe_ssl_earliest_cert_expiry.", []string{"origin", "site", "source", "voter"}, nil)
 )
+
+// HTTPPhases are the values of the label phase of
+// vigil_probe_http_duration_seconds, blackbox_exporter's.
+var HTTPPhases = []string{"resolve", "connect", "tls", "processing", "transfer"}
 
 // siteCollector makes the per-site families of one Views snapshot.
 type siteCollector struct {
@@ -106,6 +117,9 @@ func (c *siteCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- descProbeSuccess
 		ch <- descProbeDuration
 		ch <- descProbeReason
+		ch <- descProbeHTTPStatus
+		ch <- descProbeHTTPPhase
+		ch <- descProbeCertExpiry
 	}
 }
 
@@ -182,7 +196,9 @@ func levelWeight(snap *siteSnap, l int) int {
 
 // collectProbes makes the last round's votes of each origin into
 // blackbox_exporter-style series (success, duration, reason; an
-// abstention has no success) and each origin's info.
+// abstention has no success; and, for votes that carry an HTTP check's
+// fields, its status, phase times and certificate expiry) and each
+// origin's info.
 func (c *siteCollector) collectProbes(ch chan<- prometheus.Metric, from, to int) {
 	v := c.v
 	chain := v.fleet.Chain
@@ -219,6 +235,15 @@ func (c *siteCollector) collectProbes(ch chan<- prometheus.Metric, from, to int)
 				}
 				gauge(descProbeDuration, float64(r.latency)/1e6, origin, name, src, r.voter)
 				gauge(descProbeReason, 1, origin, sdk.Reason(r.reason).String(), name, src, r.voter)
+				if h := r.http; h != nil {
+					gauge(descProbeHTTPStatus, float64(h.StatusCode), origin, name, src, r.voter)
+					for k, d := range [...]time.Duration{h.Resolve, h.Connect, h.TLS, h.Processing, h.Transfer} {
+						gauge(descProbeHTTPPhase, d.Seconds(), origin, HTTPPhases[k], name, src, r.voter)
+					}
+					if !h.CertNotAfter.IsZero() {
+						gauge(descProbeCertExpiry, float64(h.CertNotAfter.Unix()), origin, name, src, r.voter)
+					}
+				}
 			}
 		}
 	}

@@ -162,7 +162,7 @@ func (a *chainAsker) Ask(ctx context.Context, source int, targets []vote.Target,
 		}
 		a.cast = append(a.cast, castVote{target: a.flat(targets[i]), vote: voteRecord{
 			voter: a.intern.get(v.Voter), detail: a.intern.get(v.Detail), latency: micros(v.Latency),
-			source: uint8(source), value: uint8(v.Value), reason: uint8(v.Reason), plugin: plugin,
+			source: uint8(source), value: uint8(v.Value), reason: uint8(v.Reason), plugin: plugin, http: v.HTTP,
 		}})
 	}
 }

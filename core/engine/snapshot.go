@@ -195,6 +195,9 @@ type voteRecord struct {
 	// plugin is the vote's plugin reason, numbered by theReasons (0:
 	// none): one byte, in what was the record's padding.
 	plugin uint8
+	// http is what an HTTP check saw (sdk.Vote's HTTP), nil when the
+	// source sent none: the vigil_probe_http_* series (metrics_sites.go).
+	http *sdk.HTTPProbe
 }
 
 // vote is the vote in the read model's terms.

@@ -301,7 +301,7 @@ func (s *Source) outOfTime(t *sdk.Target, why string) sdk.Vote {
 }
 
 func (s *Source) vote(t *sdk.Target, res probe.Result) sdk.Vote {
-	v := sdk.Vote{Site: t.Site, Origin: t.Origin, Voter: s.voter, Value: sdk.Down, Reason: res.Reason, Detail: res.Detail, Latency: res.Latency}
+	v := sdk.Vote{Site: t.Site, Origin: t.Origin, Voter: s.voter, Value: sdk.Down, Reason: res.Reason, Detail: res.Detail, Latency: res.Latency, HTTP: res.HTTP()}
 	if res.Up {
 		v.Value = sdk.Up
 	}
