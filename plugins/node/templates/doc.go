@@ -11,7 +11,12 @@
 // haproxy.cfg: one backend per site, a stats socket at level admin for the
 // runtime driver, the next level's origins as backup servers and the other
 // levels' as disabled servers, every server checked and observed, and GET
-// and HEAD retried on another server). During a
+// and HEAD retried on another server), and trafficserver-parent.config.tmpl
+// with trafficserver-remap.config.tmpl (Apache Traffic Server's
+// parent.config and remap.config, to be used together: a map rule per
+// site, and a parent rule whose parents are the current level's origins,
+// taken in turn, or, with the var consistent_hash=on and during a ramp,
+// hashed with the next level as secondary parents). During a
 // failback ramp both write the two levels' servers with their weights
 // (Site.Ramp and Origin.Weight of the View). They are
 // Go text/templates executed with an *edge.View; the package documentation
@@ -29,8 +34,8 @@ import (
 //go:embed *.tmpl
 var files embed.FS
 
-// Get returns the shipped template NAME ("nginx", "haproxy", "varnish" or
-// "caddy").
+// Get returns the shipped template NAME ("nginx", "haproxy", "varnish",
+// "caddy", "trafficserver-parent" or "trafficserver-remap").
 func Get(name string) (string, error) {
 	b, err := files.ReadFile(name + tmplExt(name))
 	if err != nil {
@@ -49,6 +54,8 @@ func tmplExt(name string) string {
 		return ".vcl.tmpl"
 	case "caddy":
 		return ".Caddyfile.tmpl"
+	case "trafficserver-parent", "trafficserver-remap":
+		return ".config.tmpl"
 	}
 	return ".tmpl"
 }
