@@ -133,6 +133,27 @@ func TestHiddenStatesInTheView(t *testing.T) {
 			t.Errorf("after the switch: level %d, waiting %+v", v.Level, v.Waiting)
 		}
 	})
+	t.Run("drill", func(t *testing.T) {
+		r := newHiddenRig(t, "", "")
+		r.round()
+		r.round() // back on level 1 (auto failback)
+		if v := r.view(); v.Level != 1 || v.Drill != nil {
+			t.Fatalf("before the drill: level %d, drill %+v", v.Level, v.Drill)
+		}
+		if _, err := r.e.StartDrill(context.Background(), "www", engine.DrillRequest{Level: 1, For: 5 * time.Minute}, "ops"); err != nil {
+			t.Fatal(err)
+		}
+		v := r.view()
+		if v.Drill == nil || v.Drill.Level != 1 || v.Drill.Actor != "ops" || v.Drill.Until == nil || !v.Drill.Until.Equal(v.Drill.Started.Add(5*time.Minute)) {
+			t.Fatalf("a running drill: %+v", v.Drill)
+		}
+		if _, err := r.e.AbortDrill(context.Background(), "www", "ops"); err != nil {
+			t.Fatal(err)
+		}
+		if v := r.view(); v.Drill != nil {
+			t.Errorf("after the abort: drill %+v", v.Drill)
+		}
+	})
 	t.Run("ramp", func(t *testing.T) {
 		r := newHiddenRig(t, "", `ramp {
       steps    = [10, 50, 75, 100]
