@@ -109,6 +109,7 @@ func TestBrowserHiddenStates(t *testing.T) {
 		if got, want := text(t, ctx, waiting), "manual failback waiting: level 1 is healthy; run vigil switch www 1"; got != want {
 			t.Errorf("waiting = %q, want %q", got, want)
 		}
+		screenshot(t, ctx, artifactDir(t), "manual-failback-waiting.png")
 	})
 	t.Run("an uptime says how much data it covers", func(t *testing.T) {
 		const partial = card + ` tr[data-origin="a1"] td.uptime .partial`
@@ -130,6 +131,7 @@ func TestBrowserHiddenStates(t *testing.T) {
 		if f := eval[string](t, ctx, `getComputedStyle(document.getElementById('sites')).filter`); !strings.Contains(f, "grayscale") {
 			t.Errorf("the sites' filter is %q, want a grayscale", f)
 		}
+		screenshot(t, ctx, artifactDir(t), "disconnected-greyed.png")
 		offline.Store(false)
 		step(t, ctx, "wait for the page to come back", visible(`body[data-stale="false"] #sites`))
 	})

@@ -233,6 +233,9 @@
         return [`Level ${e.level} is healthy again: failback available (manual failback)`];
       case 'all_levels_unhealthy':
         return [`Every level is unhealthy; staying on level ${e.level}`];
+      case 'ramp_step':
+        return [e.weight >= 100 ? `Failback ramp over: all new requests on level ${e.level}`
+          : `Failback ramp: ${e.weight}% of new requests to level ${e.level}, the rest on level ${e.from}`];
       default:
         return [e.kind || 'event'];
     }
