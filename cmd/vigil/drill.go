@@ -243,7 +243,10 @@ func (f *drillFollower) report(ctx context.Context, stdout, stderr io.Writer, as
 	if len(reports) > 0 {
 		fmt.Fprintln(stdout)
 		for i := len(reports) - 1; i >= 0; i-- { // oldest first
-			writeDrillReport(stdout, &reports[i])
+			if i < len(reports)-1 {
+				fmt.Fprintln(stdout)
+			}
+			writeFailoverReport(stdout, &reports[i])
 		}
 	}
 	return 0
@@ -282,40 +285,4 @@ func drillMark(e api.Event) string {
 		return " [drill]"
 	}
 	return ""
-}
-
-// writeDrillReport prints one failover report of the drill.
-func writeDrillReport(w io.Writer, r *api.FailoverReport) {
-	secs := func(p *float64) string {
-		if p == nil {
-			return "not measured"
-		}
-		return fmt.Sprintf("%.3fs", *p)
-	}
-	fmt.Fprintf(w, "Failover level %d -> %d (journal seq %d, round %d)\n", r.FromLevel, r.ToLevel, r.Seq, r.Round)
-	if r.FirstFailure != nil {
-		fmt.Fprintf(w, "  first failed verdict  %s (%s)\n", r.FirstFailure, r.Origin)
-	}
-	fmt.Fprintf(w, "  decided               %s  detect %s\n", r.Decided, secs(r.DetectSeconds))
-	if r.Published != nil {
-		fmt.Fprintf(w, "  published             %s  version %d, %s after the decision\n", r.Published, r.Publication, secs(r.PublishSeconds))
-	}
-	for _, n := range r.Nodes {
-		if !n.Reported {
-			fmt.Fprintf(w, "  node %-16s not reported\n", n.Node)
-			continue
-		}
-		line := fmt.Sprintf("  node %-16s applied %s  edge %s  %s", n.Node, n.Applied, secs(n.EdgeSeconds), n.Result)
-		if n.Proxying {
-			last := "no request to the failed level"
-			if n.LastRequest != nil {
-				last = "last request to the failed level " + n.LastRequest.String()
-			}
-			line += fmt.Sprintf("; %s; visitor errors %d of %d", last, n.VisitorErrors, n.VisitorRequests)
-		}
-		fmt.Fprintln(w, line)
-	}
-	if !r.Complete {
-		fmt.Fprintln(w, "  (the report is not complete yet: some nodes have not reported; vigil failovers shows it later)")
-	}
 }

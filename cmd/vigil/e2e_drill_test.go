@@ -346,7 +346,7 @@ site "www" {
 		}
 		if !strings.Contains(errb.String(), "report is not available from this agent") {
 			for _, e := range edges {
-				if !strings.Contains(out.String(), "node "+e.id) {
+				if !strings.Contains(out.String(), "\n  "+e.id+"  ") { // a row of writeFailoverReport's table
 					t.Errorf("the report has no row for %s", e.id)
 				}
 			}
