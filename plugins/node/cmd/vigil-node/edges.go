@@ -34,6 +34,9 @@ type edgeFlags struct {
 	// xdsListen, xdsHTTP and xdsCA are -xds-listen (empty: no xDS),
 	// -xds-http-listen and -xds-trusted-ca.
 	xdsListen, xdsHTTP, xdsCA string
+	// varnishAdmin, varnishSecret and varnishProbe are -varnish-admin
+	// (empty: no live Varnish), -varnish-secret and -varnish-probe-url.
+	varnishAdmin, varnishSecret, varnishProbe string
 	// log is vigil-node's logger (nil: the drivers log nothing).
 	log hclog.Logger
 }
@@ -133,6 +136,22 @@ func edgeDrivers(f edgeFlags) ([]edge.Driver, error) {
 		out = append(out, t)
 	} else if f.check != "" || f.reload != "" {
 		return nil, fmt.Errorf("-template-check and -template-reload need -template SRC:DEST")
+	}
+	if f.varnishAdmin != "" {
+		if f.varnishSecret == "" {
+			return nil, fmt.Errorf("-varnish-admin needs -varnish-secret FILE: the secret file varnishd's -S names (Debian: /etc/varnish/secret)")
+		}
+		secret, err := os.ReadFile(f.varnishSecret)
+		if err != nil {
+			return nil, fmt.Errorf("-varnish-secret: %w (give the secret file varnishd's -S names, readable by vigil-node)", err)
+		}
+		d, err := edge.NewVarnishAdmin(edge.VarnishAdminOptions{Addr: f.varnishAdmin, Secret: secret, ProbeURL: f.varnishProbe})
+		if err != nil {
+			return nil, fmt.Errorf("-varnish-admin: %w", err)
+		}
+		out = append(out, d)
+	} else if f.varnishSecret != "" || f.varnishProbe != "" {
+		return nil, fmt.Errorf("-varnish-secret and -varnish-probe-url need -varnish-admin host:port: varnishd's management address (its -T)")
 	}
 	if f.xdsListen != "" {
 		opts := xds.Options{Listen: f.xdsListen, HTTPListen: f.xdsHTTP, TrustedCA: f.xdsCA}

@@ -114,7 +114,13 @@ func run(args []string) error {
 		drainTimeout = fs.Duration("drain-timeout", nodeagent.DefaultDrainTimeout, "on SIGTERM or SIGINT: how long the requests in flight on -proxy-listen get to end before their connections are closed (0: closed at once)")
 	)
 	var templates, tmplVars multiFlag
-	fs.Var(&templates, "template", "render `SRC:DEST` at every publication (SRC a Go text/template file, or builtin:nginx / builtin:haproxy); repeatable, one -template-check and -template-reload for all")
+	// The live Varnish driver (edge.VarnishAdmin).
+	var (
+		varnishAdmin  = fs.String("varnish-admin", "", "drive a running varnishd live through its management port: its -T `host:port`; levels switch with backend.set_health, a VCL is loaded only when the origins change")
+		varnishSecret = fs.String("varnish-secret", "", "Varnish: the secret `file` varnishd's -S names (Debian: /etc/varnish/secret)")
+		varnishProbe  = fs.String("varnish-probe-url", "", "Varnish: the `URL` each backend's probe fetches (default /; off for no probes)")
+	)
+	fs.Var(&templates, "template", "render `SRC:DEST` at every publication (SRC a Go text/template file, or builtin:NAME: nginx, haproxy, varnish, caddy, trafficserver-parent, trafficserver-remap); repeatable, one -template-check and -template-reload for all")
 	fs.Var(&tmplVars, "template-var", "`k=v` handed to templates as .Vars (builtin:nginx: listen, default_server, access_log; builtin:haproxy: listen, stats_socket, pidfile); repeatable")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -150,7 +156,8 @@ func run(args []string) error {
 	}
 	edges, err := edgeDrivers(edgeFlags{haSocket: *haSocket, haSrvArgs: *haSrvArgs, haTLSArgs: *haTLSArgs, haFallback: *haFallback,
 		haFbCheck: *haFbCheck, haFbReload: *haFbReload, templates: templates, check: *tmplCheck, reload: *tmplReload, minInterval: *reloadMin,
-		haRemoveAfter: *haRemove, haDrainTimeout: *haDrain, haWatch: *haWatch, xdsListen: *xdsListen, xdsHTTP: *xdsHTTP, xdsCA: *xdsCA, log: log})
+		haRemoveAfter: *haRemove, haDrainTimeout: *haDrain, haWatch: *haWatch, xdsListen: *xdsListen, xdsHTTP: *xdsHTTP, xdsCA: *xdsCA,
+		varnishAdmin: *varnishAdmin, varnishSecret: *varnishSecret, varnishProbe: *varnishProbe, log: log})
 	if err != nil {
 		return err
 	}
