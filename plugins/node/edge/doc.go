@@ -7,7 +7,8 @@
 // next level's as backups, and the other levels' as known servers) and
 // passes the newest View to each Driver in its own goroutine. A driver that
 // fails is retried with backoff on the newest View; the edge keeps its last
-// good state meanwhile. Two drivers ship:
+// good state meanwhile. Three drivers ship here (the Envoy xDS server,
+// plugins/node/xds, is a fourth):
 //
 //   - HAProxy (NewHAProxy): live, through the Runtime API (the stats
 //     socket), with no reload. One backend per site; the current level's
@@ -29,6 +30,20 @@
 //     files, written atomically, then a check command and a reload command,
 //     at most one reload per minimum interval. A failing check leaves the
 //     old file in place and reports the failure.
+//   - Varnish (NewVarnishAdmin): live, through varnishd's management port
+//     (the protocol varnishadm speaks, authenticated with the -S secret).
+//     It loads one VCL holding every known level of every site (a
+//     fallback director over the levels in order) and switches levels with
+//     backend.set_health alone: the levels before the current one sick,
+//     the others auto, so that the probes let Varnish fall over to the
+//     next level on its own. A VCL is compiled only when it changes (an
+//     origin or a site comes or goes, a ramp's weights), never at a plain
+//     level switch.
+//
+// The shipped templates (plugins/node/templates) cover nginx, HAProxy,
+// Varnish (a VCL reloaded with varnishreload), Caddy and Apache Traffic
+// Server (parent.config and remap.config, reloaded with traffic_ctl config
+// reload).
 //
 // During a failback ramp (a publication's Site.Ramp) the View's Site.Ramp
 // holds the level being left and its origins, and every served origin a
