@@ -31,8 +31,9 @@ import (
 // below does not produce, each with why; they must still be written by
 // the code (a literal of core/ or plugins/) and documented.
 var conditional = map[string]string{
-	"vigil_cluster_owned_sites":     "only with a sharded etcd store",
-	"vigil_node_edge_applies_total": "only on a node that drives an edge (HAProxy, a template)",
+	"vigil_cluster_owned_sites":            "only with a sharded etcd store",
+	"vigil_node_edge_applies_total":        "only on a node that drives an edge (HAProxy, a template)",
+	"vigil_probe_ssl_earliest_cert_expiry": "only for https origins (plugins/direct's TestProbeSeriesEndToEnd has one)",
 }
 
 // TestRulesAndDashboardReadExportedSeries runs a real agent (the node
