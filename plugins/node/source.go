@@ -644,7 +644,7 @@ func toVotes(node string, all []sdk.Target, targets []int, res *pb.BatchResult, 
 			reason = sdk.ReasonError
 		}
 		v := sdk.Vote{Site: t.Site, Origin: t.Origin, Voter: node, Value: sdk.Down, Reason: reason,
-			Detail: clip(r.GetDetail()), Latency: time.Duration(r.GetLatencyNs())}
+			Detail: clip(r.GetDetail()), Latency: time.Duration(r.GetLatencyNs()), HTTP: httpOf(r)}
 		if r.GetUp() {
 			v.Value = sdk.Up
 		}
@@ -672,4 +672,19 @@ func abstainsOnly(r sdk.Reason) bool {
 		return true
 	}
 	return false
+}
+
+// httpOf is the vote's HTTP fields from a node's result, nil from a node
+// that sends none (one older than the fields: no status and no phase).
+func httpOf(r *pb.ProbeResult) *sdk.HTTPProbe {
+	if r.GetStatusCode() == 0 && r.GetConnectNs() == 0 && r.GetResolveNs() == 0 {
+		return nil
+	}
+	h := &sdk.HTTPProbe{StatusCode: int(r.GetStatusCode()),
+		Resolve: time.Duration(r.GetResolveNs()), Connect: time.Duration(r.GetConnectNs()), TLS: time.Duration(r.GetTlsNs()),
+		Processing: time.Duration(r.GetProcessingNs()), Transfer: time.Duration(r.GetTransferNs())}
+	if u := r.GetCertNotAfterUnix(); u != 0 {
+		h.CertNotAfter = time.Unix(u, 0)
+	}
+	return h
 }

@@ -515,7 +515,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}()
 	if a.cfg.MetricsListen != "" {
 		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.HandlerFor(a.cfg.Registry, promhttp.HandlerOpts{}))
+		mux.Handle("GET /metrics", promhttp.HandlerFor(a.cfg.Registry, promhttp.HandlerOpts{EnableOpenMetrics: true}))
 		mux.HandleFunc("GET /healthz", a.healthz)
 		mux.HandleFunc("GET /readyz", a.readyz)
 		if err := serve(a.cfg.MetricsListen, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}, &a.metricsAddr); err != nil {

@@ -394,7 +394,12 @@ func (a *Agent) runBatch(ctx context.Context, b *pb.Batch, received time.Time, r
 		case err != nil:
 			r = &pb.ProbeResult{Job: uint32(i), NotRun: true, Reason: notRunUnsupported, Detail: clip(err.Error())}
 		default:
-			r = &pb.ProbeResult{Job: uint32(i), Up: res.Up, Reason: res.Reason.String(), Detail: res.Detail, LatencyNs: int64(res.Latency)}
+			r = &pb.ProbeResult{Job: uint32(i), Up: res.Up, Reason: res.Reason.String(), Detail: res.Detail, LatencyNs: int64(res.Latency),
+				StatusCode: int32(res.Status), ResolveNs: int64(res.Timings.DNS), ConnectNs: int64(res.Timings.Connect), TlsNs: int64(res.Timings.TLS),
+				ProcessingNs: int64(res.Timings.Headers), TransferNs: int64(res.Timings.Body)}
+			if !res.CertNotAfter.IsZero() {
+				r.CertNotAfterUnix = res.CertNotAfter.Unix()
+			}
 		}
 		mu.Lock()
 		if !closed {

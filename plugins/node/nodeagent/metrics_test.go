@@ -77,6 +77,20 @@ func TestNodeMetricsIncludeTheProxyAndPassPromtool(t *testing.T) {
 	if !strings.Contains(string(body), `vigil_node_proxy_requests_total{code="2xx",site="www"}`) {
 		t.Fatalf("the node's /metrics has no proxy request series:\n%s", body)
 	}
+	// OpenMetrics on request, as the agent's /metrics (promtool checks
+	// the text format; core/agent's test checks the OpenMetrics page).
+	req, _ := http.NewRequest("GET", "http://"+a.MetricsAddr().String()+"/metrics", nil)
+	req.Header.Set("Accept", "application/openmetrics-text;version=1.0.0")
+	omResp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	om, _ := io.ReadAll(omResp.Body)
+	omResp.Body.Close()
+	if ct := omResp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/openmetrics-text") || !strings.HasSuffix(string(om), "# EOF\n") ||
+		!strings.Contains(string(om), "# TYPE vigil_node_proxy_requests counter\n") {
+		t.Errorf("asked for OpenMetrics, got %s:\n%.400s", ct, om)
+	}
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		if os.Getenv("CI") != "" {

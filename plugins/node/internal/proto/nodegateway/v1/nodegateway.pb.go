@@ -470,9 +470,21 @@ type ProbeResult struct {
 	// ProbeJob.address): the outcomes of the real requests its proxy sent
 	// there recently. Absent when the node saw no such request. Sent only to
 	// a gateway announcing the "passive" feature.
-	Passive       *PassiveResult `protobuf:"bytes,7,opt,name=passive,proto3" json:"passive,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Passive *PassiveResult `protobuf:"bytes,7,opt,name=passive,proto3" json:"passive,omitempty"`
+	// What the node's HTTP check saw, as the vote's structured fields
+	// (sdk.Vote's HTTP): the status of the last response (0 when none), the
+	// time of each phase summed over redirects, and the expiry of the
+	// origin's leaf certificate in Unix seconds (0 for plain HTTP). Absent
+	// for a job not run; a gateway that predates them skips them.
+	StatusCode       int32 `protobuf:"varint,8,opt,name=status_code,json=statusCode,proto3" json:"status_code,omitempty"`
+	ResolveNs        int64 `protobuf:"varint,9,opt,name=resolve_ns,json=resolveNs,proto3" json:"resolve_ns,omitempty"`
+	ConnectNs        int64 `protobuf:"varint,10,opt,name=connect_ns,json=connectNs,proto3" json:"connect_ns,omitempty"`
+	TlsNs            int64 `protobuf:"varint,11,opt,name=tls_ns,json=tlsNs,proto3" json:"tls_ns,omitempty"`
+	ProcessingNs     int64 `protobuf:"varint,12,opt,name=processing_ns,json=processingNs,proto3" json:"processing_ns,omitempty"`
+	TransferNs       int64 `protobuf:"varint,13,opt,name=transfer_ns,json=transferNs,proto3" json:"transfer_ns,omitempty"`
+	CertNotAfterUnix int64 `protobuf:"varint,14,opt,name=cert_not_after_unix,json=certNotAfterUnix,proto3" json:"cert_not_after_unix,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ProbeResult) Reset() {
@@ -552,6 +564,55 @@ func (x *ProbeResult) GetPassive() *PassiveResult {
 		return x.Passive
 	}
 	return nil
+}
+
+func (x *ProbeResult) GetStatusCode() int32 {
+	if x != nil {
+		return x.StatusCode
+	}
+	return 0
+}
+
+func (x *ProbeResult) GetResolveNs() int64 {
+	if x != nil {
+		return x.ResolveNs
+	}
+	return 0
+}
+
+func (x *ProbeResult) GetConnectNs() int64 {
+	if x != nil {
+		return x.ConnectNs
+	}
+	return 0
+}
+
+func (x *ProbeResult) GetTlsNs() int64 {
+	if x != nil {
+		return x.TlsNs
+	}
+	return 0
+}
+
+func (x *ProbeResult) GetProcessingNs() int64 {
+	if x != nil {
+		return x.ProcessingNs
+	}
+	return 0
+}
+
+func (x *ProbeResult) GetTransferNs() int64 {
+	if x != nil {
+		return x.TransferNs
+	}
+	return 0
+}
+
+func (x *ProbeResult) GetCertNotAfterUnix() int64 {
+	if x != nil {
+		return x.CertNotAfterUnix
+	}
+	return 0
 }
 
 // PassiveResult counts the attempts of the node's proxy on one origin within
@@ -1074,7 +1135,7 @@ const file_nodegateway_v1_nodegateway_proto_rawDesc = "" +
 	"\tHeartbeat\"e\n" +
 	"\vBatchResult\x12\x19\n" +
 	"\bbatch_id\x18\x01 \x01(\x04R\abatchId\x12;\n" +
-	"\aresults\x18\x02 \x03(\v2!.vigil.nodegateway.v1.ProbeResultR\aresults\"\xd6\x01\n" +
+	"\aresults\x18\x02 \x03(\v2!.vigil.nodegateway.v1.ProbeResultR\aresults\"\xc1\x03\n" +
 	"\vProbeResult\x12\x10\n" +
 	"\x03job\x18\x01 \x01(\rR\x03job\x12\x0e\n" +
 	"\x02up\x18\x02 \x01(\bR\x02up\x12\x16\n" +
@@ -1083,7 +1144,19 @@ const file_nodegateway_v1_nodegateway_proto_rawDesc = "" +
 	"\n" +
 	"latency_ns\x18\x05 \x01(\x03R\tlatencyNs\x12\x17\n" +
 	"\anot_run\x18\x06 \x01(\bR\x06notRun\x12=\n" +
-	"\apassive\x18\a \x01(\v2#.vigil.nodegateway.v1.PassiveResultR\apassive\"\x91\x01\n" +
+	"\apassive\x18\a \x01(\v2#.vigil.nodegateway.v1.PassiveResultR\apassive\x12\x1f\n" +
+	"\vstatus_code\x18\b \x01(\x05R\n" +
+	"statusCode\x12\x1d\n" +
+	"\n" +
+	"resolve_ns\x18\t \x01(\x03R\tresolveNs\x12\x1d\n" +
+	"\n" +
+	"connect_ns\x18\n" +
+	" \x01(\x03R\tconnectNs\x12\x15\n" +
+	"\x06tls_ns\x18\v \x01(\x03R\x05tlsNs\x12#\n" +
+	"\rprocessing_ns\x18\f \x01(\x03R\fprocessingNs\x12\x1f\n" +
+	"\vtransfer_ns\x18\r \x01(\x03R\n" +
+	"transferNs\x12-\n" +
+	"\x13cert_not_after_unix\x18\x0e \x01(\x03R\x10certNotAfterUnix\"\x91\x01\n" +
 	"\rPassiveResult\x12\x1a\n" +
 	"\brequests\x18\x01 \x01(\rR\brequests\x12\x1a\n" +
 	"\bfailures\x18\x02 \x01(\rR\bfailures\x12\x18\n" +
