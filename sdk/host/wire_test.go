@@ -59,6 +59,9 @@ func TestWireResponseIsTheProtocols(t *testing.T) {
 		{Site: "www", Origin: "a1", Voter: "direct", Value: pb.Value_VALUE_UP, Reason: pb.Reason_REASON_OK, Detail: "HTTP 200 OK", LatencyNanos: 1234},
 		{Site: "www", Origin: "a2", Voter: "direct", Value: pb.Value_VALUE_ABSTAIN, Reason: pb.Reason_REASON_OUT_OF_TIME},
 		{Site: "www", Origin: "a3", Voter: "tls", Value: pb.Value_VALUE_DOWN, Reason: pb.Reason_REASON_TLS_FAILED, PluginReason: "tlscheck/cert_expiring"},
+		{Site: "www", Origin: "a4", Voter: "direct", Value: pb.Value_VALUE_UP, Reason: pb.Reason_REASON_OK, Http: &pb.HttpProbe{StatusCode: 204,
+			ResolveNanos: 1, ConnectNanos: 2, TlsNanos: 3, ProcessingNanos: 4, TransferNanos: 5, CertNotAfterUnix: 1800000000}},
+		{Site: "www", Origin: "a5", Voter: "direct", Value: pb.Value_VALUE_DOWN, Reason: pb.Reason_REASON_CONNECT_FAILED, Http: &pb.HttpProbe{}},
 		{Site: "x", Origin: "y", Voter: "n", Value: 99, Reason: 77, LatencyNanos: -5},
 		{},
 	}, Metrics: []*pb.Metric{
@@ -84,8 +87,7 @@ func TestWireResponseIsTheProtocols(t *testing.T) {
 		t.Fatalf("%d votes, want %d", len(votes), len(resp.Votes))
 	}
 	for i, m := range resp.Votes {
-		want := sdk.Vote{Site: m.Site, Origin: m.Origin, Voter: m.Voter, Value: sdk.Value(m.Value), Reason: sdk.Reason(m.Reason), Detail: m.Detail, Latency: time.Duration(m.LatencyNanos), PluginReason: m.PluginReason}
-		if votes[i] != want {
+		if want := voteOf(m); !reflect.DeepEqual(votes[i], want) {
 			t.Fatalf("vote %d: %+v, want %+v", i, votes[i], want)
 		}
 	}
@@ -94,6 +96,19 @@ func TestWireResponseIsTheProtocols(t *testing.T) {
 			t.Errorf("malformed answer %x read without an error", bad)
 		}
 	}
+}
+
+// voteOf is the vote protobuf reads, in the SDK's terms.
+func voteOf(m *pb.Vote) sdk.Vote {
+	v := sdk.Vote{Site: m.Site, Origin: m.Origin, Voter: m.Voter, Value: sdk.Value(m.Value), Reason: sdk.Reason(m.Reason), Detail: m.Detail, Latency: time.Duration(m.LatencyNanos), PluginReason: m.PluginReason}
+	if h := m.Http; h != nil {
+		v.HTTP = &sdk.HTTPProbe{StatusCode: int(h.StatusCode), Resolve: time.Duration(h.ResolveNanos), Connect: time.Duration(h.ConnectNanos),
+			TLS: time.Duration(h.TlsNanos), Processing: time.Duration(h.ProcessingNanos), Transfer: time.Duration(h.TransferNanos)}
+		if h.CertNotAfterUnix != 0 {
+			v.HTTP.CertNotAfter = time.Unix(h.CertNotAfterUnix, 0)
+		}
+	}
+	return v
 }
 
 func FuzzParseVoteResponse(f *testing.F) {
@@ -113,8 +128,7 @@ func FuzzParseVoteResponse(f *testing.F) {
 			t.Fatalf("%d votes and %d metrics, protobuf reads %d and %d", len(votes), len(metrics), len(ref.Votes), len(ref.Metrics))
 		}
 		for i, m := range ref.Votes {
-			want := sdk.Vote{Site: m.Site, Origin: m.Origin, Voter: m.Voter, Value: sdk.Value(m.Value), Reason: sdk.Reason(m.Reason), Detail: m.Detail, Latency: time.Duration(m.LatencyNanos), PluginReason: m.PluginReason}
-			if votes[i] != want {
+			if want := voteOf(m); !reflect.DeepEqual(votes[i], want) {
 				t.Fatalf("vote %d: %+v, protobuf reads %+v", i, votes[i], want)
 			}
 		}
