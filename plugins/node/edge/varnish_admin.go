@@ -138,6 +138,15 @@ type varnishSite struct {
 	Ramp      bool
 	RampFrom  int
 	RampLevel int
+	// Entries are the site's fallback director's members in order: a
+	// director and how many backends it has.
+	Entries []varnishEntry
+}
+
+// varnishEntry is one member of a site's fallback director.
+type varnishEntry struct {
+	Director string
+	Count    int
 }
 
 // varnishVCL renders the VCL of v (independent of the current levels
@@ -184,6 +193,14 @@ func varnishVCL(v *View, probe string) (string, map[string]string, error) {
 				health[b.Name] = h
 			}
 			vs.Levels = append(vs.Levels, vl)
+			switch {
+			case vs.Ramp && l == vs.RampLevel:
+				n := len(vl.Backends) + len(byLevel[vs.RampFrom])
+				vs.Entries = append(vs.Entries, varnishEntry{Director: fmt.Sprintf("vigil_%d_ramp", i), Count: n})
+			case vs.Ramp && l == vs.RampFrom:
+			default:
+				vs.Entries = append(vs.Entries, varnishEntry{Director: fmt.Sprintf("vigil_%d_l%d", i, l), Count: len(vl.Backends)})
+			}
 		}
 		sites = append(sites, vs)
 	}
@@ -194,7 +211,7 @@ func varnishVCL(v *View, probe string) (string, map[string]string, error) {
 	return b.String(), health, nil
 }
 
-var varnishTemplate = template.Must(template.New("vcl").Funcs(Funcs).Parse(`vcl 4.1;
+var varnishTemplate = template.Must(template.New("vcl").Funcs(Funcs).Funcs(template.FuncMap{"inc": func(i int) int { return i + 1 }}).Parse(`vcl 4.1;
 # Loaded by vigil-node through varnishd's management port; levels are
 # switched with backend.set_health. Do not edit: it is replaced when the
 # origins change.
@@ -241,12 +258,8 @@ sub vcl_init {
 {{- end}}
 {{- end}}
     new vigil_{{$s.Index}} = directors.fallback();
-{{- range $l := $s.Levels}}
-{{- if and $s.Ramp (eq $l.Level $s.RampLevel)}}
-    vigil_{{$s.Index}}.add_backend(vigil_{{$s.Index}}_ramp.backend());
-{{- else if not (and $s.Ramp (eq $l.Level $s.RampFrom))}}
-    vigil_{{$s.Index}}.add_backend(vigil_{{$s.Index}}_l{{$l.Level}}.backend());
-{{- end}}
+{{- range $s.Entries}}
+    vigil_{{$s.Index}}.add_backend({{.Director}}.backend());
 {{- end}}
 {{- end}}
 }
@@ -261,6 +274,28 @@ sub vcl_recv {
     if (req.backend_hint == vigil_none) {
         return (synth(421, "Misdirected Request"));
     }
+}
+
+sub vcl_backend_fetch {
+{{- range $s := .Sites}}{{if gt (len $s.Entries) 1}}
+    if (std.tolower(regsub(bereq.http.host, ":[0-9]+$", "")) == "{{$s.Hostname}}") {
+        # Retried on as many origins as the serving level (the first
+        # healthy one) has: the next healthy level after it.
+{{- range $i, $e := $s.Entries}}
+        {{if $i}}} else {{end}}if (std.healthy({{$e.Director}}.backend())) {
+            if (bereq.retries >= {{$e.Count}}) {
+{{- range $j, $n := $s.Entries}}{{if gt $j $i}}
+                {{if gt $j (inc $i)}}} else {{end}}if (std.healthy({{$n.Director}}.backend())) {
+                    set bereq.backend = {{$n.Director}}.backend();
+{{- end}}{{end}}
+{{- if lt (inc $i) (len $s.Entries)}}
+                }
+{{- end}}
+            }
+{{- end}}
+        }
+    }
+{{- end}}{{end}}
 }
 
 sub vcl_backend_response {

@@ -169,3 +169,38 @@ func TestVarnishAdminViewsAccepted(t *testing.T) {
 		})
 	}
 }
+
+// TestVarnishAdminCoversWindow: with the live driver, when every level-1
+// origin answers 503 or refuses connections, Varnish serves GETs from
+// level 2 on its own (retries on the next healthy level, then the probes'
+// fallback director) until vigil switches.
+func TestVarnishAdminCoversWindow(t *testing.T) {
+	for _, mode := range []failMode{answer503, refuse} {
+		t.Run(mode.String(), func(t *testing.T) {
+			lv := startLiveVarnish(t)
+			d, err := edge.NewVarnishAdmin(edge.VarnishAdminOptions{Addr: lv.admin, Secret: lv.secret, Timeout: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := newFlakyLevels(t)
+			cp := fakecp.New()
+			t.Cleanup(cp.Close)
+			if err := cp.SetSites(l.topology()); err != nil {
+				t.Fatal(err)
+			}
+			cp.Publish(l.site(1))
+			a := startAgentResync(t, cp, 10*time.Minute, nil, d)
+			waitFor(t, func() error {
+				_, src, err := lv.active()
+				if err != nil {
+					return err
+				}
+				if !strings.Contains(src, "# b1, level 2") {
+					return fmt.Errorf("level 2 is not in the VCL in use yet:\n%s", src)
+				}
+				return nil
+			})
+			window(t, "varnish-admin", "http://"+lv.listen+"/", a, cp, l, mode, nil, nil)
+		})
+	}
+}
