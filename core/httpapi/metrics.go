@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/vigilcdn/vigil/core/engine"
 )
@@ -31,7 +32,7 @@ func (h *handler) metrics(w http.ResponseWriter, r *http.Request) {
 			"collect[] takes "+strings.Join(engine.MetricsGroups, ", ")+"; site takes a prefix of site names: GET /metrics?collect[]=site&site=shop-")
 		return
 	}
-	var gs prometheus.Gatherers
+	var gs pageGatherer
 	if agent {
 		gs = append(gs, h.Gatherer)
 	}
@@ -84,6 +85,38 @@ func metricsSelection(q url.Values) (agent bool, sel engine.SiteMetrics, err err
 		}
 	}
 	return agent, sel, nil
+}
+
+// pageGatherer is the page's registries, each checked by itself. When
+// their families' names are disjoint (the per-site registry's are never
+// the agent's) their families are merged by name as they are, and not
+// checked a second time as prometheus.Gatherers would, which at 100,000
+// sites is most of a scrape's cost; otherwise prometheus.Gatherers merges
+// them.
+type pageGatherer []prometheus.Gatherer
+
+func (g pageGatherer) Gather() ([]*dto.MetricFamily, error) {
+	if len(g) == 1 {
+		return g[0].Gather()
+	}
+	var all []*dto.MetricFamily
+	var errs prometheus.MultiError
+	seen := map[string]bool{}
+	for _, one := range g {
+		mfs, err := one.Gather()
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, mf := range mfs {
+			if seen[mf.GetName()] {
+				return prometheus.Gatherers(g).Gather()
+			}
+			seen[mf.GetName()] = true
+		}
+		all = append(all, mfs...)
+	}
+	slices.SortFunc(all, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
+	return all, errs.MaybeUnwrap()
 }
 
 // promLogger is promhttp's error log on the API's logger.
