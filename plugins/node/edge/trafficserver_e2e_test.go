@@ -218,3 +218,49 @@ func TestTrafficServerUnknownHost(t *testing.T) {
 		})
 	}
 }
+
+// TestTrafficServerTemplateRamp: during a failback ramp both levels are
+// parents with their weights, hashed; with consistent_hash=on the next
+// level is the secondary parent list. (IPv4 origins: checkedViews' level
+// 2 is IPv6, which parent.config cannot take.)
+func TestTrafficServerTemplateRamp(t *testing.T) {
+	topo := edge.Topology{"www": {
+		{Name: "a1", Address: "http://127.0.0.1:8081", Level: 1, State: "healthy"},
+		{Name: "a2", Address: "http://127.0.0.1:8082", Level: 1, State: "healthy"},
+		{Name: "b1", Address: "http://127.0.0.1:8083", Level: 2, State: "healthy"},
+	}}
+	a := []publication.Origin{{Name: "a1", Address: "http://127.0.0.1:8081", State: "healthy"}, {Name: "a2", Address: "http://127.0.0.1:8082", State: "healthy"}}
+	ramp := publication.Site{Name: "www", Hostname: "www.example.com", Level: 1, Origins: a,
+		Ramp: &publication.Ramp{Weight: 25, From: 2, FromOrigins: []publication.Origin{{Name: "b1", Address: "http://127.0.0.1:8083", State: "healthy"}}}}
+	plain := publication.Site{Name: "www", Hostname: "www.example.com", Level: 1, Origins: a}
+	text, err := templates.Get("trafficserver-parent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		site publication.Site
+		vars map[string]string
+		want string
+	}{
+		{"ramp", ramp, nil, `parent="127.0.0.1:8081|25;127.0.0.1:8082|25;127.0.0.1:8083|150" round_robin=consistent_hash`},
+		{"plain", plain, nil, `parent="127.0.0.1:8081|1;127.0.0.1:8082|1" round_robin=strict`},
+		{"consistent_hash=on", plain, map[string]string{"consistent_hash": "on"},
+			`parent="127.0.0.1:8081|1;127.0.0.1:8082|1" secondary_parent="127.0.0.1:8083|1" round_robin=consistent_hash`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tm, err := edge.NewTemplate(edge.TemplateOptions{Name: "trafficserver", Files: []edge.File{{Text: text, Dest: filepath.Join(t.TempDir(), "parent.config")}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, _ := edge.Build(snapshotOf(1, []publication.Site{tt.site}), topo, "", tt.vars)
+			out, err := tm.Render(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(out[0]), tt.want) {
+				t.Errorf("no %q in parent.config:\n%s", tt.want, out[0])
+			}
+		})
+	}
+}
