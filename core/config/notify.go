@@ -26,7 +26,7 @@ var alertmanagerSchema = &hcl.BodySchema{
 }
 
 // eventKinds are the event kinds a webhook may ask for.
-var eventKinds = []string{"origin_state", "level_switched", "failback_available", "all_levels_unhealthy", "origin_flapping", "path_partition_suspected", "drill_started", "drill_ended"}
+var eventKinds = []string{"origin_state", "level_switched", "failback_available", "all_levels_unhealthy", "origin_flapping", "path_partition_suspected", "drill_started", "drill_ended", "failover_timed", "ramp_step"}
 
 func (l *loader) notify(b *hcl.Block) {
 	kind, name := b.Labels[0], b.Labels[1]

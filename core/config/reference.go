@@ -429,7 +429,7 @@ func Reference() []RefBlock {
 					Meaning: `"json": vigil's own body; "slack": a Slack incoming-webhook message. (For Alertmanager, declare notify "alertmanager".)`,
 					Example: `"slack"`},
 				{Name: "events", Type: "list of string", DefaultNote: `["level_switched", "failback_available", "all_levels_unhealthy"]`,
-					Meaning: "The event kinds this webhook gets: origin_state (an origin became healthy, unhealthy, disabled...), level_switched, failback_available, all_levels_unhealthy, origin_flapping (a flapping hold began or ended), path_partition_suspected (a voter group alone sees an origin down, or no longer; docs/partition.md), drill_started and drill_ended (a failover drill; docs/drills.md). Route origin changes to the team that pages on them.",
+					Meaning: "The event kinds this webhook gets: origin_state (an origin became healthy, unhealthy, disabled...), level_switched, failback_available, all_levels_unhealthy, origin_flapping (a flapping hold began or ended), path_partition_suspected (a voter group alone sees an origin down, or no longer; docs/partition.md), drill_started and drill_ended (a failover drill; docs/drills.md), failover_timed (the time a failover took, once its nodes reported; docs/failover-time.md) and ramp_step (a failback ramp moved; docs/antiflap.md). Route origin changes to the team that pages on them.",
 					Example: `["origin_state", "level_switched"]`},
 				{Name: "headers", Type: "map of string", DefaultNote: "none",
 					Meaning: "Extra request headers, as written (not for secrets: see header_env). Content-Type, Content-Length and Host are vigil's.",

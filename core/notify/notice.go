@@ -1,9 +1,12 @@
 package notify
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/vigilcdn/vigil/api"
 
 	"github.com/vigilcdn/vigil/core/decide"
 	"github.com/vigilcdn/vigil/core/store"
@@ -173,6 +176,17 @@ func noticeOf(e store.Event) Notice {
 		if ev.End == decide.DrillEndSteppedAside {
 			n.Severity = SeverityWarning
 		}
+	case decide.KindFailoverTimed:
+		n.Severity, n.Title = SeverityInfo, "Failover timed"
+		n.Text = failoverTimedText(e.Site, ev.Report)
+	case decide.KindRampStep:
+		n.Severity, n.Title = SeverityInfo, "Failback ramp step"
+		n.Levels = Levels{From: ev.FromLevel, To: ev.Level}
+		if ev.Weight >= 100 {
+			n.Text = fmt.Sprintf("Site %s: the failback ramp to level %d is complete: it gets every new request.", e.Site, ev.Level)
+		} else {
+			n.Text = fmt.Sprintf("Site %s: the failback ramp gives level %d %d%% of new requests, level %d the rest.", e.Site, ev.Level, ev.Weight, ev.FromLevel)
+		}
 	case decide.KindOriginState:
 		n.Severity, n.Title = SeverityInfo, TitleOriginState
 		if ev.To == decide.Unhealthy {
@@ -185,4 +199,27 @@ func noticeOf(e store.Event) Notice {
 		n.Text = fmt.Sprintf("Site %s: %s.", e.Site, ev)
 	}
 	return n
+}
+
+// failoverTimedText words a failover_timed event's report: the steps'
+// durations and how many nodes reported (docs/failover-time.md).
+func failoverTimedText(site, report string) string {
+	var r api.FailoverReport
+	if err := json.Unmarshal([]byte(report), &r); err != nil {
+		return fmt.Sprintf("Site %s: a failover was timed, but its report cannot be read (%v); see vigil failovers %s.", site, err, site)
+	}
+	secs := func(p *float64) string {
+		if p == nil {
+			return "not measured"
+		}
+		return fmt.Sprintf("%.3fs", *p)
+	}
+	reported := 0
+	for _, nd := range r.Nodes {
+		if nd.Reported {
+			reported++
+		}
+	}
+	return fmt.Sprintf("Site %s: the failover from level %d to %d took detect %s, publish %s, edges %s (%d of %d nodes reported); vigil failovers %s shows each node.",
+		site, r.FromLevel, r.ToLevel, secs(r.DetectSeconds), secs(r.PublishSeconds), secs(r.EdgeSeconds), reported, len(r.Nodes), site)
 }
