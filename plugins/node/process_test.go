@@ -76,7 +76,7 @@ func (p *nodeProcess) awaitLine(t *testing.T, s string) string {
 // awaitLines waits for n log lines containing s and returns the n-th.
 func (p *nodeProcess) awaitLines(t *testing.T, s string, n int) string {
 	t.Helper()
-	timeout := time.After(20 * time.Second)
+	timeout := time.After(2 * time.Minute)
 	for i, seen := 0, 0; ; {
 		p.mu.Lock()
 		lines, grew := p.lines, p.grew
@@ -91,7 +91,7 @@ func (p *nodeProcess) awaitLines(t *testing.T, s string, n int) string {
 		select {
 		case <-grew:
 		case <-timeout:
-			t.Fatalf("no log line with %q within 20s; log:\n%s", s, strings.Join(lines, "\n"))
+			t.Fatalf("no log line with %q within 2 minutes (a hang guard: a reconnect backoff alone may wait 30 s); log:\n%s", s, strings.Join(lines, "\n"))
 		}
 	}
 }
