@@ -100,9 +100,11 @@ func (d *VarnishAdmin) Apply(ctx context.Context, v *View) (Result, error) {
 		if _, err := c.cmd("vcl.use " + name); err != nil {
 			return res, fmt.Errorf("varnish: using the new VCL: %w", err)
 		}
-		if d.name != "" && d.name != name {
-			// Discarded once its requests end; a failure leaves a cold VCL.
-			_, _ = c.cmd("vcl.discard " + d.name)
+		// The VCLs this driver loaded before (an earlier vigil-node
+		// process's too) are discarded once their requests end; a failure
+		// leaves a cold VCL.
+		for _, old := range c.ours(name) {
+			_, _ = c.cmd("vcl.discard " + old)
 		}
 		d.loaded, d.name = vcl, name
 		res.Reloaded = true
@@ -405,6 +407,39 @@ func (c *varnishConn) inUse(name string) bool {
 		}
 	}
 	return false
+}
+
+// ours lists the VCLs loaded by a VarnishAdmin (named vigil_N_N), but
+// keep.
+func (c *varnishConn) ours(keep string) []string {
+	out, err := c.cmd("vcl.list")
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] == "active" {
+			continue
+		}
+		name := f[len(f)-1]
+		if n := strings.Split(name, "_"); name != keep && len(n) == 3 && n[0] == "vigil" && isDigits(n[1]) && isDigits(n[2]) {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // setHealth sets each backend of the VCL prefix ("NAME.") to its health.

@@ -144,7 +144,7 @@ func TestVarnishAdminErrors(t *testing.T) {
 // TestVarnishAdminViewsAccepted: the driver's VCL for every checked View
 // (two levels, a ramp, no current origin, no origin, no site, https and
 // IPv6 origins) is compiled and used by the real varnishd, and its
-// backends' health set.
+// backends' health set; the VCLs it used before are discarded.
 func TestVarnishAdminViewsAccepted(t *testing.T) {
 	lv := startLiveVarnish(t)
 	d, err := edge.NewVarnishAdmin(edge.VarnishAdminOptions{Addr: lv.admin, Secret: lv.secret, Timeout: time.Minute})
@@ -167,6 +167,14 @@ func TestVarnishAdminViewsAccepted(t *testing.T) {
 				t.Errorf("no weighted director during the ramp:\n%s", src)
 			}
 		})
+	}
+	// The driver's earlier VCLs are discarded: one of its own is left.
+	out, err := exec.Command("varnishadm", "-n", lv.work, "vcl.list").CombinedOutput()
+	if err != nil {
+		t.Fatalf("varnishadm vcl.list: %v: %s", err, out)
+	}
+	if n := strings.Count(string(out), " vigil_"); n != 1 {
+		t.Errorf("%d VCLs of the driver are loaded, want 1:\n%s", n, out)
 	}
 }
 
