@@ -186,7 +186,7 @@ site "www" {
 	var journal []simulate.PartitionEvent
 	for _, e := range x.Events {
 		if ev := e.Event; ev.Kind == decide.KindPathPartitionSuspected {
-			journal = append(journal, simulate.PartitionEvent{Time: e.Time.UTC().Truncate(time.Second), Origin: ev.Origin, Group: ev.Group, Rounds: ev.Rounds, Suspected: ev.Suspected})
+			journal = append(journal, simulate.PartitionEvent{Time: e.Time.UTC().Truncate(time.Millisecond), Origin: ev.Origin, Group: ev.Group, Rounds: ev.Rounds, Suspected: ev.Suspected})
 		}
 	}
 
@@ -220,7 +220,7 @@ site "www" {
 	// rounds = 2: the first suspicion comes at the recorded round before
 	// the one the agent suspected in (its second of eu alone).
 	first := journal[0]
-	i := slices.IndexFunc(a1, func(p simulate.ExportPoint) bool { return p.T == first.Time.Unix() })
+	i := slices.IndexFunc(a1, func(p simulate.ExportPoint) bool { return p.At() == first.Time.UnixMilli() })
 	if !first.Suspected || i < 1 {
 		t.Fatalf("the first journal event %+v is not a suspicion at a recorded round of a1 after its first", first)
 	}
@@ -228,7 +228,7 @@ site "www" {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := simulate.PartitionEvent{Time: time.Unix(a1[i-1].T, 0).UTC(), Origin: "a1", Group: "node/pop=eu", Rounds: 2, Suspected: true}
+	want := simulate.PartitionEvent{Time: time.UnixMilli(a1[i-1].At()).UTC(), Origin: "a1", Group: "node/pop=eu", Rounds: 2, Suspected: true}
 	if got := res2.Sites[0].ReplayedPartitions; !slices.Contains(got, want) {
 		t.Fatalf("rounds = 2 replayed %+v; want among them %+v", got, want)
 	}

@@ -154,7 +154,7 @@ source "carry" {
 			if points[i].V == verdict {
 				run++
 				if run == n {
-					return points[i].T, i
+					return points[i].At(), i
 				}
 			} else if points[i].V != "none" {
 				run = 0
@@ -175,7 +175,7 @@ source "carry" {
 	fail3, _ := nth("down", 3, 0)
 	fail5, i5 := nth("down", 5, 0)
 	back, _ := nth("up", 2, i5)
-	hhmmss := func(t int64) string { return time.Unix(t, 0).UTC().Format("15:04:05") }
+	hhmmss := func(t int64) string { return time.UnixMilli(t).UTC().Format("15:04:05") }
 
 	same := run("simulate", "-config", recording, "-history", export)
 	t.Logf("the recording's own configuration:\n%s", same)
@@ -189,7 +189,13 @@ source "carry" {
 	t.Logf("unhealthy_threshold = 5:\n%s", replayed)
 	wantFail := fmt.Sprintf("  %-36s  %s\n", hhmmss(fail3)+" 1 -> 2 failover", hhmmss(fail5)+" 1 -> 2 failover")
 	wantBack := fmt.Sprintf("  %-36s  %s\n", hhmmss(back)+" 2 -> 1 failback", hhmmss(back)+" 2 -> 1 failback")
-	later := fmt.Sprintf("failover %d s later", fail5-fail3)
+	// Times in milliseconds (history version 4): the shift is the recorded
+	// rounds' own, as the verdict prints it.
+	shift := time.Duration(fail5-fail3) * time.Millisecond
+	later := fmt.Sprintf("failover %s later", shift)
+	if shift%time.Second == 0 {
+		later = fmt.Sprintf("failover %d s later", int(shift/time.Second))
+	}
 	if !strings.Contains(replayed, wantFail) || !strings.Contains(replayed, wantBack) || !strings.Contains(replayed, later) {
 		t.Fatalf("replay under unhealthy_threshold = 5; want the lines %q and %q and %q", wantFail, wantBack, later)
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vigilcdn/vigil/core/decide"
+	"github.com/vigilcdn/vigil/core/simulate"
 	demoorigin "github.com/vigilcdn/vigil/examples/demo-origin"
 )
 
@@ -74,11 +76,10 @@ site "www" {
 	rounds(3, "three rounds on level 1")
 	a1.SetMode(demoorigin.Failing)
 	waitFor(t, "the failover", 30*time.Second, func() bool { return level() == 2 })
-	// Eight more rounds of a1 down: at 500 ms rounds the history keeps
-	// whole seconds, and rounds of the same second replay as one (issue
-	// 33's sub-second rounds, not fixed yet), so the stricter threshold
-	// needs a margin.
-	rounds(8, "eight more rounds of a1 down (the stricter threshold's too)")
+	// Four more rounds of a1 down (the stricter threshold's too): the
+	// history keeps each round's milliseconds, so every 500 ms round
+	// replays as its own.
+	rounds(4, "four more rounds of a1 down (the stricter threshold's too)")
 	a1.SetMode(demoorigin.Healthy)
 	waitFor(t, "the failback", 30*time.Second, func() bool { return level() == 1 })
 	rounds(2, "two rounds after the failback")
@@ -100,6 +101,12 @@ site "www" {
 	if !strings.Contains(said, "journal: included") || !strings.Contains(said, "names from the running agent") {
 		t.Fatalf("the export of a live data dir: %q; want the journal and the names through the agent", said)
 	}
+	// The stricter threshold fails over one recorded round later: by the
+	// gap between the round of the recorded failover and the next, in
+	// milliseconds as the history keeps them (the agent's rounds are
+	// some milliseconds off 500 ms apart).
+	later := stricterShift(t, export)
+	t.Logf("the stricter threshold's failover is expected %s later", later)
 	// switches is the replay's side-by-side table and verdict, without
 	// its first line (which says where the names came from).
 	switches := func(out string) string {
@@ -112,8 +119,11 @@ site "www" {
 	for _, tc := range []struct {
 		name, config, verdict string
 	}{
-		{"the recording's configuration", recording, "verdict: the same number of switches (2)"},
-		{"a stricter threshold", stricter, "verdict: the same number of switches (2), failover "},
+		// The replayed failover comes in the same round as the recorded
+		// one, or one round (some 500 ms) later: not "1 s later" as when
+		// rounds of one second replayed as one.
+		{"the recording's configuration", recording, "verdict: the same number of switches (2), failover at the same time"},
+		{"a stricter threshold", stricter, "verdict: the same number of switches (2), failover " + later + " later"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			live := run(append([]string{"simulate", "-config", tc.config, "-history", data}, byAPI...)...)
@@ -133,4 +143,53 @@ site "www" {
 	if level() != 1 {
 		t.Errorf("the agent is on level %v after the replays, want 1: it kept running", level())
 	}
+}
+
+// stricterShift reads the export at path and says how much later a
+// failover one round after the recorded one comes: the gap from a1's
+// round that holds the recorded failover to its next round, as the
+// replay's verdict prints it.
+func stricterShift(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	x, err := simulate.ReadExport(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Header.Version < 4 {
+		t.Fatalf("export version %d: no milliseconds", x.Header.Version)
+	}
+	var failover int64 = -1
+	for _, e := range x.Events {
+		if e.Event.Kind == decide.KindLevelSwitched && e.Event.Reason == decide.ReasonFailover {
+			failover = e.Time.UnixMilli()
+			break
+		}
+	}
+	if failover < 0 {
+		t.Fatal("the export's journal has no failover")
+	}
+	for _, o := range x.Origins {
+		if o.Origin != "a1" {
+			continue
+		}
+		for i, p := range o.Points {
+			if i+1 < len(o.Points) && p.At() <= failover && o.Points[i+1].At() > failover {
+				if i+2 >= len(o.Points) {
+					t.Fatal("no round after the failover's")
+				}
+				d := time.Duration(o.Points[i+1].At()-p.At()) * time.Millisecond
+				if d%time.Second == 0 {
+					return fmt.Sprintf("%d s", int(d/time.Second))
+				}
+				return d.String()
+			}
+		}
+	}
+	t.Fatal("no round of a1 holds the recorded failover")
+	return ""
 }

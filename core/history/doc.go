@@ -32,4 +32,10 @@
 // names in a table after the header): with the tallies, what the rule
 // needs to run again in a replay. A file of version 2 kept none: an agent
 // starts it again empty, and ReadSnapshot still reads it.
+//
+// From version 4 each round entry also keeps the milliseconds of the
+// round's time (2 bytes), so that rounds less than a second apart replay
+// as as many rounds. A file of version 3 kept whole seconds: an agent
+// starts it again empty, and ReadSnapshot still reads it (its points at
+// whole seconds).
 package history

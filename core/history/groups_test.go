@@ -88,7 +88,7 @@ func TestDownGroupsRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if snap.Version != 3 || snap.GroupSlots != GroupSlots {
+	if snap.Version != version || snap.GroupSlots != GroupSlots {
 		t.Fatalf("snapshot version %d, group slots %d", snap.Version, snap.GroupSlots)
 	}
 	check("ReadSnapshot", snap.Origins[k])
@@ -225,10 +225,55 @@ func TestVersion2File(t *testing.T) {
 	}
 }
 
+// A file of version 3 (the testdata, written by the version 3 writer,
+// rounds 500 ms apart) is still read, its times in whole seconds as that
+// version kept them; an agent starts it again empty naming the version.
+func TestVersion3File(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "history.ring")
+	unpack(t, "version3.ring.gz", path)
+	snap, err := ReadSnapshot(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Version != 3 || snap.VoteSlots != 3 || snap.GroupSlots != 2 || len(snap.Origins) != 2 {
+		t.Fatalf("version 3 snapshot: version %d, vote slots %d, group slots %d, %d origins", snap.Version, snap.VoteSlots, snap.GroupSlots, len(snap.Origins))
+	}
+	a1 := snap.Origins[Key("www", "a1")].Points
+	if len(a1) != 10 {
+		t.Fatalf("a1 has %d points, want 10", len(a1))
+	}
+	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	for i, p := range a1 {
+		if want := start.Add(time.Duration(i/2) * time.Second); !p.Time.Equal(want) {
+			t.Errorf("a1's point %d at %s, want %s (whole seconds)", i, p.Time.Format(time.RFC3339Nano), want.Format(time.RFC3339Nano))
+		}
+	}
+	if p := a1[4]; p.Verdict != Down || p.State != Healthy || len(p.Votes) != 1 || p.Votes[0] != (Tally{Source: 0, Down: 2}) || p.Latency != 1500*time.Microsecond {
+		t.Fatalf("a1's fifth round: %+v", p)
+	}
+	if p := a1[6]; p.State != Unhealthy {
+		t.Fatalf("a1's seventh round: %+v", p)
+	}
+	r, rep, err := Open(path, Options{Origins: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if !strings.Contains(rep.Restarted, "format version 3") {
+		t.Fatalf("Restarted = %q, want it to name version 3", rep.Restarted)
+	}
+}
+
 // unpackVersion2 writes testdata/version2.ring.gz, unpacked, to path.
 func unpackVersion2(t *testing.T, path string) {
 	t.Helper()
-	z, err := os.ReadFile(filepath.Join("testdata", "version2.ring.gz"))
+	unpack(t, "version2.ring.gz", path)
+}
+
+// unpack writes testdata/name, gunzipped, to path.
+func unpack(t *testing.T, name, path string) {
+	t.Helper()
+	z, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,9 +17,14 @@ import (
 //	groups   (version 3) the table of voter group names, 16 KiB
 //	index    capacity x 8 bytes (one key per slot, 0 = free), padded to 4096
 //	records  capacity x RecordSize
+//
+// From version 4 each round entry ends with the milliseconds of its time
+// (u16, 0-999), after its vote and group slots: 2 bytes an origin a
+// round, so that rounds less than a second apart keep their order and
+// spacing.
 const (
 	magic   = "VIGILHR\x00"
-	version = 3
+	version = 4
 	// readVersion is the oldest version ReadSnapshot still reads (an
 	// agent opening a file of another version starts it again empty).
 	readVersion = 1
@@ -36,6 +41,8 @@ const (
 	// partition rule ran, bit 3 more down groups than group slots, 4-7
 	// reserved).
 	entryBase = 8
+	// millisSize is the milliseconds that end a round entry (version 4).
+	millisSize = 2
 	// statePartition and stateGroupsCut are the flags of an entry's
 	// eighth byte (version 3).
 	statePartition = 1 << 2
@@ -92,20 +99,30 @@ type layout struct {
 	rounds, voteSlots int
 	// groupSlots and groupTable are 0 before version 3.
 	groupSlots, groupTable int
-	capacity               int
-	recordSize             int
-	entrySize              int
-	tierOff                [3]int // offset of each tier's buckets in a record
+	// millis says the entries end with their milliseconds (version 4).
+	millis     bool
+	capacity   int
+	recordSize int
+	entrySize  int
+	tierOff    [3]int // offset of each tier's buckets in a record
 }
 
 // newLayout is the layout of this version's files.
 func newLayout(rounds, capacity int) layout {
-	return makeLayout(rounds, VoteSlots, GroupSlots, groupTableSize, capacity)
+	return buildLayout(rounds, VoteSlots, GroupSlots, groupTableSize, capacity, true)
 }
 
+// makeLayout is the layout of a file before version 4 (no milliseconds).
 func makeLayout(rounds, voteSlots, groupSlots, groupTable, capacity int) layout {
-	l := layout{rounds: rounds, voteSlots: voteSlots, groupSlots: groupSlots, groupTable: groupTable, capacity: capacity}
+	return buildLayout(rounds, voteSlots, groupSlots, groupTable, capacity, false)
+}
+
+func buildLayout(rounds, voteSlots, groupSlots, groupTable, capacity int, millis bool) layout {
+	l := layout{rounds: rounds, voteSlots: voteSlots, groupSlots: groupSlots, groupTable: groupTable, capacity: capacity, millis: millis}
 	l.entrySize = entryBase + voteSlots*voteSlotSize + groupSlots*groupSlotSize
+	if millis {
+		l.entrySize += millisSize
+	}
 	off := recordHead + rounds*l.entrySize
 	for i, t := range Tiers {
 		l.tierOff[i] = off
@@ -136,6 +153,9 @@ func (l layout) recordsAt() int64 { return l.indexAt() + int64(l.indexSize()) }
 func (l layout) recordAt(slot int) int64 { return l.recordsAt() + int64(slot)*int64(l.recordSize) }
 
 func (l layout) fileSize() int64 { return l.recordAt(l.capacity) }
+
+// millisAt is the offset of the milliseconds in an entry (version 4).
+func (l layout) millisAt() int { return l.entrySize - millisSize }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -204,7 +224,7 @@ func decodeHeader(b []byte, old bool) (headerInfo, string) {
 			return h, "its uptime counters are not this version's"
 		}
 	}
-	h.layout = makeLayout(rounds, slots, groupSlots, groupTable, capacity)
+	h.layout = buildLayout(rounds, slots, groupSlots, groupTable, capacity, h.version >= 4)
 	if int(le.Uint32(b[12:])) != h.recordSize {
 		return h, "the header's record size does not match its rounds"
 	}

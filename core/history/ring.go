@@ -83,7 +83,7 @@ type Obs struct {
 
 // Point is one kept round of one origin.
 type Point struct {
-	Time    time.Time
+	Time    time.Time // to the millisecond from version 4, the second before
 	Verdict Verdict
 	By      int8
 	State   State
@@ -347,7 +347,7 @@ func create(path string, l layout) (*Ring, error) {
 // grow copies the file into a larger one of capacity slots and switches
 // to it.
 func (r *Ring) grow(capacity int) error {
-	n, err := create(r.path+".grow", makeLayout(r.l.rounds, r.l.voteSlots, r.l.groupSlots, r.l.groupTable, capacity))
+	n, err := create(r.path+".grow", buildLayout(r.l.rounds, r.l.voteSlots, r.l.groupSlots, r.l.groupTable, capacity, r.l.millis))
 	if err != nil {
 		return err
 	}
@@ -475,14 +475,14 @@ func (r *Ring) Record(at time.Time, obs []Obs) (reset int, err error) {
 	if err := r.groupNumbers(obs[i:]); err != nil {
 		return 0, err
 	}
-	unix := at.Unix()
+	unix, ms := at.Unix(), uint16(at.Nanosecond()/int(time.Millisecond))
 	for i < len(obs) {
 		start := obs[i].Slot
 		j := i + 1
 		for j < len(obs) && obs[j].Slot-start < chunkSlots && obs[j].Slot-obs[j-1].Slot <= gapSlots {
 			j++
 		}
-		n, err := r.recordChunk(unix, start, obs[i:j])
+		n, err := r.recordChunk(unix, ms, start, obs[i:j])
 		reset += n
 		if err != nil {
 			return reset, err
@@ -537,7 +537,7 @@ func (r *Ring) groupNumbers(obs []Obs) error {
 
 // recordChunk writes the outcomes of neighbouring slots from start with
 // one read and one write.
-func (r *Ring) recordChunk(unix int64, start int32, obs []Obs) (reset int, err error) {
+func (r *Ring) recordChunk(unix int64, ms uint16, start int32, obs []Obs) (reset int, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.f == nil {
@@ -566,7 +566,7 @@ func (r *Ring) recordChunk(unix int64, start int32, obs []Obs) (reset int, err e
 			clear(rec)
 			binary.LittleEndian.PutUint64(rec, key)
 		}
-		r.l.apply(rec, unix, o)
+		r.l.apply(rec, unix, ms, o)
 		sealRecord(rec)
 	}
 	if _, err := r.writeAt(b, off); err != nil {
@@ -575,8 +575,9 @@ func (r *Ring) recordChunk(unix int64, start int32, obs []Obs) (reset int, err e
 	return reset, nil
 }
 
-// apply adds one round to a record.
-func (l layout) apply(rec []byte, unix int64, o Obs) {
+// apply adds one round to a record; ms is the milliseconds of its time
+// (kept from version 4).
+func (l layout) apply(rec []byte, unix int64, ms uint16, o Obs) {
 	le := binary.LittleEndian
 	head, count := int(le.Uint16(rec[12:])), int(le.Uint16(rec[14:]))
 	if head >= l.rounds {
@@ -586,6 +587,9 @@ func (l layout) apply(rec []byte, unix int64, o Obs) {
 	clear(e)
 	le.PutUint32(e, uint32(max(unix, 0)))
 	le.PutUint16(e[4:], latencyUnits(o.Latency))
+	if l.millis {
+		le.PutUint16(e[l.millisAt():], min(ms, 999))
+	}
 	by := int(o.By) + 1
 	if by < 0 || by > 63 {
 		by = 0
@@ -737,8 +741,12 @@ func (l layout) decode(rec []byte, now int64, names []string) Origin {
 		if v == 0 {
 			continue
 		}
+		var ms int64
+		if l.millis {
+			ms = int64(min(le.Uint16(e[l.millisAt():]), 999))
+		}
 		p := Point{
-			Time:    time.Unix(int64(le.Uint32(e)), 0).UTC(),
+			Time:    time.Unix(int64(le.Uint32(e)), ms*int64(time.Millisecond)).UTC(),
 			Verdict: v,
 			By:      int8(e[6]>>2) - 1,
 			State:   State(e[7] & 3),

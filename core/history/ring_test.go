@@ -51,13 +51,13 @@ func read(t *testing.T, r *history.Ring, slot int32, key uint64, now time.Time) 
 }
 
 func TestSizes(t *testing.T) {
-	if got := history.RecordSize(60); got != 1704 {
-		t.Errorf("RecordSize(60) = %d; docs/history.md says 1704", got)
+	if got := history.RecordSize(60); got != 1824 {
+		t.Errorf("RecordSize(60) = %d; docs/history.md says 1824", got)
 	}
 	for _, c := range []struct {
 		sites int
 		want  int64
-	}{{1000, 5_279_744}, {10000, 43_847_680}, {100000, 429_527_040}} {
+	}{{1000, 5_648_384}, {10000, 46_919_680}, {100000, 459_632_640}} {
 		r, rep := open(t, filepath.Join(t.TempDir(), "history.ring"), history.Options{Origins: 2 * c.sites})
 		if rep.Size != c.want || history.FileSize(60, r.Capacity()) != c.want {
 			t.Errorf("%d sites of 2 origins: file %d bytes, capacity %d; docs/history.md says %d", c.sites, rep.Size, r.Capacity(), c.want)
@@ -326,4 +326,36 @@ func contains(s, sub string) bool {
 		}
 	}
 	return false
+}
+
+// Rounds less than a second apart keep their milliseconds (version 4):
+// read back, each point has its round's own time, in order.
+func TestMillisecondsKept(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "history.ring")
+	r, _ := open(t, path, history.Options{Origins: 1})
+	k := history.Key("www", "a1")
+	slot := sync(t, r, []uint64{k})[0]
+	var want []time.Time
+	for i := range 5 {
+		at := t0.Add(time.Duration(i)*250*time.Millisecond + 7*time.Millisecond + 123*time.Microsecond)
+		want = append(want, at.Truncate(time.Millisecond))
+		if _, err := r.Record(at, []history.Obs{{Slot: slot, Verdict: history.Up, By: 0, State: history.Healthy}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := read(t, r, slot, k, t0.Add(time.Minute))
+	snap, err := history.ReadSnapshot(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, pts := range map[string][]history.Point{"Read": o.Points, "ReadSnapshot": snap.Origins[k].Points} {
+		if len(pts) != len(want) {
+			t.Fatalf("%s: %d points, want %d", name, len(pts), len(want))
+		}
+		for i, p := range pts {
+			if !p.Time.Equal(want[i]) {
+				t.Errorf("%s: point %d at %s, want %s", name, i, p.Time.Format(time.RFC3339Nano), want[i].Format(time.RFC3339Nano))
+			}
+		}
+	}
 }

@@ -65,7 +65,7 @@ func writeV1(t *testing.T, path string, k uint64, at time.Time) {
 	binary.LittleEndian.PutUint64(b[headerSize:], k)
 	rec := b[l.recordAt(0):][:l.recordSize]
 	binary.LittleEndian.PutUint64(rec, k)
-	l.apply(rec, at.Unix(), Obs{Verdict: Down, By: 0, State: Unhealthy})
+	l.apply(rec, at.Unix(), 0, Obs{Verdict: Down, By: 0, State: Unhealthy})
 	sealRecord(rec)
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)

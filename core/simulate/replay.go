@@ -20,9 +20,10 @@ import (
 
 // ExportVersion is the version of the history export format
 // (docs/replay.md). Version 2 adds each round's per-source tallies,
-// version 3 the down groups of the path-partition rule; versions 1
-// (verdicts only) and 2 (no partition data) are still read.
-const ExportVersion = 3
+// version 3 the down groups of the path-partition rule, version 4 the
+// milliseconds of each round's time (t_ms); versions 1 (verdicts only),
+// 2 (no partition data) and 3 (whole seconds) are still read.
+const ExportVersion = 4
 
 // oldestExportVersion is the oldest version ReadExport reads.
 const oldestExportVersion = 1
@@ -73,6 +74,9 @@ type ExportOrigin struct {
 type ExportPoint struct {
 	// T is the round's start, Unix seconds.
 	T int64 `json:"t"`
+	// TMs is the milliseconds of the round's start past T, 0-999
+	// (version 4; an older export kept whole seconds).
+	TMs int `json:"t_ms,omitempty"`
 	// V is the verdict: up, down or none.
 	V string `json:"v"`
 	// By is the settling source ("" for none; its chain position when the
@@ -92,6 +96,9 @@ type ExportPoint struct {
 	DownGroups []string `json:"down_groups,omitempty"`
 	GroupsCut  bool     `json:"groups_cut,omitempty"`
 }
+
+// At is the round's start in Unix milliseconds.
+func (p ExportPoint) At() int64 { return p.T*1000 + int64(min(max(p.TMs, 0), 999)) }
 
 // ExportTally is one source's votes for one origin in one round.
 type ExportTally struct {
@@ -136,7 +143,7 @@ func BuildExport(snap *history.Snapshot, names []Names, h ExportHeader, events [
 		}
 		eo := ExportOrigin{Site: n.Site, Origin: n.Origin, Points: make([]ExportPoint, 0, len(o.Points))}
 		for _, p := range o.Points {
-			ep := ExportPoint{T: p.Time.Unix(), V: p.Verdict.String(), S: p.State.String(), MS: float64(p.Latency/(100*time.Microsecond)) / 10}
+			ep := ExportPoint{T: p.Time.Unix(), TMs: p.Time.Nanosecond() / int(time.Millisecond), V: p.Verdict.String(), S: p.State.String(), MS: float64(p.Latency/(100*time.Microsecond)) / 10}
 			if name, ok := drillSourceName(p.By, h.Sources); ok { // replay_drill.go
 				ep.By = name
 			} else if p.By >= 0 {
@@ -347,7 +354,7 @@ type ReplayResult struct {
 func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
 	res := &ReplayResult{Votes: x.Header.Votes}
 	f := fleet.NewRoundClock(cfg)
-	// Rounds: the distinct recorded times.
+	// Rounds: the distinct recorded times, in Unix milliseconds.
 	byTime := map[int64]map[string]vote.Verdict{}
 	votesAt := map[int64]map[string][]ExportTally{}
 	for _, o := range x.Origins {
@@ -366,26 +373,26 @@ func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
 			default:
 				continue
 			}
-			if byTime[p.T] == nil {
-				byTime[p.T] = map[string]vote.Verdict{}
+			if byTime[p.At()] == nil {
+				byTime[p.At()] = map[string]vote.Verdict{}
 			}
-			byTime[p.T][o.Site+"/"+o.Origin] = v
+			byTime[p.At()][o.Site+"/"+o.Origin] = v
 		}
 		if res.Votes {
 			for _, p := range o.Points {
 				if len(p.Votes) == 0 {
 					continue
 				}
-				if votesAt[p.T] == nil {
-					votesAt[p.T] = map[string][]ExportTally{}
+				if votesAt[p.At()] == nil {
+					votesAt[p.At()] = map[string][]ExportTally{}
 				}
-				votesAt[p.T][o.Site+"/"+o.Origin] = p.Votes
+				votesAt[p.At()][o.Site+"/"+o.Origin] = p.Votes
 			}
 		}
 		// A none verdict is a round too: mark it.
 		for _, p := range o.Points {
-			if byTime[p.T] == nil {
-				byTime[p.T] = map[string]vote.Verdict{}
+			if byTime[p.At()] == nil {
+				byTime[p.At()] = map[string]vote.Verdict{}
 			}
 		}
 	}
@@ -419,8 +426,8 @@ func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
 	}
 	recPartitions := map[string][]PartitionEvent{}
 	for _, e := range x.Events {
-		if e.Event.Kind == decide.KindPathPartitionSuspected && f.Site(e.Site) != nil && e.Time.Unix() >= times[0] &&
-			e.Time.Unix() <= times[len(times)-1]+int64(max(interval/time.Second, 1)) {
+		if e.Event.Kind == decide.KindPathPartitionSuspected && f.Site(e.Site) != nil && e.Time.UnixMilli() >= times[0] &&
+			e.Time.UnixMilli() <= times[len(times)-1]+max(interval, time.Second).Milliseconds() {
 			ev := e.Event
 			recPartitions[e.Site] = append(recPartitions[e.Site], PartitionEvent{Time: roundAt(times, e.Time), Origin: ev.Origin, Group: ev.Group, Rounds: ev.Rounds, Suspected: ev.Suspected})
 		}
@@ -455,8 +462,9 @@ func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
 		note(at, t, ok, f.Round(context.Background(), src))
 	}
 	// Confirmation rounds (docs/replay.md): a recorded round less than
-	// the recording's round_interval, in whole seconds, after the last
-	// round is one, when the recording has them.
+	// the recording's round_interval after the last round is one, when
+	// the recording has them (an export before version 4 kept whole
+	// seconds: the interval counts in whole seconds there, as it did).
 	recInterval := interval
 	if d, err := time.ParseDuration(x.Header.RoundInterval); err == nil && d > 0 {
 		recInterval = d
@@ -467,9 +475,12 @@ func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
 		recConfirms = true
 		res.Warnings = append(res.Warnings, "the export does not say whether it recorded confirmation rounds: a recorded round less than round_interval after the one before it is taken for one")
 	}
+	limit := recInterval.Milliseconds()
+	if x.Header.Version < 4 {
+		limit = int64(recInterval/time.Second) * 1000
+	}
 	isConfirm := func(i int, last int64) bool {
-		secs := int64(recInterval / time.Second)
-		return recConfirms && i > 0 && secs > 0 && times[i]-last < secs
+		return recConfirms && i > 0 && limit > 0 && times[i]-last < limit
 	}
 	const maxFill = 10000
 	last := int64(0)
@@ -482,19 +493,19 @@ func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
 			res.Confirmations++
 			setRound(t, true)
 			reports, _ := f.Confirm(context.Background(), src)
-			note(time.Unix(t, 0).UTC(), t, true, reports)
+			note(time.UnixMilli(t).UTC(), t, true, reports)
 			continue
 		}
 		if i > 0 && interval > 0 {
-			gap := time.Duration(t-last) * time.Second
+			gap := time.Duration(t-last) * time.Millisecond
 			if gap > interval*3/2 {
 				n := int((gap+interval/2)/interval) - 1
 				for k := 1; k <= min(n, maxFill); k++ {
-					step(time.Unix(last, 0).Add(time.Duration(k)*interval).UTC(), 0, false)
+					step(time.UnixMilli(last).Add(time.Duration(k)*interval).UTC(), 0, false)
 				}
 			}
 		}
-		step(time.Unix(t, 0).UTC(), t, true)
+		step(time.UnixMilli(t).UTC(), t, true)
 		last = t
 	}
 	switch {
@@ -505,14 +516,14 @@ func Replay(x *Export, cfg *config.Config) (*ReplayResult, error) {
 	}
 	res.Warnings = append(res.Warnings, pr.warnings()...)
 	res.Rounds = round
-	res.From, res.To = time.Unix(times[0], 0).UTC(), time.Unix(times[len(times)-1], 0).UTC()
+	res.From, res.To = time.UnixMilli(times[0]).UTC(), time.UnixMilli(times[len(times)-1]).UTC()
 	recorded := map[string][]Switch{}
 	recordedNotices := map[string][]Notice{}
 	for _, e := range x.Events {
 		if f.Site(e.Site) == nil {
 			continue
 		}
-		if e.Time.Unix() < times[0] || e.Time.Unix() > times[len(times)-1]+int64(max(interval/time.Second, 1)) {
+		if e.Time.UnixMilli() < times[0] || e.Time.UnixMilli() > times[len(times)-1]+max(interval, time.Second).Milliseconds() {
 			continue
 		}
 		if n, ok := noticeOf(roundAt(times, e.Time), e.Event); ok {
@@ -588,13 +599,14 @@ func ShortestConfirm(cfg *config.Config) string {
 }
 
 // roundAt is the start of the recorded round a journaled event belongs
-// to: the last round that started at or before it.
+// to: the last round that started at or before it (times in Unix
+// milliseconds).
 func roundAt(times []int64, t time.Time) time.Time {
-	i := sort.Search(len(times), func(i int) bool { return times[i] > t.Unix() })
+	i := sort.Search(len(times), func(i int) bool { return times[i] > t.UnixMilli() })
 	if i == 0 {
-		return t.UTC().Truncate(time.Second)
+		return t.UTC().Truncate(time.Millisecond)
 	}
-	return time.Unix(times[i-1], 0).UTC()
+	return time.UnixMilli(times[i-1]).UTC()
 }
 
 // verdictSource hands each recorded verdict to the first source of the

@@ -29,7 +29,7 @@ func drillSourceName(i int8, sources []string) (string, bool) {
 	return "", false
 }
 
-// drillRounds maps a recorded round (its time) to the origins ("site/
+// drillRounds maps a recorded round (its time, Unix milliseconds) to the origins ("site/
 // origin") the drill settled in it.
 type drillRounds map[int64]map[string]bool
 
@@ -41,10 +41,10 @@ func (x *Export) drillRounds() (drillRounds, int) {
 			if p.By != api.DrillSource {
 				continue
 			}
-			if out[p.T] == nil {
-				out[p.T] = map[string]bool{}
+			if out[p.At()] == nil {
+				out[p.At()] = map[string]bool{}
 			}
-			out[p.T][o.Site+"/"+o.Origin] = true
+			out[p.At()][o.Site+"/"+o.Origin] = true
 			n++
 		}
 	}

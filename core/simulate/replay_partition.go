@@ -92,10 +92,10 @@ func newReplayPartition(x *Export, cfg *config.Config, f *fleet.Fleet, recorded 
 		key := o.Site + "/" + o.Origin
 		for i := range o.Points {
 			pt := &o.Points[i]
-			if p.points[pt.T] == nil {
-				p.points[pt.T] = map[string]*ExportPoint{}
+			if p.points[pt.At()] == nil {
+				p.points[pt.At()] = map[string]*ExportPoint{}
 			}
-			p.points[pt.T][key] = pt
+			p.points[pt.At()][key] = pt
 		}
 	}
 	return p

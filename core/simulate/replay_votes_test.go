@@ -173,7 +173,7 @@ func TestReplayVersion1Export(t *testing.T) {
 	if !strings.Contains(out.String(), "(verdicts only: chain settings are not replayed)") {
 		t.Fatalf("output:\n%s", out.String())
 	}
-	for _, v := range []string{`{"vigil_history_export": 4}`, `{"vigil_history_export": 0}`} {
+	for _, v := range []string{`{"vigil_history_export": 5}`, `{"vigil_history_export": 0}`} {
 		if _, err := simulate.ReadExport(strings.NewReader(v + "\n")); err == nil {
 			t.Errorf("%s was read", v)
 		}
