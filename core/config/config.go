@@ -171,8 +171,11 @@ type Control struct {
 	// docs/partition.md); nil: off.
 	Partition *Partition
 	// HistoryRounds is control { history { rounds } }: the verdicts the
-	// history keeps per origin (0: DefaultHistoryRounds).
+	// history keeps per origin (0: DefaultHistoryRounds); with keep set,
+	// keep / round_interval rounded up, at most MaxHistoryRounds.
 	HistoryRounds int
+	// HistoryKeep is control { history { keep } } (0: not set).
+	HistoryKeep time.Duration
 	// ProbeSeriesSites is control { metrics { probe_series_sites } }; nil
 	// when unset (see ProbeSeries).
 	ProbeSeriesSites *int

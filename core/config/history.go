@@ -5,6 +5,7 @@ package config
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/hashicorp/hcl/v2"
 )
@@ -18,7 +19,7 @@ const (
 )
 
 var historySchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "rounds"}},
+	Attributes: []hcl.AttributeSchema{{Name: "rounds"}, {Name: "keep"}},
 }
 
 // history reads `control { history { } }`.
@@ -43,4 +44,42 @@ func (l *loader) history(b *hcl.Block) {
 			l.cfg.Control.HistoryRounds = n
 		}
 	}
+	if attr := content.Attributes["keep"]; attr != nil {
+		if r := content.Attributes["rounds"]; r != nil {
+			l.add(attr.Expr.Range(), "Both history keep and rounds",
+				fmt.Sprintf("Set keep (a time) or rounds (a count), not both; rounds is set at %s:%d:%d. Remove one.", r.Expr.Range().Filename, r.Expr.Range().Start.Line, r.Expr.Range().Start.Column))
+			return
+		}
+		var keep time.Duration
+		l.duration(content.Attributes, "keep", &keep)
+		if keep <= 0 {
+			return
+		}
+		l.historyKeep(attr, keep)
+	}
+}
+
+// historyKeep sizes the history by time: keep / round_interval rounds,
+// rounded up, at most MaxHistoryRounds (a warning says what a keep longer
+// than that really keeps).
+func (l *loader) historyKeep(attr *hcl.Attribute, keep time.Duration) {
+	c := &l.cfg.Control
+	interval := c.RoundInterval
+	if interval <= 0 {
+		interval = DefaultRoundInterval
+	}
+	if keep < interval {
+		l.add(attr.Expr.Range(), "Invalid history keep",
+			fmt.Sprintf("keep must be at least one round_interval (%s); got %s. Write a longer time, such as \"24h\".", interval, keep))
+		return
+	}
+	rounds := int((keep + interval - 1) / interval)
+	if rounds > MaxHistoryRounds {
+		l.diags = append(l.diags, &hcl.Diagnostic{Severity: hcl.DiagWarning, Subject: attr.Expr.Range().Ptr(),
+			Summary: "History keep capped",
+			Detail: fmt.Sprintf("keep = %s needs %d rounds at round_interval %s, and the history keeps at most %d rounds an origin: it keeps %s. Shorten keep, or lengthen round_interval.",
+				keep, rounds, interval, MaxHistoryRounds, time.Duration(MaxHistoryRounds)*interval)})
+		rounds = MaxHistoryRounds
+	}
+	c.HistoryKeep, c.HistoryRounds = keep, rounds
 }

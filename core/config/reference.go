@@ -188,8 +188,11 @@ func Reference() []RefBlock {
 			Meaning: "The verdict history in data_dir/history.ring, which the status page's history strip, GET /v1/sites/{site}/history and vigil history export read (an agent with an etcd store keeps none). See docs/history.md.",
 			Attributes: []RefAttribute{
 				{Name: "rounds", Type: "whole number", Default: strconv.Itoa(DefaultHistoryRounds),
-					Meaning: "The verdicts kept per origin, from 1 to 1024: each costs 8 bytes of disk per origin. A change takes effect at the next start and starts the file again empty.",
+					Meaning: "The rounds kept per origin, from 1 to 1024: each costs 26 bytes of disk per origin (docs/history.md). A change takes effect at the next start and starts the file again empty.",
 					Example: `60`},
+				{Name: "keep", Type: "duration", DefaultNote: "Not set: rounds sizes the history.",
+					Meaning: "The history sized by time instead of by rounds: keep / round_interval rounds per origin, rounded up, at most 1024 (a longer keep is capped with a warning saying what it keeps). At least one round_interval. Set keep or rounds, not both. A change of the rounds it gives takes effect at the next start and starts the file again empty.",
+					Example: `"8h"`, Instead: "rounds"},
 			},
 		},
 		{

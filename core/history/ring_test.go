@@ -69,6 +69,23 @@ func TestSizes(t *testing.T) {
 	}
 }
 
+// The sizes docs/history.md and docs/sizing.md give for a history sized
+// by time (keep): 960 rounds (8 h at 30 s) and the cap, 1,024, at 10k and
+// 100k sites of 2 origins (25,600 and 250,880 slots).
+func TestSizesByTime(t *testing.T) {
+	for _, c := range []struct {
+		rounds, slots int
+		want          int64
+	}{{960, 25600, 645_959_680}, {960, 250880, 6_330_224_640}, {1024, 25600, 688_558_080}, {1024, 250880, 6_747_688_960}} {
+		if got := history.FileSize(c.rounds, c.slots); got != c.want {
+			t.Errorf("FileSize(%d, %d) = %d; the docs say %d", c.rounds, c.slots, got, c.want)
+		}
+	}
+	if history.MaxRounds != 1024 {
+		t.Errorf("MaxRounds = %d; docs/history.md states the cap 1,024", history.MaxRounds)
+	}
+}
+
 // The ring keeps the last Rounds verdicts, oldest first, across the wrap.
 func TestBoundsAndWrapAround(t *testing.T) {
 	for _, rounds := range []int{1, 5, 60} {
