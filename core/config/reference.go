@@ -201,7 +201,7 @@ func Reference() []RefBlock {
 			Meaning: "What the agent's GET /metrics shows beyond its own series. See docs/metrics.md.",
 			Attributes: []RefAttribute{
 				{Name: "probe_series_sites", Type: "whole number", Default: strconv.Itoa(DefaultProbeSeriesSites),
-					Meaning: "The largest fleet for which /metrics has the per-vote series (vigil_probe_success, vigil_probe_duration_seconds, vigil_probe_reason: one per origin, source and voter of each site's last round); a larger fleet gets the per-origin series only. 0 turns them off. Each costs nothing between scrapes, but a scrape of 100,000 sites would be millions of lines.",
+					Meaning: "The largest fleet for which /metrics has the per-vote series (vigil_probe_success, vigil_probe_duration_seconds, vigil_probe_reason, and, for sources that report them, vigil_probe_http_status_code, vigil_probe_http_duration_seconds{phase} and vigil_probe_ssl_earliest_cert_expiry: one per origin, source and voter of each site's last round) and vigil_origin_info (one per origin); a larger fleet gets the per-origin series only. 0 turns them off. Each costs nothing between scrapes, but a scrape of 100,000 sites would be millions of lines.",
 					Example: `1000`},
 			},
 		},
