@@ -7,7 +7,7 @@ import (
 	"strconv"
 
 	cluster "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	envoycore "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpoint "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listener "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	route "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -101,8 +101,8 @@ func httpListener(opts Options) *listener.Listener {
 	}
 	return &listener.Listener{
 		Name: opts.ListenerName,
-		Address: &core.Address{Address: &core.Address_SocketAddress{SocketAddress: &core.SocketAddress{
-			Address: opts.httpHost, PortSpecifier: &core.SocketAddress_PortValue{PortValue: opts.httpPort}}}},
+		Address: &envoycore.Address{Address: &envoycore.Address_SocketAddress{SocketAddress: &envoycore.SocketAddress{
+			Address: opts.httpHost, PortSpecifier: &envoycore.SocketAddress_PortValue{PortValue: opts.httpPort}}}},
 		FilterChains: []*listener.FilterChain{{Filters: []*listener.Filter{{Name: "envoy.filters.network.http_connection_manager",
 			ConfigType: &listener.Filter_TypedConfig{TypedConfig: mustAny(m)}}}}},
 	}
@@ -114,9 +114,9 @@ func routerFilter() *hcm.HttpFilter {
 }
 
 // ads is the config source of every resource: the stream they came on.
-func ads() *core.ConfigSource {
-	return &core.ConfigSource{ResourceApiVersion: core.ApiVersion_V3,
-		ConfigSourceSpecifier: &core.ConfigSource_Ads{Ads: &core.AggregatedConfigSource{}}}
+func ads() *envoycore.ConfigSource {
+	return &envoycore.ConfigSource{ResourceApiVersion: envoycore.ApiVersion_V3,
+		ConfigSourceSpecifier: &envoycore.ConfigSource_Ads{Ads: &envoycore.AggregatedConfigSource{}}}
 }
 
 // siteCluster is s's EDS cluster: round-robin, locality weights on (the
@@ -145,14 +145,14 @@ func siteCluster(s edge.Site, opts Options) *cluster.Cluster {
 	if anyTLS(s) {
 		ctx := &tlsv3.UpstreamTlsContext{Sni: s.Hostname, CommonTlsContext: &tlsv3.CommonTlsContext{
 			ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
-				TrustedCa: &core.DataSource{Specifier: &core.DataSource_Filename{Filename: opts.TrustedCA}},
+				TrustedCa: &envoycore.DataSource{Specifier: &envoycore.DataSource_Filename{Filename: opts.TrustedCA}},
 				MatchTypedSubjectAltNames: []*tlsv3.SubjectAltNameMatcher{{SanType: tlsv3.SubjectAltNameMatcher_DNS,
 					Matcher: &matcher.StringMatcher{MatchPattern: &matcher.StringMatcher_Exact{Exact: s.Hostname}}}},
 			}}}}
 		c.TransportSocketMatches = []*cluster.Cluster_TransportSocketMatch{{
 			Name:            tlsMatch,
 			Match:           mustStruct(map[string]any{tlsMatch: true}),
-			TransportSocket: &core.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &core.TransportSocket_TypedConfig{TypedConfig: mustAny(ctx)}},
+			TransportSocket: &envoycore.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &envoycore.TransportSocket_TypedConfig{TypedConfig: mustAny(ctx)}},
 		}}
 	}
 	return c
@@ -221,7 +221,7 @@ func loadAssignment(s edge.Site, addrs resolved) *endpoint.ClusterLoadAssignment
 	for p, groups := range priorities(s) {
 		for _, g := range groups {
 			loc := &endpoint.LocalityLbEndpoints{
-				Locality:            &core.Locality{Region: "vigil", Zone: "level-" + strconv.Itoa(g.level)},
+				Locality:            &envoycore.Locality{Region: "vigil", Zone: "level-" + strconv.Itoa(g.level)},
 				Priority:            uint32(p),
 				LoadBalancingWeight: wrapperspb.UInt32(g.weight),
 			}
@@ -259,8 +259,8 @@ func loadAssignment(s edge.Site, addrs resolved) *endpoint.ClusterLoadAssignment
 
 // lbEndpoint is origin o at address a.
 func lbEndpoint(o edge.Origin, a netip.Addr, port uint32) *endpoint.LbEndpoint {
-	ep := &endpoint.Endpoint{Address: &core.Address{Address: &core.Address_SocketAddress{SocketAddress: &core.SocketAddress{
-		Address: a.Unmap().String(), PortSpecifier: &core.SocketAddress_PortValue{PortValue: port}}}}}
+	ep := &endpoint.Endpoint{Address: &envoycore.Address{Address: &envoycore.Address_SocketAddress{SocketAddress: &envoycore.SocketAddress{
+		Address: a.Unmap().String(), PortSpecifier: &envoycore.SocketAddress_PortValue{PortValue: port}}}}}
 	if _, err := netip.ParseAddr(o.Host); err != nil {
 		ep.Hostname = o.Host
 	}
@@ -271,19 +271,19 @@ func lbEndpoint(o edge.Origin, a netip.Addr, port uint32) *endpoint.LbEndpoint {
 	return &endpoint.LbEndpoint{
 		HostIdentifier: &endpoint.LbEndpoint_Endpoint{Endpoint: ep},
 		HealthStatus:   healthStatus(o.State),
-		Metadata:       &core.Metadata{FilterMetadata: md},
+		Metadata:       &envoycore.Metadata{FilterMetadata: md},
 	}
 }
 
 // healthStatus is vigil's verdict as xDS says it.
-func healthStatus(state string) core.HealthStatus {
+func healthStatus(state string) envoycore.HealthStatus {
 	switch state {
 	case "healthy":
-		return core.HealthStatus_HEALTHY
+		return envoycore.HealthStatus_HEALTHY
 	case "unhealthy":
-		return core.HealthStatus_UNHEALTHY
+		return envoycore.HealthStatus_UNHEALTHY
 	default:
-		return core.HealthStatus_UNKNOWN
+		return envoycore.HealthStatus_UNKNOWN
 	}
 }
 

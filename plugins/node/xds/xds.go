@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	core "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	envoycore "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	clusterservice "github.com/envoyproxy/go-control-plane/envoy/service/cluster/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
@@ -115,7 +115,7 @@ type Server struct {
 // allNodes gives every client the same snapshot.
 type allNodes struct{}
 
-func (allNodes) ID(*core.Node) string { return nodeKey }
+func (allNodes) ID(*envoycore.Node) string { return nodeKey }
 
 // New listens on opts.Listen and returns the Server; Watch serves.
 func New(opts Options) (*Server, error) {
