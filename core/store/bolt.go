@@ -405,7 +405,6 @@ func seqKey(seq uint64) []byte {
 func (s *Bolt) Load(_ context.Context) (st *State, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer s.guard(&err)
-	defer s.dropPages() // every page was read once: none need stay resident
 	st = &State{Sites: map[string]Site{}, Cursors: map[string]uint64{}}
 	var bad error // a record that does not decode: damage
 	err = s.db.View(func(tx *bolt.Tx) error {
