@@ -160,10 +160,17 @@ type DNSUpdatePublisher struct {
 // Control is the `control` block.
 type Control struct {
 	RoundInterval time.Duration
+	// SitesPerRound is sites_per_round; with "auto" it is
+	// DefaultSitesPerRound, the least a round is sized to (what a
+	// confirmation round's confirm_budget, validate and the file-limit
+	// check count from).
 	SitesPerRound int
-	DataDir       string
-	PluginDir     string
-	API           API
+	// SitesPerRoundAuto is sites_per_round = "auto": the engine sizes
+	// each round from the time the last rounds took (docs/config.md).
+	SitesPerRoundAuto bool
+	DataDir           string
+	PluginDir         string
+	API               API
 	// Store is the `store "etcd"` block; nil keeps the embedded bbolt
 	// store in DataDir.
 	Store *EtcdStore

@@ -4,8 +4,10 @@ package config
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
 )
 
 var controlSchema = &hcl.BodySchema{
@@ -29,7 +31,7 @@ func (l *loader) control(b *hcl.Block) {
 	l.diags = append(l.diags, diags...)
 	c := &l.cfg.Control
 	l.duration(content.Attributes, "round_interval", &c.RoundInterval)
-	l.integer(content.Attributes, "sites_per_round", 1, &c.SitesPerRound)
+	l.sitesPerRound(content.Attributes, c)
 	if attr := content.Attributes["confirm_budget"]; attr != nil {
 		var pct int
 		if l.decode(attr, &pct) {
@@ -84,4 +86,40 @@ func (l *loader) control(b *hcl.Block) {
 			}
 		}
 	}
+}
+
+// SitesPerRoundAuto is the word of sites_per_round that sizes each round
+// from the time the last rounds took.
+const SitesPerRoundAuto = "auto"
+
+// sitesPerRound reads sites_per_round: a whole number of at least 1 (a
+// string of digits, as HCL converts it, too), or "auto".
+func (l *loader) sitesPerRound(attrs hcl.Attributes, c *Control) {
+	attr := attrs["sites_per_round"]
+	if attr == nil {
+		return
+	}
+	v, diags := attr.Expr.Value(nil)
+	if diags.HasErrors() {
+		l.diags = append(l.diags, diags...)
+		return
+	}
+	choices := "sites_per_round is a whole number of sites a round probes (at least 1), or \"auto\" to size each round from the time the last rounds took"
+	switch {
+	case !v.IsKnown() || v.IsNull() || v.Type() == cty.Number:
+	case v.Type() == cty.String:
+		s := v.AsString()
+		if s == SitesPerRoundAuto {
+			c.SitesPerRound, c.SitesPerRoundAuto = DefaultSitesPerRound, true
+			return
+		}
+		if _, err := strconv.Atoi(s); err != nil {
+			l.add(attr.Expr.Range(), "Invalid sites_per_round", fmt.Sprintf("%s; got %q.", choices, s))
+			return
+		}
+	default:
+		l.add(attr.Expr.Range(), "Invalid sites_per_round", fmt.Sprintf("%s; got a %s.", choices, v.Type().FriendlyName()))
+		return
+	}
+	l.integer(attrs, "sites_per_round", 1, &c.SitesPerRound)
 }

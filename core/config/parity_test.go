@@ -70,6 +70,7 @@ func parityConfigs(t *testing.T, dir string) map[string]string {
 		"every attribute": build("", "").String(),
 		"a pointer to zero, empty lists, shared values": fmt.Sprintf(`control {
   data_dir = %q
+  sites_per_round = "auto"
   metrics { probe_series_sites = 0 }
 }
 source "direct" {

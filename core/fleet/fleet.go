@@ -237,7 +237,12 @@ func (f *Fleet) RoundInterval() time.Duration { return f.clock.interval }
 // Plan runs the scheduler for the next round: it picks up to
 // SitesPerRound eligible sites and prepares one job per site, its disabled
 // origins skipped. Nothing of the sites changes until Apply.
-func (f *Fleet) Plan() *Plan {
+func (f *Fleet) Plan() *Plan { return f.PlanSized(nil) }
+
+// PlanSized is Plan with the round's size chosen once the eligible sites
+// (those Owns accepts) are counted: it picks up to size(eligible) of them
+// (nil: SitesPerRound), for sites_per_round = "auto".
+func (f *Fleet) PlanSized(size func(eligible int) int) *Plan {
 	p := &f.plan
 	p.fleet, p.Seq = f, f.Seq+1
 	p.Picked = p.Picked[:0]
@@ -248,10 +253,14 @@ func (f *Fleet) Plan() *Plan {
 			p.Picked = append(p.Picked, i)
 		}
 	}
-	p.All = len(p.Picked) <= f.SitesPerRound
+	n := f.SitesPerRound
+	if size != nil {
+		n = size(len(p.Picked))
+	}
+	p.All = len(p.Picked) <= n
 	if !p.All {
 		// Not every eligible site fits: the scheduler chooses.
-		p.Picked = append(p.Picked[:0], f.picker.Pick(f.sched, f.SitesPerRound)...)
+		p.Picked = append(p.Picked[:0], f.picker.Pick(f.sched, max(n, 1))...)
 		sort.Ints(p.Picked) // site-name order, since Sites is sorted by name
 	}
 	p.Confirm = false

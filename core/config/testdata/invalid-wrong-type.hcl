@@ -2,4 +2,4 @@ control {
   sites_per_round = "many"
 }
 
-# want: 2:22: Unsuitable value type; Unsuitable value: a number is required
+# want: 2:21: Invalid sites_per_round; sites_per_round is a whole number of sites a round probes (at least 1), or "auto" to size each round from the time the last rounds took; got "many".
