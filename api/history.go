@@ -83,6 +83,13 @@ type FleetSummary struct {
 	// sites exceed sites_per_round and a failure takes about this times
 	// unhealthy_threshold to be seen. 0 from an agent that does not say.
 	CycleSeconds float64 `json:"cycle_seconds,omitempty"`
+	// RoundSitesAuto is set when sites_per_round is "auto": CycleSeconds
+	// then counts with RoundSites, the size of the last round (the
+	// engine sizes each round from the last rounds' time).
+	RoundSitesAuto bool `json:"round_sites_auto,omitempty"`
+	// RoundSites is the size of the last round under "auto" (0 before
+	// the first round, or without "auto").
+	RoundSites int `json:"round_sites,omitempty"`
 }
 
 // History reads a site's history.

@@ -272,6 +272,9 @@ func summaryFacts(s *api.FleetSummary) string {
 	if s.CycleSeconds > 0 {
 		cycle := time.Duration(s.CycleSeconds * float64(time.Second)).Round(time.Millisecond)
 		line += fmt.Sprintf("; each site probed every %s", cycle)
+		if s.RoundSitesAuto {
+			line += fmt.Sprintf(" (sites_per_round auto: %d sites last round)", s.RoundSites)
+		}
 	}
 	return line
 }

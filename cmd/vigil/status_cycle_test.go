@@ -24,6 +24,7 @@ func TestStatusSummaryGivesTheCycle(t *testing.T) {
 	}{
 		{"more sites than sites_per_round", `round_interval = "30s"` + "\n  sites_per_round = 4", "; each site probed every 3m30s"},
 		{"every site each round", `round_interval = "20s"` + "\n  sites_per_round = 500", "; each site probed every 20s"},
+		{"auto: the last round's size", `round_interval = "20s"` + "\n  sites_per_round = \"auto\"", "; each site probed every 20s (sites_per_round auto: 25 sites last round)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

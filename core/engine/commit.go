@@ -143,7 +143,8 @@ func (e *Engine) afterCommit(pc publish.Change) {
 // the others keep theirs. Called with e.mu held.
 func (e *Engine) refreshViews() {
 	old := e.views.Load()
-	next := &Views{Round: e.fleet.Seq, Publication: e.meta.Publication, fleet: e.fleet, probeSeries: e.cfg.Control.ProbeSeries()}
+	next := &Views{Round: e.fleet.Seq, Publication: e.meta.Publication, fleet: e.fleet, probeSeries: e.cfg.Control.ProbeSeries(),
+		auto: e.cfg.Control.SitesPerRoundAuto, roundSize: e.roundSize}
 	switch {
 	case old == nil || old.fleet != e.fleet || e.allChanged:
 		next.sites = make([]*siteSnap, len(e.fleet.Sites))

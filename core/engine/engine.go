@@ -152,6 +152,11 @@ type Engine struct {
 	part          *partitionDetector // nil unless control { partition } (partition.go)
 	observers     []Observer         // told of every durable commit (observer.go)
 	roundOwed     unsaved            // the applied round the next commit saves
+	// autoRounds are the last rounds' samples, oldest first, and
+	// roundSize the size of the last round planned (0: none yet), for
+	// sites_per_round = "auto" (roundsize.go).
+	autoRounds []RoundSample
+	roundSize  int
 
 	statsMu     sync.Mutex
 	srcStats    []func() namedStats

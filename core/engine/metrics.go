@@ -24,6 +24,7 @@ type metrics struct {
 	lateness     prometheus.Histogram
 	rounds       prometheus.Counter
 	sitesProbed  prometheus.Counter
+	roundSize    prometheus.Gauge
 	publication  prometheus.Gauge
 	storeErrors  prometheus.Counter
 	storeHealthy prometheus.Gauge
@@ -81,6 +82,9 @@ func newMetrics(reg prometheus.Registerer, e *Engine) *metrics {
 		sitesProbed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "vigil_sites_probed_total", Help: "Sites probed, summed over rounds.",
 		}),
+		roundSize: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "vigil_round_sites_limit", Help: "The most sites the last round could probe: sites_per_round, or the size sites_per_round = \"auto\" chose for it (never above the eligible sites).",
+		}),
 		publication: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "vigil_publication_version", Help: "The current publication version.",
 		}),
@@ -116,7 +120,7 @@ func newMetrics(reg prometheus.Registerer, e *Engine) *metrics {
 		m.suspects.WithLabelValues(r)
 	}
 	reg.MustRegister(m.votes, m.abstentions, m.verdicts, m.switches, m.events, m.storeHealthy,
-		m.roundSeconds, m.sourceSeconds, m.roundsLate, m.lateness, m.rounds, m.sitesProbed, m.publication, m.storeErrors,
+		m.roundSeconds, m.sourceSeconds, m.roundsLate, m.lateness, m.rounds, m.sitesProbed, m.roundSize, m.publication, m.storeErrors,
 		&pluginCollector{e: e}, &probeAgeCollector{e: e})
 	// Every series exists from the start, so that increase() sees the
 	// first failover too.
@@ -242,8 +246,16 @@ func (c *probeAgeCollector) Collect(ch chan<- prometheus.Metric) {
 // Schedule is readmodel.Scheduler: sites_per_round, round_interval and
 // the sharded share's filter, for the summary's cycle.
 func (v *Views) Schedule() (perRound int, interval time.Duration, owns func(string) bool) {
-	return v.fleet.SitesPerRound, v.fleet.RoundInterval(), v.fleet.Owns
+	perRound = v.fleet.SitesPerRound
+	if v.auto && v.roundSize > 0 {
+		perRound = v.roundSize // the size of the last round
+	}
+	return perRound, v.fleet.RoundInterval(), v.fleet.Owns
 }
+
+// ScheduleAuto is readmodel.AutoScheduler: whether sites_per_round is
+// "auto", and the size of the last round (0 before the first).
+func (v *Views) ScheduleAuto() (auto bool, lastSize int) { return v.auto, v.roundSize }
 
 // probeAges walks the sites the scheduler may probe (and owns, when owns
 // is set) and returns their probe ages at now (Unix nanoseconds) in

@@ -349,7 +349,7 @@ func (e *Engine) runRound(ctx context.Context, confirm, takeover bool) RoundResu
 			return res
 		}
 	} else {
-		plan = f.Plan()
+		plan = e.planRoundLocked(f)
 	}
 	pos := e.planPositions(f, plan)
 	asker := newAsker(f, sources, e.log, plan.Seq, func(t vote.Target) int32 { return pos[t.Site] + t.Origin }, &e.intern)
@@ -413,6 +413,7 @@ func (e *Engine) runRound(ctx context.Context, confirm, takeover bool) RoundResu
 		return res
 	}
 	e.freshSites(true) // those released before their first probe
+	e.noteRoundLocked(res, asker)
 	e.metrics.rounds.Inc()
 	e.metrics.sitesProbed.Add(float64(len(reports)))
 	e.metrics.roundSeconds.Observe(res.Duration.Seconds())

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/vigilcdn/vigil/core/config"
+	"github.com/vigilcdn/vigil/core/fleet"
+	"github.com/vigilcdn/vigil/sdk"
 )
 
 // RoundSample is one finished round as sites_per_round = "auto" sees it.
@@ -91,4 +93,45 @@ func fit(sites int, took, budget time.Duration) int {
 		return most
 	}
 	return int(v)
+}
+
+// planRoundLocked plans a round of sites_per_round sites, or with "auto"
+// of the size AutoRoundSize gives for the last rounds, and shows the size
+// in vigil_round_sites_limit. Called with e.mu held.
+func (e *Engine) planRoundLocked(f *fleet.Fleet) *fleet.Plan {
+	c := e.cfg.Control
+	if !c.SitesPerRoundAuto {
+		e.roundSize = f.SitesPerRound
+		e.metrics.roundSize.Set(float64(e.roundSize))
+		return f.Plan()
+	}
+	prev := e.roundSize
+	budget := config.ChainBudget(c.RoundInterval)
+	plan := f.PlanSized(func(eligible int) int {
+		e.roundSize = AutoRoundSize(e.autoRounds, budget, eligible)
+		return e.roundSize
+	})
+	e.metrics.roundSize.Set(float64(e.roundSize))
+	if n := len(e.autoRounds); n > 0 && e.roundSize < prev {
+		if last := e.autoRounds[n-1]; last.Duration > budget || last.OutOfTime {
+			e.log.Info("sites_per_round auto: this round is smaller, the last one ran over its budget or a source ran out of time",
+				"round", plan.Seq, "sites_per_round", e.roundSize, "was", prev, "last_sites", last.Sites,
+				"last_duration", last.Duration.Round(time.Millisecond), "budget", budget, "out_of_time", last.OutOfTime)
+		}
+	}
+	return plan
+}
+
+// noteRoundLocked keeps a round's sample for the next rounds' size, the
+// last AutoRoundWindow of them (whatever sites_per_round says, so that a
+// reload to "auto" starts from them). Called with e.mu held.
+func (e *Engine) noteRoundLocked(res RoundResult, a *chainAsker) {
+	out := false
+	for _, ab := range a.abstained {
+		out = out || ab[sdk.ReasonOutOfTime] > 0
+	}
+	if len(e.autoRounds) == AutoRoundWindow {
+		e.autoRounds = append(e.autoRounds[:0], e.autoRounds[1:]...)
+	}
+	e.autoRounds = append(e.autoRounds, RoundSample{Sites: res.Probed, Duration: res.Duration, OutOfTime: out})
 }

@@ -75,6 +75,10 @@ type Views struct {
 	// { probe_series_sites } }. A larger fleet gets the per-origin series
 	// only, so that a scrape stays a few lines per origin.
 	probeSeries int
+	// auto is sites_per_round = "auto" and roundSize the size of the
+	// last round planned (0: none yet), for the summary's cycle.
+	auto      bool
+	roundSize int
 }
 
 // Len is the number of sites.

@@ -14,6 +14,12 @@ type Scheduler interface {
 	Schedule() (perRound int, interval time.Duration, owns func(site string) bool)
 }
 
+// AutoScheduler is what a Scheduler may also say when sites_per_round is
+// "auto": that it is, and the size of the last round (0 before the first).
+type AutoScheduler interface {
+	ScheduleAuto() (auto bool, lastSize int)
+}
+
 // Summary is the fleet in a few numbers (GET /v1/summary): the sites by
 // status, those off their top level, those with every level unhealthy,
 // and those waiting for an operator's failback (a level above the current
@@ -53,6 +59,13 @@ func Summary(s Snapshot) api.FleetSummary {
 	if sched != nil {
 		perRound, interval, _ := sched.Schedule()
 		out.CycleSeconds = Cycle(probed, perRound, interval).Seconds()
+		if as, ok := sched.(AutoScheduler); ok {
+			auto, size := as.ScheduleAuto()
+			out.RoundSitesAuto = auto
+			if auto {
+				out.RoundSites = size
+			}
+		}
 	}
 	return out
 }
