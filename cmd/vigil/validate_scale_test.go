@@ -55,6 +55,9 @@ func TestValidateWarnsOfTheCycle(t *testing.T) {
 			[]string{"each site is probed every 1m0s", "vigil.hcl line 1", "at most 500 a round", "after about 3m0s"}, "vigil.hcl:1:1"},
 		{"sharded: the whole fleet", conf("sharded", "  sites_per_round = 4\n  store \"etcd\" {\n    endpoints = [\"127.0.0.1:2379\"]\n    mode = \"sharded\"\n  }\n", 5, 0),
 			[]string{"the whole fleet has", "each instance probes its share"}, "vigil.hcl:5:21"},
+		{"auto: from the size its rounds start at", conf("auto", "  sites_per_round = \"auto\"\n", 501, 0),
+			[]string{"More sites than an auto-sized round starts with: each site is probed every 1m0s until the rounds grow", "vigil.hcl line 5", "with sites_per_round = \"auto\": 500 a round at first", "28s budget", "up to every site", "vigil_round_sites_limit"}, "vigil.hcl:5:21"},
+		{"auto: no warning when the start covers them", conf("auto-small", "  sites_per_round = \"auto\"\n", 500, 0), nil, ""},
 		{"paused sites do not count", conf("paused", "  sites_per_round = 4\n", 4, 10), nil, ""},
 	}
 	for _, tt := range tests {
@@ -79,7 +82,7 @@ func TestValidateWarnsOfTheCycle(t *testing.T) {
 			}
 			at := ""
 			for _, d := range corepreflight.Check(context.Background(), cfg, corepreflight.Options{Offline: true}) {
-				if strings.HasPrefix(d.Summary, "More sites than sites_per_round") {
+				if strings.HasPrefix(d.Summary, "More sites than") {
 					if d.Severity != hcl.DiagWarning || d.Subject == nil {
 						t.Fatalf("severity %v, subject %v: want a warning at a range", d.Severity, d.Subject)
 					}

@@ -192,7 +192,10 @@ var openFileLimit = preflight.OpenFileLimit
 // targets (preflight.FileLimitOf), which limited reports as 1 (nil: no
 // metric).
 func warnScale(log hclog.Logger, cfg *config.Config, limited prometheus.Gauge) {
-	if s, over := preflight.ScaleOf(cfg); over {
+	if s, over := preflight.ScaleOf(cfg); over && s.Auto {
+		log.Warn("more sites than an auto-sized round starts with: each site is probed once a cycle until the rounds grow",
+			"sites", s.Sites, "sites_per_round", "auto", "first_rounds", s.PerRound, "cycle_at_most", s.Cycle, "detection_at_most", s.Detection, "detail", s.Warning())
+	} else if over {
 		log.Warn("more sites than sites_per_round: each site is probed once a cycle, not every round",
 			"sites", s.Sites, "sites_per_round", s.PerRound, "cycle", s.Cycle, "detection", s.Detection, "detail", s.Warning())
 	}

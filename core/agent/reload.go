@@ -260,8 +260,12 @@ func changedControl(old, cfg *config.Config) []string {
 	if old.Control.RoundInterval != cfg.Control.RoundInterval {
 		out = append(out, fmt.Sprintf("round_interval %s", cfg.Control.RoundInterval))
 	}
-	if old.Control.SitesPerRound != cfg.Control.SitesPerRound {
-		out = append(out, fmt.Sprintf("sites_per_round %d", cfg.Control.SitesPerRound))
+	if old.Control.SitesPerRound != cfg.Control.SitesPerRound || old.Control.SitesPerRoundAuto != cfg.Control.SitesPerRoundAuto {
+		if cfg.Control.SitesPerRoundAuto {
+			out = append(out, "sites_per_round auto")
+		} else {
+			out = append(out, fmt.Sprintf("sites_per_round %d", cfg.Control.SitesPerRound))
+		}
 	}
 	out = append(out, fmt.Sprintf("sources and sites (%d sources, %d sites)", len(cfg.Sources), len(cfg.Sites)))
 	return out

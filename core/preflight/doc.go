@@ -47,7 +47,9 @@
 //     control block when it is not written, giving the full cycle
 //     (ceil(sites / sites_per_round) x round_interval) and the detection
 //     time that follows (ScaleOf; the agent logs the same at start and on
-//     reload). In sharded mode the count is the whole fleet's. FileLimitOf
+//     reload). With sites_per_round = "auto" the count is against the
+//     500 its rounds start at, and the warning says the rounds grow from
+//     there. In sharded mode the count is the whole fleet's. FileLimitOf
 //     compares the open-file limit with the direct probes a round wants in
 //     flight; the agent warns of it (validate does not: the limit of the
 //     shell running validate is rarely the agent's).

@@ -102,7 +102,8 @@ func Notes(cfg *config.Config) []string {
 	if ec == nil {
 		return nil
 	}
-	// The largest round: the sites_per_round sites with the most origins
+	// The largest round: the sites_per_round sites (with "auto", every
+	// site) with the most origins
 	// all change, each writing its record, an event per origin and a
 	// level switch (a round that probes every site writes no probe marks).
 	per := make([]int, 0, len(cfg.Sites))
@@ -111,6 +112,9 @@ func Notes(cfg *config.Config) []string {
 	}
 	sort.Sort(sort.Reverse(sort.IntSlice(per)))
 	n := min(len(per), max(cfg.Control.SitesPerRound, 1))
+	if cfg.Control.SitesPerRoundAuto {
+		n = len(per) // an auto-sized round may grow to every site
+	}
 	ops := 2 // the counters and the journal's pruning
 	for _, p := range per[:n] {
 		ops += p

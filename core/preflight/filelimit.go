@@ -66,8 +66,9 @@ func FileLimitOf(cfg *config.Config, limit int) (FileLimit, bool) {
 			targets += n
 		}
 	}
-	if scale.Sites > scale.PerRound && scale.PerRound > 0 {
-		// A round probes sites_per_round of them: their share of targets.
+	if scale.Sites > scale.PerRound && scale.PerRound > 0 && !scale.Auto {
+		// A round probes sites_per_round of them: their share of targets
+		// (an auto-sized round may grow to every site: all of them).
 		targets = (targets*scale.PerRound + scale.Sites - 1) / scale.Sites
 	}
 	fl.Need = min(targets, DirectMaxConcurrency)

@@ -34,6 +34,12 @@ type Scale struct {
 	// Sharded is set in sharded mode, where Sites is the whole fleet's
 	// and each instance probes only its share.
 	Sharded bool
+	// Auto is set with sites_per_round = "auto": PerRound is then the
+	// size the rounds start at (and never go below), and Cycle and
+	// Detection are the longest they can be; the engine grows the rounds
+	// from the time they take, up to every site (Budget is that time).
+	Auto   bool
+	Budget time.Duration
 }
 
 // ScaleOf returns the scheduler's cycle for cfg, and whether it exceeds
@@ -41,7 +47,8 @@ type Scale struct {
 func ScaleOf(cfg *config.Config) (Scale, bool) {
 	c := cfg.Control
 	s := Scale{PerRound: c.SitesPerRound, UnhealthyThreshold: 1,
-		Sharded: c.Store != nil && c.Store.Mode == config.ModeSharded}
+		Sharded: c.Store != nil && c.Store.Mode == config.ModeSharded,
+		Auto:    c.SitesPerRoundAuto, Budget: config.ChainBudget(c.RoundInterval)}
 	for _, site := range cfg.Sites {
 		if site.HealthCheck == nil || !site.HealthCheck.Enabled {
 			continue
@@ -75,21 +82,30 @@ func (s Scale) Warning() string {
 	if s.Sharded {
 		who = "the whole fleet has (in sharded mode each instance probes its share, so divide by the instances: the figures below are for one instance alone)"
 	}
+	if s.Auto {
+		return fmt.Sprintf("%d sites are eligible for probing and %s them with sites_per_round = \"auto\": %d a round at first, then as many as the last rounds' time says fit 3/4 of the round's %s budget (at most twice the last round's sites, never below %d), up to every site; vigil_round_sites_limit shows the size. At %d a round a full cycle takes %d rounds: each site is probed every %s, and an origin that fails is found unhealthy after about %s (%d cycles, unhealthy_threshold); once the rounds cover every site, after %d rounds. The rounds stay small when the sources are slow: if the log says auto sized a round down, give the sources more concurrency, lengthen round_interval or shard.",
+			s.Sites, who, s.PerRound, s.Budget, s.PerRound, s.PerRound, s.Rounds, s.Cycle, s.Detection, s.UnhealthyThreshold, s.UnhealthyThreshold)
+	}
 	return fmt.Sprintf("%d sites are eligible for probing and %s them at most %d a round (sites_per_round), so a full cycle takes %d rounds: each site is probed every %s, and an origin that fails is found unhealthy after about %s (%d cycles, unhealthy_threshold), not %d rounds. To probe every site each round, raise sites_per_round to at least %d, if the sources can vote on that many in a round; or shorten round_interval.",
 		s.Sites, who, s.PerRound, s.Rounds, s.Cycle, s.Detection, s.UnhealthyThreshold, s.UnhealthyThreshold, s.Sites)
 }
 
-// checkScale warns when the eligible sites exceed sites_per_round, at
-// that attribute, or at the control block when it is not written.
+// checkScale warns when the eligible sites exceed sites_per_round (with
+// "auto", the size its rounds start at), at that attribute, or at the
+// control block when it is not written.
 func checkScale(cfg *config.Config, loc *locator) hcl.Diagnostics {
 	s, over := ScaleOf(cfg)
 	if !over {
 		return nil
 	}
 	at := or(loc.controlAttr("sites_per_round"), loc.controlBlock())
+	summary := fmt.Sprintf("More sites than sites_per_round: each site is probed every %s", s.Cycle)
+	if s.Auto {
+		summary = fmt.Sprintf("More sites than an auto-sized round starts with: each site is probed every %s until the rounds grow", s.Cycle)
+	}
 	return hcl.Diagnostics{{
 		Severity: hcl.DiagWarning,
-		Summary:  fmt.Sprintf("More sites than sites_per_round: each site is probed every %s", s.Cycle),
+		Summary:  summary,
 		Detail:   s.Warning(),
 		Subject:  ptr(at),
 	}}
