@@ -30,6 +30,10 @@ See docs/replay.md.`,
 	})
 }
 
+// simulateAutoNote is what simulate says of sites_per_round = "auto": a
+// replay has no real time to size rounds from.
+const simulateAutoNote = `vigil simulate: sites_per_round = "auto": a replay has no real time, so every round probes every eligible site, as if probes took no time (the size auto grows to when the sources keep up)`
+
 func runSimulate(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("simulate")
 	path := fs.String("config", "", "configuration file or folder of *.hcl files (required)")
@@ -52,6 +56,9 @@ func runSimulate(args []string, stdout, stderr io.Writer) int {
 	if diags.HasErrors() {
 		_ = config.WriteDiagnostics(stderr, cfg.Files, diags)
 		return 2
+	}
+	if cfg.Control.SitesPerRoundAuto {
+		fmt.Fprintln(stderr, simulateAutoNote)
 	}
 	if *hist != "" {
 		return replayHistory(*hist, cfg, agentClient(fs, cfg), stdout, stderr)

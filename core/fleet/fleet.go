@@ -120,9 +120,15 @@ func New(cfg *config.Config) *Fleet {
 
 // NewRoundClock is New for `vigil simulate`: the anti-flap rules count
 // rounds (a duration is a whole number of rounds of round_interval,
-// rounded up), so that a replay is deterministic.
+// rounded up), so that a replay is deterministic. A replay has no real
+// time to size rounds by, so with sites_per_round = "auto" every round
+// probes every eligible site, as if probes took no time.
 func NewRoundClock(cfg *config.Config) *Fleet {
-	return newFleet(cfg, clock{rounds: true, interval: cfg.Control.RoundInterval})
+	f := newFleet(cfg, clock{rounds: true, interval: cfg.Control.RoundInterval})
+	if cfg.Control.SitesPerRoundAuto {
+		f.SitesPerRound = max(1, len(f.Sites))
+	}
+	return f
 }
 
 func newFleet(cfg *config.Config, clk clock) *Fleet {
