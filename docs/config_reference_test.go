@@ -274,6 +274,47 @@ the *name* of an environment variable, whose value is used.
   ` + "`env = [...]`" + ` (nothing else of the agent's environment, not even ` + "`PATH`" + `), so
   list them there too.
 
+## sites_per_round = auto
+
+With ` + "`control { sites_per_round = \"auto\" }`" + ` the agent sizes each round itself,
+from the time the last rounds really took, within the round's budget:
+` + "`round_interval`" + ` less the engine's part, min(round_interval/10, 2s) (28 s of a
+30 s round). Before each round it looks at the last five rounds, each with
+the sites it probed and its time (votes and commit included):
+
+1. No round yet (at start, or a standby that becomes active): 500.
+2. The last round ran over the budget, or a source ran out of time in it
+   (` + "`out_of_time`" + ` abstentions): shrink at once, from that round alone, to 3/4
+   of the smaller of its sites and its sites per second times the budget.
+3. Otherwise: 3/4 of the five rounds' sites per second (their sites over
+   their time) times the budget, and at most twice the sites the last
+   round probed. Rounds that took no measurable time leave only the
+   doubling.
+4. Then never below 500, the default (auto never probes fewer sites a
+   round than leaving ` + "`sites_per_round`" + ` out does), and never above the sites
+   this instance may probe (health check on, two enabled origins; in
+   sharded mode its own share: each instance sizes its own rounds).
+
+So a round fills about 3/4 of the budget at the pace the last rounds
+showed, at most doubling from one round to the next, and a round that ran
+late makes the next one smaller at once: a black-hole storm that slows the
+probes shrinks the rounds rather than making them overrun. For example,
+750 sites whose primaries black-hole, their first 500 probed in 7.8 s of a
+28 s budget: the next round takes all 750 (1,345 would fit, twice 500 is
+allowed), where a fixed 500 probes each site every other round.
+
+The 500 still counts where no round has been timed: ` + "`confirm_budget`" + ` is a per
+cent of it, a sharded instance's takeover round probes at most 500, and
+` + "`vigil validate`" + ` and the agent's start warn of a cycle counted at 500 a round
+(the longest it can be), saying the rounds grow from there. The open-file
+check and the etcd transaction note count every site, the most a round
+can grow to. The size of each round is ` + "`vigil_round_sites_limit`" + `
+([metrics.md](metrics.md)); ` + "`vigil status`" + ` counts its cycle with the last
+round's size and says so ("each site probed every 30s (sites_per_round
+auto: 750 sites last round)"); the log says when a round is sized down.
+` + "`vigil simulate`" + ` has no real time: there every round probes every eligible site,
+as if probes took no time ([simulate.md](simulate.md)).
+
 ## A complete example
 
 A control plane with the three shipped sources and one site of two primary
