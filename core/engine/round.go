@@ -322,6 +322,9 @@ func (e *Engine) runRound(ctx context.Context, confirm, takeover bool) RoundResu
 	e.mu.Lock()
 	e.takeLoadsLocked(ctx) // claimed sites are planned as stored
 	if !e.active() {
+		// A standby forgets the rounds it timed: once active, another
+		// instance's rounds came between (sites_per_round = "auto").
+		e.autoRounds = e.autoRounds[:0]
 		res := RoundResult{Round: e.fleet.Seq, Saved: true, Confirm: confirm}
 		e.mu.Unlock()
 		return res

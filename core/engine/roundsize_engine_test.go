@@ -62,6 +62,12 @@ func autoFleet(n int) string {
 // on a fake clock, its metrics in reg.
 func autoEngine(t *testing.T, cfg string, owns func(string) bool) (*engine.Engine, *perSiteSource, *prometheus.Registry) {
 	t.Helper()
+	return autoEngineActive(t, cfg, owns, nil)
+}
+
+// autoEngineActive is autoEngine with Options.Active.
+func autoEngineActive(t *testing.T, cfg string, owns func(string) bool, active func() bool) (*engine.Engine, *perSiteSource, *prometheus.Registry) {
+	t.Helper()
 	clock := &fakeClock{now: time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)}
 	src := &perSiteSource{Source: enginetest.NewSource("direct"), clock: clock}
 	st, err := store.Open(t.TempDir(), 0)
@@ -69,7 +75,7 @@ func autoEngine(t *testing.T, cfg string, owns func(string) bool) (*engine.Engin
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	e, diags := engine.New(context.Background(), enginetest.Config(t, cfg), engine.Options{Store: st, Registerer: reg, Now: clock.Now, Owns: owns,
+	e, diags := engine.New(context.Background(), enginetest.Config(t, cfg), engine.Options{Store: st, Registerer: reg, Now: clock.Now, Owns: owns, Active: active,
 		NewSource: func(*config.Source, string, hclog.Logger) engine.VoteSource { return src }})
 	if diags.HasErrors() {
 		st.Close()
@@ -158,5 +164,37 @@ func TestAutoRoundSizeShare(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAutoRoundSizeStandby: an instance that goes standby forgets the
+// rounds it timed, and starts again from 500 once active: another
+// instance's rounds came between.
+func TestAutoRoundSizeStandby(t *testing.T) {
+	var mu sync.Mutex
+	active := true
+	setActive := func(v bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		active = v
+	}
+	e, src, _ := autoEngineActive(t, autoFleet(3000), nil, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return active
+	})
+	src.setPerSite(10 * time.Millisecond)
+	for i, step := range []struct {
+		active bool
+		want   int // sites probed; 0: the round is skipped
+	}{
+		{true, 500}, {true, 1000}, {true, 2000},
+		{false, 0},
+		{true, 500}, {true, 1000},
+	} {
+		setActive(step.active)
+		if res := e.RunRound(context.Background()); res.Probed != step.want {
+			t.Fatalf("round %d (active %v): probed %d sites, want %d", i+1, step.active, res.Probed, step.want)
+		}
 	}
 }
