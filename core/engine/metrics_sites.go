@@ -15,8 +15,11 @@ import (
 	"github.com/vigilcdn/vigil/sdk"
 )
 
-// The per-site families of /metrics, made at scrape time as const metrics
-// from one Views snapshot: nothing fleet-sized is held between scrapes.
+// The per-site families of /metrics, made at scrape time from one Views
+// snapshot: nothing fleet-sized is held between scrapes. SiteGatherer
+// (metrics_gather.go) builds them for the API; SiteCollector makes the
+// same series as const metrics for a registry, the reference the
+// gatherer's page is checked against.
 
 // Groups of series a scrape may ask for by name (collect[]=GROUP, as
 // node_exporter's collect[] names its collectors).
@@ -52,35 +55,55 @@ type SiteMetrics struct {
 // AllSiteMetrics is every per-site series of every site.
 var AllSiteMetrics = SiteMetrics{Sites: true, Origins: true, Probes: true}
 
+// The per-site families: SiteGatherer builds them, SiteCollector makes
+// them as const metrics. Label names are in order.
 var (
-	descSiteLevel = prometheus.NewDesc("vigil_site_level",
-		"The current origin level of each site.", []string{"site"}, nil)
-	descSiteLevelWeight = prometheus.NewDesc("vigil_site_level_weight",
-		"The per cent of new requests each level of a site with a failback ramp gets.", []string{"level", "site"}, nil)
-	descSiteUnhealthyThreshold = prometheus.NewDesc("vigil_site_unhealthy_threshold",
-		"Failed rounds in a row that make an origin of the site unhealthy.", []string{"site"}, nil)
-	descSiteHealthyThreshold = prometheus.NewDesc("vigil_site_healthy_threshold",
-		"Good rounds in a row that make an origin of the site healthy again.", []string{"site"}, nil)
-	descOriginState = prometheus.NewDesc("vigil_origin_state",
-		"1 for an origin's current state (unknown, healthy, unhealthy, disabled), 0 for the others.", []string{"origin", "site", "state"}, nil)
-	descOriginFailures = prometheus.NewDesc("vigil_origin_consecutive_failures",
-		"Down verdicts in a row of each origin: at vigil_site_unhealthy_threshold a healthy origin turns unhealthy.", []string{"origin", "site"}, nil)
-	descOriginSuccesses = prometheus.NewDesc("vigil_origin_consecutive_successes",
-		"Up verdicts in a row of each origin: at vigil_site_healthy_threshold an unhealthy origin turns healthy.", []string{"origin", "site"}, nil)
-	descOriginInfo = prometheus.NewDesc("vigil_origin_info",
-		"1 for each origin, with its level and address: join the vigil_probe_* series on site and origin to see where they went.", []string{"address", "level", "origin", "site"}, nil)
-	descProbeSuccess = prometheus.NewDesc("vigil_probe_success",
-		"1 when the voter found the origin up in the site's last round, 0 when down (no series for an abstention).", []string{"origin", "site", "source", "voter"}, nil)
-	descProbeDuration = prometheus.NewDesc("vigil_probe_duration_seconds",
-		"How long the voter's check of the origin took in the site's last round (0 when not measured).", []string{"origin", "site", "source", "voter"}, nil)
-	descProbeReason = prometheus.NewDesc("vigil_probe_reason",
-		"The reason of the voter's last vote on the origin (ok, connect_failed, timeout, bad_status, ...), as a label of a series valued 1.", []string{"origin", "reason", "site", "source", "voter"}, nil)
-	descProbeHTTPStatus = prometheus.NewDesc("vigil_probe_http_status_code",
-		"The HTTP status of the voter's last check of the origin (0 when no response arrived); only for sources that send it, as blackbox_exporter's probe_http_status_code.", []string{"origin", "site", "source", "voter"}, nil)
-	descProbeHTTPPhase = prometheus.NewDesc("vigil_probe_http_duration_seconds",
-		"The time of each phase of the voter's last HTTP check of the origin, summed over redirects, as blackbox_exporter's probe_http_duration_seconds.", []string{"origin", "phase", "site", "source", "voter"}, nil)
-	descProbeCertExpiry = prometheus.NewDesc("vigil_probe_ssl_earliest_cert_expiry",
-		"When the certificate the origin presented to the voter's last check expires, in Unix seconds (no series for plain HTTP), as blackbox_exporter's probe_ssl_earliest_cert_expiry.", []string{"origin", "site", "source", "voter"}, nil)
+	famSiteLevel = &siteFamily{"vigil_site_level",
+		"The current origin level of each site.", []string{"site"}}
+	famSiteLevelWeight = &siteFamily{"vigil_site_level_weight",
+		"The per cent of new requests each level of a site with a failback ramp gets.", []string{"level", "site"}}
+	famSiteUnhealthyThreshold = &siteFamily{"vigil_site_unhealthy_threshold",
+		"Failed rounds in a row that make an origin of the site unhealthy.", []string{"site"}}
+	famSiteHealthyThreshold = &siteFamily{"vigil_site_healthy_threshold",
+		"Good rounds in a row that make an origin of the site healthy again.", []string{"site"}}
+	famOriginState = &siteFamily{"vigil_origin_state",
+		"1 for an origin's current state (unknown, healthy, unhealthy, disabled), 0 for the others.", []string{"origin", "site", "state"}}
+	famOriginFailures = &siteFamily{"vigil_origin_consecutive_failures",
+		"Down verdicts in a row of each origin: at vigil_site_unhealthy_threshold a healthy origin turns unhealthy.", []string{"origin", "site"}}
+	famOriginSuccesses = &siteFamily{"vigil_origin_consecutive_successes",
+		"Up verdicts in a row of each origin: at vigil_site_healthy_threshold an unhealthy origin turns healthy.", []string{"origin", "site"}}
+	famOriginInfo = &siteFamily{"vigil_origin_info",
+		"1 for each origin, with its level and address: join the vigil_probe_* series on site and origin to see where they went.", []string{"address", "level", "origin", "site"}}
+	famProbeSuccess = &siteFamily{"vigil_probe_success",
+		"1 when the voter found the origin up in the site's last round, 0 when down (no series for an abstention).", []string{"origin", "site", "source", "voter"}}
+	famProbeDuration = &siteFamily{"vigil_probe_duration_seconds",
+		"How long the voter's check of the origin took in the site's last round (0 when not measured).", []string{"origin", "site", "source", "voter"}}
+	famProbeReason = &siteFamily{"vigil_probe_reason",
+		"The reason of the voter's last vote on the origin (ok, connect_failed, timeout, bad_status, ...), as a label of a series valued 1.", []string{"origin", "reason", "site", "source", "voter"}}
+	famProbeHTTPStatus = &siteFamily{"vigil_probe_http_status_code",
+		"The HTTP status of the voter's last check of the origin (0 when no response arrived); only for sources that send it, as blackbox_exporter's probe_http_status_code.", []string{"origin", "site", "source", "voter"}}
+	famProbeHTTPPhase = &siteFamily{"vigil_probe_http_duration_seconds",
+		"The time of each phase of the voter's last HTTP check of the origin, summed over redirects, as blackbox_exporter's probe_http_duration_seconds.", []string{"origin", "phase", "site", "source", "voter"}}
+	famProbeCertExpiry = &siteFamily{"vigil_probe_ssl_earliest_cert_expiry",
+		"When the certificate the origin presented to the voter's last check expires, in Unix seconds (no series for plain HTTP), as blackbox_exporter's probe_ssl_earliest_cert_expiry.", []string{"origin", "site", "source", "voter"}}
+)
+
+// The families' descriptions, for SiteCollector.
+var (
+	descSiteLevel              = famSiteLevel.desc()
+	descSiteLevelWeight        = famSiteLevelWeight.desc()
+	descSiteUnhealthyThreshold = famSiteUnhealthyThreshold.desc()
+	descSiteHealthyThreshold   = famSiteHealthyThreshold.desc()
+	descOriginState            = famOriginState.desc()
+	descOriginFailures         = famOriginFailures.desc()
+	descOriginSuccesses        = famOriginSuccesses.desc()
+	descOriginInfo             = famOriginInfo.desc()
+	descProbeSuccess           = famProbeSuccess.desc()
+	descProbeDuration          = famProbeDuration.desc()
+	descProbeReason            = famProbeReason.desc()
+	descProbeHTTPStatus        = famProbeHTTPStatus.desc()
+	descProbeHTTPPhase         = famProbeHTTPPhase.desc()
+	descProbeCertExpiry        = famProbeCertExpiry.desc()
 )
 
 // HTTPPhases are the values of the label phase of
@@ -94,8 +117,10 @@ type siteCollector struct {
 }
 
 // SiteCollector is a collector of v's per-site series chosen by sel, for a
-// registry made for one scrape: the API's /metrics registers the current
-// views' collector next to the agent's registry.
+// registry made for one scrape. A registry gathers from it the same page
+// SiteGatherer builds, at several times the cost (a const metric, a check,
+// a hash and a sort for each series): the API serves SiteGatherer's, and
+// tests and benchmarks compare the two.
 func (v *Views) SiteCollector(sel SiteMetrics) prometheus.Collector {
 	return &siteCollector{v: v, sel: sel}
 }
@@ -267,15 +292,11 @@ func originAddress(cfg *config.Site, oi int, name string) string {
 }
 
 // WriteMetrics writes every per-site series of v in the Prometheus text
-// format (version 0.0.4), through a registry of its own: what /metrics
-// serves after the agent's registry, for tests and tools that want the
-// per-site page alone.
+// format (version 0.0.4), from SiteGatherer: what /metrics serves after
+// the agent's registry, for tests and tools that want the per-site page
+// alone.
 func (v *Views) WriteMetrics(w io.Writer) error {
-	reg := prometheus.NewRegistry()
-	if err := reg.Register(v.SiteCollector(AllSiteMetrics)); err != nil {
-		return err
-	}
-	mfs, err := reg.Gather()
+	mfs, err := v.SiteGatherer(AllSiteMetrics).Gather()
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,8 @@ import (
 )
 
 // metrics serves GET /metrics through promhttp: the agent's registry and
-// the current views' per-site series (const metrics made at this scrape),
+// the current views' per-site series (families built at this scrape by
+// engine.Views.SiteGatherer, in a registry's order, without one),
 // in the format the scraper negotiates (text 0.0.4, OpenMetrics or
 // protobuf) and compressed when it accepts it.
 //
@@ -37,12 +38,7 @@ func (h *handler) metrics(w http.ResponseWriter, r *http.Request) {
 		gs = append(gs, h.Gatherer)
 	}
 	if v := h.Engine.Views(); v != nil && (sel.Sites || sel.Origins || sel.Probes) {
-		reg := prometheus.NewRegistry()
-		if err := reg.Register(v.SiteCollector(sel)); err != nil {
-			h.Logger.Warn("registering the per-site metrics", "error", err)
-		} else {
-			gs = append(gs, reg)
-		}
+		gs = append(gs, v.SiteGatherer(sel))
 	}
 	promhttp.HandlerFor(gs, promhttp.HandlerOpts{
 		EnableOpenMetrics: true,
@@ -87,12 +83,12 @@ func metricsSelection(q url.Values) (agent bool, sel engine.SiteMetrics, err err
 	return agent, sel, nil
 }
 
-// pageGatherer is the page's registries, each checked by itself. When
-// their families' names are disjoint (the per-site registry's are never
-// the agent's) their families are merged by name as they are, and not
-// checked a second time as prometheus.Gatherers would, which at 100,000
-// sites is most of a scrape's cost; otherwise prometheus.Gatherers merges
-// them.
+// pageGatherer is the page's gatherers: the agent's registry, checked by
+// itself, and the per-site gatherer. When their families' names are
+// disjoint (the per-site families are never the agent's) their families
+// are merged by name as they are, and not checked a second time as
+// prometheus.Gatherers would, which at 100,000 sites would be most of a
+// scrape's cost; otherwise prometheus.Gatherers merges them.
 type pageGatherer []prometheus.Gatherer
 
 func (g pageGatherer) Gather() ([]*dto.MetricFamily, error) {
