@@ -82,7 +82,7 @@ func (g siteGatherer) Gather() ([]*dto.MetricFamily, error) {
 		g.sites(b, from, to, sitePairs, add)
 	}
 	var order []originRef
-	if sel.Origins || sel.Probes && len(v.sites) <= v.probeSeries {
+	if sel.Origins || (sel.Probes && len(v.sites) <= v.probeSeries) {
 		order = g.originOrder(b, from, to)
 	}
 	if sel.Origins {
