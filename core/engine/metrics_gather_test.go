@@ -210,3 +210,44 @@ func firstDiff(got, want string) string {
 	}
 	return fmt.Sprintf("one is a prefix of the other: %d lines and %d", len(g), len(w))
 }
+
+// TestSiteGathererConcurrentScrapes: scrapes at the same time (as two
+// Prometheus servers make) build and encode their pages apart, sharing
+// only what is never written (label names, help texts), so each gets the
+// whole page (and -race sees no write to what they share).
+func TestSiteGathererConcurrentScrapes(t *testing.T) {
+	e, _ := enginetest.Start(t, enginetest.Config(t, scrapeConfig(30)), enginetest.Sources{}, "")
+	e.RunRound(context.Background())
+	v := e.Views()
+	formats := []expfmt.Format{expfmt.NewFormat(expfmt.TypeProtoDelim), expfmt.NewFormat(expfmt.TypeTextPlain)}
+	want := make([][]byte, len(formats))
+	for k, f := range formats {
+		want[k], _ = encodePage(t, v.SiteGatherer(engine.AllSiteMetrics), f)
+	}
+	var wg sync.WaitGroup
+	pages := make([][]byte, 8)
+	for i := range pages {
+		wg.Go(func() {
+			mfs, err := v.SiteGatherer(engine.AllSiteMetrics).Gather()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			var b bytes.Buffer
+			enc := expfmt.NewEncoder(&b, formats[i%2])
+			for _, mf := range mfs {
+				if err := enc.Encode(mf); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			pages[i] = b.Bytes()
+		})
+	}
+	wg.Wait()
+	for i, p := range pages {
+		if !bytes.Equal(p, want[i%2]) {
+			t.Errorf("scrape %d (%s): %d bytes, alone %d", i, formats[i%2], len(p), len(want[i%2]))
+		}
+	}
+}
