@@ -251,3 +251,41 @@ func TestSiteGathererConcurrentScrapes(t *testing.T) {
 		}
 	}
 }
+
+// TestSiteGathererLeavesOutABadVoter: a voter name that is not UTF-8 (an
+// in-process source can send one; gRPC cannot) gets no per-vote series
+// and an error that names it, where a registry of const metrics would
+// panic; the rest of the page is there.
+func TestSiteGathererLeavesOutABadVoter(t *testing.T) {
+	src := &scriptSource{name: "edge", voters: []string{"node-\xff", "node-a"}}
+	st, err := store.Open(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, diags := engine.New(context.Background(), enginetest.Config(t, scrapeConfig(3)), engine.Options{Store: st,
+		NewSource: func(c *config.Source, _ string, _ hclog.Logger) engine.VoteSource {
+			if c.Name == "edge" {
+				return src
+			}
+			return enginetest.NewSource(c.Name)
+		}})
+	if diags.HasErrors() {
+		st.Close()
+		t.Fatal(diags.Error())
+	}
+	t.Cleanup(func() { e.Close(); st.Close() })
+	e.RunRound(context.Background())
+	mfs, err := e.Views().SiteGatherer(engine.AllSiteMetrics).Gather()
+	if err == nil || !strings.Contains(err.Error(), `voter "node-\xff" is not UTF-8`) {
+		t.Fatalf("error %v, want one naming the voter", err)
+	}
+	var page bytes.Buffer
+	for _, mf := range mfs {
+		if _, err := expfmt.MetricFamilyToText(&page, mf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if strings.Contains(page.String(), "\xff") || !strings.Contains(page.String(), `voter="node-a"`) || !strings.Contains(page.String(), "vigil_site_level{") {
+		t.Errorf("the page has the bad voter's series or lacks the others':\n%.2000s", page.String())
+	}
+}
