@@ -34,7 +34,8 @@ dist:
 # Debian's Python 3 with grpcio and cryptography for the Python example
 # plugin (examples/python-votesource), promtool to check the /metrics
 # pages, Alertmanager (with amtool) for the alerting end-to-end test, and
-# zonemaster-cli for the DNS publisher's Zonemaster check; systemd-analyze,
+# HAProxy, nginx, Varnish, Caddy and Traffic Server for the edge tests
+# (plugins/node/edge), zonemaster-cli for the DNS publisher's Zonemaster check; systemd-analyze,
 # dpkg-deb and buildah for the release test (deploy/), which unpacks the
 # packages, verifies their units and builds the image from scratch.
 # A check is a command looked up in PATH, or python3.MODULE: Debian's
@@ -42,7 +43,7 @@ dist:
 # Installed with apt-get (as root) only when missing.
 DEB_DEPS := protoc:protobuf-compiler chromium:chromium etcd:etcd-server \
 	python3.grpc:python3-grpcio python3.cryptography:python3-cryptography \
-	promtool:prometheus amtool:prometheus-alertmanager haproxy:haproxy nginx:nginx varnishd:varnish caddy:caddy \
+	promtool:prometheus amtool:prometheus-alertmanager haproxy:haproxy nginx:nginx varnishd:varnish caddy:caddy traffic_manager:trafficserver \
 	zonemaster-cli:zonemaster-cli knotd:knot nsd:nsd named:bind9 \
 	systemd-analyze:systemd dpkg-deb:dpkg buildah:buildah
 
