@@ -61,6 +61,18 @@ func ReadSnapshot(path string) (*Snapshot, error) {
 			return nil, fmt.Errorf("history: %s: %s", path, bad)
 		}
 	}
+	var rt *roundTimes
+	if h.runs {
+		rb := make([]byte, h.roundTable)
+		if _, err := f.ReadAt(rb, h.roundTableAt()); err != nil {
+			return nil, fmt.Errorf("history: %s: reading the round table: %w", path, err)
+		}
+		t, bad := decodeRoundTimes(rb, h.rounds)
+		if bad != "" {
+			return nil, fmt.Errorf("history: %s: %s", path, bad)
+		}
+		rt = &t
+	}
 	ib := make([]byte, h.capacity*8)
 	if _, err := f.ReadAt(ib, h.indexAt()); err != nil {
 		return nil, fmt.Errorf("history: %s: reading the index: %w", path, err)
@@ -83,7 +95,7 @@ func ReadSnapshot(path string) (*Snapshot, error) {
 		if binary.LittleEndian.Uint64(rec) != key {
 			continue // never written since the slot was handed out
 		}
-		s.Origins[key] = h.decode(rec, now, names)
+		s.Origins[key] = h.decode(rec, now, names, rt)
 	}
 	return s, nil
 }

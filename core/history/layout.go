@@ -22,9 +22,16 @@ import (
 // (u16, 0-999), after its vote and group slots: 2 bytes an origin a
 // round, so that rounds less than a second apart keep their order and
 // spacing.
+//
+// Version 5 keeps runs instead of round entries (runs.go): per origin
+// RunSlots runs of identical rounds (first time, last time, round count,
+// verdict, source, state, tallies, groups), the latencies of its last
+// RecentRounds rounds, and the counters; and once for the file a ring of
+// the times of its last Rounds rounds (the round table, after the group
+// table), from which a run's rounds get back their exact times.
 const (
 	magic   = "VIGILHR\x00"
-	version = 4
+	version = 5
 	// readVersion is the oldest version ReadSnapshot still reads (an
 	// agent opening a file of another version starts it again empty).
 	readVersion = 1
@@ -88,11 +95,15 @@ const GroupSlots = 2
 // one is left out, as if cut.
 const MaxGroupName = 255
 
-// DefaultRounds is how many verdicts each origin keeps.
-const DefaultRounds = 60
+// DefaultRounds is how many rounds the file keeps: 24 hours of rounds at
+// the default round_interval of 30 s.
+const DefaultRounds = 2880
 
-// MaxRounds bounds Options.Rounds.
-const MaxRounds = 1024
+// MaxRounds bounds Options.Rounds (the round table then takes 8 MiB).
+const MaxRounds = 1 << 20
+
+// maxRoundsOld bounds the rounds of a file before version 5.
+const maxRoundsOld = 1024
 
 // layout is the geometry of one file.
 type layout struct {
@@ -105,11 +116,28 @@ type layout struct {
 	recordSize int
 	entrySize  int
 	tierOff    [3]int // offset of each tier's buckets in a record
+	// runs says the records keep runs (version 5): runSlots of them, then
+	// recent latencies; roundTable is the size of the round table.
+	runs              bool
+	runSlots, recent  int
+	latAt, roundTable int
 }
 
-// newLayout is the layout of this version's files.
+// newLayout is the layout of this version's files: rounds is how many
+// rounds the round table keeps.
 func newLayout(rounds, capacity int) layout {
-	return buildLayout(rounds, VoteSlots, GroupSlots, groupTableSize, capacity, true)
+	l := layout{rounds: rounds, voteSlots: VoteSlots, groupSlots: GroupSlots, groupTable: groupTableSize, capacity: capacity, millis: true,
+		runs: true, runSlots: RunSlots, recent: RecentRounds}
+	l.entrySize = runSize
+	l.latAt = recordHead + RunSlots*runSize
+	off := l.latAt + RecentRounds*latencySize
+	for i, t := range Tiers {
+		l.tierOff[i] = off
+		off += t.Count * bucketSize
+	}
+	l.recordSize = (off + 7) &^ 7
+	l.roundTable = (roundTableHead + rounds*8 + pageSize - 1) / pageSize * pageSize
+	return l
 }
 
 // makeLayout is the layout of a file before version 4 (no milliseconds).
@@ -133,11 +161,11 @@ func buildLayout(rounds, voteSlots, groupSlots, groupTable, capacity int, millis
 }
 
 // RecordSize is the bytes one origin takes in the file (its index key not
-// counted: add 8).
+// counted: add 8); the same for every rounds from version 5.
 func RecordSize(rounds int) int { return newLayout(rounds, 0).recordSize }
 
 // FileSize is the size of a file of capacity slots keeping rounds
-// verdicts each.
+// rounds.
 func FileSize(rounds, capacity int) int64 { return newLayout(rounds, capacity).fileSize() }
 
 // RecordsAt is the offset of the first record in a file of capacity
@@ -146,7 +174,10 @@ func RecordsAt(capacity int) int64 { return newLayout(DefaultRounds, capacity).r
 
 func (l layout) indexSize() int { return (l.capacity*8 + pageSize - 1) / pageSize * pageSize }
 
-func (l layout) indexAt() int64 { return int64(headerSize + l.groupTable) }
+func (l layout) indexAt() int64 { return int64(headerSize + l.groupTable + l.roundTable) }
+
+// roundTableAt is the offset of the round table (version 5).
+func (l layout) roundTableAt() int64 { return int64(headerSize + l.groupTable) }
 
 func (l layout) recordsAt() int64 { return l.indexAt() + int64(l.indexSize()) }
 
@@ -166,7 +197,11 @@ func (l layout) encodeHeader(created time.Time) []byte {
 	le.PutUint32(b[8:], version)
 	le.PutUint32(b[12:], uint32(l.recordSize))
 	le.PutUint32(b[16:], uint32(l.capacity))
-	le.PutUint16(b[20:], uint16(l.rounds))
+	if l.runs {
+		le.PutUint16(b[20:], uint16(l.runSlots))
+	} else {
+		le.PutUint16(b[20:], uint16(l.rounds)) // a test's file of an older version
+	}
 	le.PutUint16(b[22:], uint16(l.voteSlots))
 	for i, t := range Tiers {
 		le.PutUint32(b[24+8*i:], uint32(t.Span/time.Second))
@@ -177,6 +212,12 @@ func (l layout) encodeHeader(created time.Time) []byte {
 	le.PutUint16(b[60:], uint16(l.groupSlots))
 	le.PutUint32(b[64:], uint32(l.groupTable))
 	le.PutUint32(b[68:], crc32.Checksum(b[60:68], castagnoli))
+	if l.runs {
+		le.PutUint32(b[72:], uint32(l.rounds))
+		le.PutUint16(b[76:], uint16(l.recent))
+		le.PutUint16(b[78:], uint16(l.entrySize))
+		le.PutUint32(b[80:], crc32.Checksum(b[72:80], castagnoli))
+	}
 	return b
 }
 
@@ -206,7 +247,19 @@ func decodeHeader(b []byte, old bool) (headerInfo, string) {
 	}
 	h.version = int(le.Uint32(b[8:]))
 	rounds, slots, capacity := int(le.Uint16(b[20:])), int(le.Uint16(b[22:])), int(le.Uint32(b[16:]))
-	if rounds < 1 || rounds > MaxRounds || capacity < 1 || slots > 63 {
+	if h.version >= 5 {
+		if crc32.Checksum(b[72:80], castagnoli) != le.Uint32(b[80:]) {
+			return h, "the header's checksum of its round fields does not match"
+		}
+		// Bytes 20-21 hold the runs an origin, which this version fixes.
+		if rounds != RunSlots || int(le.Uint16(b[76:])) != RecentRounds || int(le.Uint16(b[78:])) != runSize || slots != VoteSlots {
+			return h, "its records are not this version's (runs, recent latencies or vote slots)"
+		}
+		rounds = int(le.Uint32(b[72:]))
+		if rounds < 1 || rounds > MaxRounds || capacity < 1 {
+			return h, "the header's sizes are out of range"
+		}
+	} else if rounds < 1 || rounds > maxRoundsOld || capacity < 1 || slots > 63 {
 		return h, "the header's sizes are out of range"
 	}
 	groupSlots, groupTable := 0, 0
@@ -224,7 +277,15 @@ func decodeHeader(b []byte, old bool) (headerInfo, string) {
 			return h, "its uptime counters are not this version's"
 		}
 	}
-	h.layout = buildLayout(rounds, slots, groupSlots, groupTable, capacity, h.version >= 4)
+	if h.version >= 5 {
+		if groupSlots != GroupSlots {
+			return h, "its records are not this version's (group slots)"
+		}
+		h.layout = newLayout(rounds, capacity)
+		h.groupTable = groupTable
+	} else {
+		h.layout = buildLayout(rounds, slots, groupSlots, groupTable, capacity, h.version >= 4)
+	}
 	if int(le.Uint32(b[12:])) != h.recordSize {
 		return h, "the header's record size does not match its rounds"
 	}

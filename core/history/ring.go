@@ -122,8 +122,19 @@ const (
 
 // Origin is what the file holds of one origin.
 type Origin struct {
-	Points  []Point // oldest first
+	// Points are its kept rounds, oldest first: from version 5 those of
+	// its runs that the file's rounds still reach, each with the run's
+	// verdict, state and tallies, and a latency only in the last
+	// RecentRounds.
+	Points  []Point
 	Windows [3]Window
+	// Cut says the origin changed more often than its RunSlots runs hold
+	// (version 5): its oldest runs were let go, and Points begin later
+	// than the file's rounds reach.
+	Cut bool
+	// Runs is how many runs of rounds alike the points come from
+	// (version 5; before, one a point).
+	Runs int
 	// Since is when the origin's judged data begins, as far as the file
 	// can tell: its first kept round while the ring has not wrapped, else
 	// the start of the oldest counter bucket with a verdict in the finest
@@ -136,7 +147,9 @@ type Origin struct {
 
 // Options configure Open.
 type Options struct {
-	// Rounds is how many verdicts each origin keeps (DefaultRounds when 0).
+	// Rounds is how many rounds the file keeps (DefaultRounds when 0):
+	// the last Rounds rounds of the agent, of every origin probed in them,
+	// as far as each origin's RunSlots runs reach.
 	Rounds int
 	// Origins is how many origins the file must hold now: a new file gets
 	// room for a quarter more, and a smaller file is made larger.
@@ -167,7 +180,9 @@ type Ring struct {
 	free []int32  // free slots, lowest first
 	// groups are the names of the voter groups the file keeps.
 	groups groupTable
-	buf    []byte // one chunk of records
+	// rt is the round table (the times of the last rounds).
+	rt  roundTimes
+	buf []byte // one chunk of records
 	// writeAt writes to the file (a test replaces it to fail writes).
 	writeAt func(b []byte, off int64) (int, error)
 }
@@ -259,7 +274,7 @@ func openExisting(path string, o Options) (r *Ring, why string, err error) {
 		return fail(fmt.Sprintf("the file is %d bytes but its header makes it %d: it was cut or overwritten", st.Size(), want))
 	}
 	if h.rounds != o.Rounds {
-		return fail(fmt.Sprintf("it keeps %d rounds an origin and this agent keeps %d", h.rounds, o.Rounds))
+		return fail(fmt.Sprintf("it keeps %d rounds and this agent keeps %d", h.rounds, o.Rounds))
 	}
 	if h.voteSlots != VoteSlots {
 		return fail(fmt.Sprintf("it keeps %d vote slots a round and this agent keeps %d", h.voteSlots, VoteSlots))
@@ -273,6 +288,15 @@ func openExisting(path string, o Options) (r *Ring, why string, err error) {
 		return nil, "", fmt.Errorf("history: reading %s: %w", path, err)
 	}
 	groups, bad := decodeGroups(tb)
+	if bad != "" {
+		return fail(bad)
+	}
+	rb := make([]byte, h.roundTable)
+	if _, err := f.ReadAt(rb, h.roundTableAt()); err != nil {
+		f.Close()
+		return nil, "", fmt.Errorf("history: reading %s: %w", path, err)
+	}
+	rt, bad := decodeRoundTimes(rb, h.rounds)
 	if bad != "" {
 		return fail(bad)
 	}
@@ -295,13 +319,13 @@ func openExisting(path string, o Options) (r *Ring, why string, err error) {
 		keys[i] = k
 	}
 	r = newRing(f, path, h.layout, keys)
-	r.groups = groups
+	r.groups, r.rt = groups, rt
 	return r, "", nil
 }
 
 func newRing(f *os.File, path string, l layout, keys []uint64) *Ring {
 	r := &Ring{f: f, path: path, l: l, keys: keys, buf: make([]byte, chunkSlots*l.recordSize),
-		groups: groupTable{ids: map[string]uint16{}, size: l.groupTable}}
+		groups: groupTable{ids: map[string]uint16{}, size: l.groupTable}, rt: roundTimes{times: make([]int64, l.rounds)}}
 	r.writeAt = f.WriteAt
 	r.rebuildFree()
 	return r
@@ -347,7 +371,9 @@ func create(path string, l layout) (*Ring, error) {
 // grow copies the file into a larger one of capacity slots and switches
 // to it.
 func (r *Ring) grow(capacity int) error {
-	n, err := create(r.path+".grow", buildLayout(r.l.rounds, r.l.voteSlots, r.l.groupSlots, r.l.groupTable, capacity, r.l.millis))
+	nl := r.l
+	nl.capacity = capacity
+	n, err := create(r.path+".grow", nl)
 	if err != nil {
 		return err
 	}
@@ -356,8 +382,8 @@ func (r *Ring) grow(capacity int) error {
 		binary.LittleEndian.PutUint64(ib[8*i:], k)
 	}
 	err = func() error {
-		if r.l.groupTable > 0 {
-			tb := make([]byte, r.l.groupTable)
+		if r.l.groupTable+r.l.roundTable > 0 {
+			tb := make([]byte, r.l.groupTable+r.l.roundTable)
 			if _, err := r.f.ReadAt(tb, headerSize); err != nil {
 				return err
 			}
@@ -475,6 +501,9 @@ func (r *Ring) Record(at time.Time, obs []Obs) (reset int, err error) {
 	if err := r.groupNumbers(obs[i:]); err != nil {
 		return 0, err
 	}
+	if err := r.addRound(at); err != nil {
+		return 0, err
+	}
 	unix, ms := at.Unix(), uint16(at.Nanosecond()/int(time.Millisecond))
 	for i < len(obs) {
 		start := obs[i].Slot
@@ -490,6 +519,31 @@ func (r *Ring) Record(at time.Time, obs []Obs) (reset int, err error) {
 		i = j
 	}
 	return reset, nil
+}
+
+// addRound puts the round's time in the round table: its entry first,
+// then the table's head, so that a reader never counts an entry not
+// written.
+func (r *Ring) addRound(at time.Time) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.f == nil {
+		return errClosed
+	}
+	entry, off, head, ok := r.rt.add(at.UnixMilli())
+	if !ok {
+		return nil
+	}
+	base := r.l.roundTableAt()
+	if _, err := r.writeAt(entry, base+int64(off)); err != nil {
+		r.rt.total--
+		return fmt.Errorf("history: writing the round table: %w", err)
+	}
+	if _, err := r.writeAt(head, base); err != nil {
+		r.rt.total--
+		return fmt.Errorf("history: writing the round table: %w", err)
+	}
+	return nil
 }
 
 // groupNumbers sets the group numbers of obs, adding the names the table
@@ -566,7 +620,7 @@ func (r *Ring) recordChunk(unix int64, ms uint16, start int32, obs []Obs) (reset
 			clear(rec)
 			binary.LittleEndian.PutUint64(rec, key)
 		}
-		r.l.apply(rec, unix, ms, o)
+		r.l.applyRun(rec, unix, ms, o)
 		sealRecord(rec)
 	}
 	if _, err := r.writeAt(b, off); err != nil {
@@ -695,8 +749,8 @@ func (l layout) windows(rec []byte, now int64) [3]Window {
 
 // since is when an origin's data begins (Origin.Since): points are its
 // decoded rounds, count the rounds its ring holds.
-func (l layout) since(rec []byte, now int64, points []Point, count int) time.Time {
-	if count < l.rounds && len(points) > 0 {
+func (l layout) since(rec []byte, now int64, points []Point, whole bool) time.Time {
+	if whole && len(points) > 0 {
 		return points[0].Time
 	}
 	le := binary.LittleEndian
@@ -727,8 +781,12 @@ func (l layout) since(rec []byte, now int64, points []Point, count int) time.Tim
 	return time.Time{}
 }
 
-// decode reads a sound record; names are the file's group names.
-func (l layout) decode(rec []byte, now int64, names []string) Origin {
+// decode reads a sound record; names are the file's group names, rt its
+// round table (version 5).
+func (l layout) decode(rec []byte, now int64, names []string, rt *roundTimes) Origin {
+	if l.runs {
+		return l.decodeRuns(rec, now, names, rt)
+	}
 	le := binary.LittleEndian
 	head, count := int(le.Uint16(rec[12:])), int(le.Uint16(rec[14:]))
 	count = min(count, l.rounds)
@@ -780,7 +838,7 @@ func (l layout) decode(rec []byte, now int64, names []string) Origin {
 		}
 		o.Points = append(o.Points, p)
 	}
-	o.Since = l.since(rec, now, o.Points, count)
+	o.Since = l.since(rec, now, o.Points, count < l.rounds)
 	return o
 }
 
@@ -806,7 +864,7 @@ func (r *Ring) Read(slot int32, key uint64, now time.Time) (o Origin, ok, damage
 	if binary.LittleEndian.Uint64(rec) != key {
 		return o, false, false, nil
 	}
-	return r.l.decode(rec, now.Unix(), r.groups.names), true, false, nil
+	return r.l.decode(rec, now.Unix(), r.groups.names, &r.rt), true, false, nil
 }
 
 // Close closes the file.

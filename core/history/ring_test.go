@@ -51,15 +51,18 @@ func read(t *testing.T, r *history.Ring, slot int32, key uint64, now time.Time) 
 }
 
 func TestSizes(t *testing.T) {
-	if got := history.RecordSize(60); got != 1824 {
-		t.Errorf("RecordSize(60) = %d; docs/history.md says 1824", got)
+	if got := history.RecordSize(60); got != 1584 {
+		t.Errorf("RecordSize(60) = %d; docs/history.md says 1584", got)
+	}
+	if history.RecordSize(60) != history.RecordSize(history.MaxRounds) {
+		t.Errorf("a record's size depends on the rounds: %d, %d", history.RecordSize(60), history.RecordSize(history.MaxRounds))
 	}
 	for _, c := range []struct {
 		sites int
 		want  int64
-	}{{1000, 5_648_384}, {10000, 46_919_680}, {100000, 459_632_640}} {
+	}{{1000, 4_935_680}, {10000, 40_800_256}, {100000, 399_446_016}} {
 		r, rep := open(t, filepath.Join(t.TempDir(), "history.ring"), history.Options{Origins: 2 * c.sites})
-		if rep.Size != c.want || history.FileSize(60, r.Capacity()) != c.want {
+		if rep.Size != c.want || history.FileSize(history.DefaultRounds, r.Capacity()) != c.want {
 			t.Errorf("%d sites of 2 origins: file %d bytes, capacity %d; docs/history.md says %d", c.sites, rep.Size, r.Capacity(), c.want)
 		}
 		st, err := os.Stat(r.Path())
@@ -70,24 +73,43 @@ func TestSizes(t *testing.T) {
 }
 
 // The sizes docs/history.md and docs/sizing.md give for a history sized
-// by time (keep): 960 rounds (8 h at 30 s) and the cap, 1,024, at 10k and
-// 100k sites of 2 origins (25,600 and 250,880 slots).
+// by time (keep): the default 24 h at 30 s (2,880 rounds), 24 h at 500 ms
+// (172,800) and the cap, at 10k and 100k sites of 2 origins (25,600 and
+// 250,880 slots): the rounds cost 8 bytes each for the whole file.
 func TestSizesByTime(t *testing.T) {
+	if history.DefaultRounds != 2880 {
+		t.Errorf("DefaultRounds = %d; docs/history.md says 2,880 (24 h at 30 s)", history.DefaultRounds)
+	}
 	for _, c := range []struct {
 		rounds, slots int
 		want          int64
-	}{{960, 25600, 645_959_680}, {960, 250880, 6_330_224_640}, {1024, 25600, 688_558_080}, {1024, 250880, 6_747_688_960}} {
+	}{
+		{2880, 25600, 40_800_256}, {2880, 250880, 399_446_016},
+		{172800, 25600, 42_160_128}, {172800, 250880, 400_805_888},
+		{1 << 20, 25600, 49_168_384}, {1 << 20, 250880, 407_814_144},
+	} {
 		if got := history.FileSize(c.rounds, c.slots); got != c.want {
 			t.Errorf("FileSize(%d, %d) = %d; the docs say %d", c.rounds, c.slots, got, c.want)
 		}
 	}
-	if history.MaxRounds != 1024 {
-		t.Errorf("MaxRounds = %d; docs/history.md states the cap 1,024", history.MaxRounds)
+	if history.MaxRounds != 1_048_576 {
+		t.Errorf("MaxRounds = %d; docs/history.md states the cap 1,048,576", history.MaxRounds)
 	}
 }
 
-// The ring keeps the last Rounds verdicts, oldest first, across the wrap.
+// The file keeps the last Rounds rounds, oldest first, across the wrap of
+// its round table: an origin whose verdict changes every few rounds (in
+// runs of 1 to 10 rounds, within its RunSlots runs).
 func TestBoundsAndWrapAround(t *testing.T) {
+	// down is the verdict of round i: runs of 1, 2, ... 10 rounds.
+	down := func(i int) bool {
+		for n := 1; ; n = n%10 + 1 {
+			if i < n {
+				return n%2 == 0
+			}
+			i -= n
+		}
+	}
 	for _, rounds := range []int{1, 5, 60} {
 		t.Run(fmt.Sprintf("rounds=%d", rounds), func(t *testing.T) {
 			r, _ := open(t, filepath.Join(t.TempDir(), "history.ring"), history.Options{Rounds: rounds, Origins: 3})
@@ -96,7 +118,7 @@ func TestBoundsAndWrapAround(t *testing.T) {
 			total := 2*rounds + 3
 			for i := range total {
 				obs := []history.Obs{{Slot: slots[1], Verdict: history.Up, By: 0, Latency: time.Duration(i) * time.Millisecond}}
-				if i%3 == 0 {
+				if down(i) {
 					obs[0].Verdict = history.Down
 				}
 				if _, err := r.Record(t0.Add(time.Duration(i)*time.Second), obs); err != nil {
@@ -116,7 +138,7 @@ func TestBoundsAndWrapAround(t *testing.T) {
 				if p.Latency != time.Duration(i)*time.Millisecond {
 					t.Errorf("point %d latency %v", k, p.Latency)
 				}
-				if want := map[bool]history.Verdict{true: history.Down, false: history.Up}[i%3 == 0]; p.Verdict != want || p.By != 0 {
+				if want := map[bool]history.Verdict{true: history.Down, false: history.Up}[down(i)]; p.Verdict != want || p.By != 0 {
 					t.Errorf("point %d verdict %v by %d", k, p.Verdict, p.By)
 				}
 			}
@@ -182,8 +204,9 @@ func TestDamagedFileStartsEmpty(t *testing.T) {
 			for i := range b {
 				b[i] = byte(i % 8)
 			}
-			return patch(p, 4096+16384, b) // header, group table
+			return patch(p, history.IndexAt(history.DefaultRounds), b) // header, group table, round table
 		}, "index"},
+		{"round table bit flip", func(p string) error { return patch(p, history.RoundTableAt()+9, []byte{0xff}) }, "round table"},
 		{"group table bit flip", func(p string) error { return patch(p, 4096+2, []byte{0xff}) }, "voter groups"},
 	}
 	for _, c := range cases {

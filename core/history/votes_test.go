@@ -55,7 +55,7 @@ func TestVoteTalliesRoundTrip(t *testing.T) {
 // origin with one round.
 func writeV1(t *testing.T, path string, k uint64, at time.Time) {
 	t.Helper()
-	l := makeLayout(DefaultRounds, 0, 0, 0, 1024)
+	l := makeLayout(60, 0, 0, 0, 1024)
 	b := make([]byte, l.fileSize())
 	h := l.encodeHeader(at)
 	clear(h[60:72]) // version 3's group fields
