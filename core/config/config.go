@@ -177,11 +177,12 @@ type Control struct {
 	// Partition is the `partition` block (path-partition detection,
 	// docs/partition.md); nil: off.
 	Partition *Partition
-	// HistoryRounds is control { history { rounds } }: the verdicts the
-	// history keeps per origin (0: DefaultHistoryRounds); with keep set,
-	// keep / round_interval rounded up, at most MaxHistoryRounds.
+	// HistoryRounds is control { history { rounds } }: the rounds the
+	// history keeps; with keep set, keep / round_interval rounded up, at
+	// most MaxHistoryRounds; with neither, DefaultHistoryKeep's.
 	HistoryRounds int
-	// HistoryKeep is control { history { keep } } (0: not set).
+	// HistoryKeep is control { history { keep } } (DefaultHistoryKeep
+	// when neither keep nor rounds is set; 0 with rounds).
 	HistoryKeep time.Duration
 	// ProbeSeriesSites is control { metrics { probe_series_sites } }; nil
 	// when unset (see ProbeSeries).

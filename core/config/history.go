@@ -10,12 +10,14 @@ import (
 	"github.com/hashicorp/hcl/v2"
 )
 
-// DefaultHistoryRounds is how many verdicts the history keeps per origin
-// when the configuration says nothing; MaxHistoryRounds is the most it
-// keeps (as core/history's DefaultRounds and MaxRounds).
+// DefaultHistoryKeep is how long the history keeps when the configuration
+// says nothing: DefaultHistoryRounds rounds at the default round_interval.
+// MaxHistoryRounds is the most rounds it keeps (as core/history's
+// DefaultRounds and MaxRounds).
 const (
-	DefaultHistoryRounds = 60
-	MaxHistoryRounds     = 1024
+	DefaultHistoryKeep   = 24 * time.Hour
+	DefaultHistoryRounds = 2880
+	MaxHistoryRounds     = 1 << 20
 )
 
 var historySchema = &hcl.BodySchema{
@@ -59,6 +61,21 @@ func (l *loader) history(b *hcl.Block) {
 	}
 }
 
+// historyDefault sizes the history of a configuration that does not:
+// DefaultHistoryKeep.
+func (l *loader) historyDefault() {
+	c := &l.cfg.Control
+	if c.HistoryRounds > 0 {
+		return
+	}
+	interval := c.RoundInterval
+	if interval <= 0 {
+		interval = DefaultRoundInterval
+	}
+	c.HistoryKeep = DefaultHistoryKeep
+	c.HistoryRounds = int(min((DefaultHistoryKeep+interval-1)/interval, MaxHistoryRounds))
+}
+
 // historyKeep sizes the history by time: keep / round_interval rounds,
 // rounded up, at most MaxHistoryRounds (a warning says what a keep longer
 // than that really keeps).
@@ -77,7 +94,7 @@ func (l *loader) historyKeep(attr *hcl.Attribute, keep time.Duration) {
 	if rounds > MaxHistoryRounds {
 		l.diags = append(l.diags, &hcl.Diagnostic{Severity: hcl.DiagWarning, Subject: attr.Expr.Range().Ptr(),
 			Summary: "History keep capped",
-			Detail: fmt.Sprintf("keep = %s needs %d rounds at round_interval %s, and the history keeps at most %d rounds an origin: it keeps %s. Shorten keep, or lengthen round_interval.",
+			Detail: fmt.Sprintf("keep = %s needs %d rounds at round_interval %s, and the history keeps at most %d rounds: it keeps %s. Shorten keep, or lengthen round_interval.",
 				keep, rounds, interval, MaxHistoryRounds, time.Duration(MaxHistoryRounds)*interval)})
 		rounds = MaxHistoryRounds
 	}

@@ -32,21 +32,23 @@ site "www" {
 }
 
 // control { history { keep } } sizes the history by time: keep /
-// round_interval rounds, rounded up, capped at 1024 with a warning.
+// round_interval rounds, rounded up, capped at 1048576 with a warning; 24
+// hours without a block.
 func TestHistoryKeep(t *testing.T) {
 	for _, tc := range []struct {
 		name, interval, body string
 		rounds               int
 		warn                 string
 	}{
-		{"no block: the default", "30s", "", 0, ""},
+		{"no block: the default, 24h", "30s", "", 2880, ""},
+		{"the default at 500ms", "500ms", "", 172800, ""},
 		{"rounds", "30s", "rounds = 100", 100, ""},
 		{"8h at 30s", "30s", `keep = "8h"`, 960, ""},
 		{"rounded up", "7s", `keep = "1m"`, 9, ""},
 		{"one round", "30s", `keep = "30s"`, 1, ""},
-		{"24h at 500ms: capped", "500ms", `keep = "24h"`, config.MaxHistoryRounds,
-			`keep = 24h0m0s needs 172800 rounds at round_interval 500ms, and the history keeps at most 1024 rounds an origin: it keeps 8m32s.`},
-		{"24h at 30s: capped", "30s", `keep = "24h"`, config.MaxHistoryRounds, "it keeps 8h32m0s"},
+		{"24h at 500ms", "500ms", `keep = "24h"`, 172800, ""},
+		{"a year at 30s: capped", "30s", `keep = "8760h"`, config.MaxHistoryRounds,
+			`keep = 8760h0m0s needs 1051200 rounds at round_interval 30s, and the history keeps at most 1048576 rounds: it keeps 8738h8m0s.`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, diags := config.Parse("h.hcl", []byte(historyConfig(tc.interval, tc.body)))
@@ -55,6 +57,9 @@ func TestHistoryKeep(t *testing.T) {
 			}
 			if cfg.Control.HistoryRounds != tc.rounds {
 				t.Errorf("HistoryRounds = %d, want %d", cfg.Control.HistoryRounds, tc.rounds)
+			}
+			if tc.body == "" && cfg.Control.HistoryKeep != config.DefaultHistoryKeep {
+				t.Errorf("HistoryKeep = %v without a block, want %v", cfg.Control.HistoryKeep, config.DefaultHistoryKeep)
 			}
 			var warns []string
 			for _, d := range diags {

@@ -270,6 +270,7 @@ func (l *loader) finish() {
 	defer l.dnsWarnings()
 	defer l.flushCapped()
 	l.budget()
+	l.historyDefault()
 	l.checkConfirm()
 	l.shareHealthChecks()
 	declared := make([]string, len(l.cfg.Sources))

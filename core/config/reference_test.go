@@ -572,7 +572,7 @@ func TestReferenceDefaults(t *testing.T) {
 		"control.api.listen":                         q(c.API.Listen),
 		"control.api.read_access":                    q(c.API.ReadAccess),
 		"control.partition.rounds":                   strconv.Itoa(c.Partition.Rounds),
-		"control.history.rounds":                     strconv.Itoa(max(c.HistoryRounds, config.DefaultHistoryRounds)),
+		"control.history.keep":                       dur(c.HistoryKeep),
 		"control.metrics.probe_series_sites":         strconv.Itoa(c.ProbeSeries()),
 		`control.store "etcd".prefix`:                q(c.Store.Prefix),
 		`control.store "etcd".lease_ttl`:             dur(c.Store.LeaseTTL),
