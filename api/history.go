@@ -14,7 +14,8 @@ type SiteHistory struct {
 	Site string `json:"site"`
 	Kept bool   `json:"kept"`
 	Note string `json:"note,omitempty"`
-	// Rounds is how many verdicts the agent keeps an origin.
+	// Rounds is how many of an origin's last verdicts Recent holds at
+	// most (the status page's strip); the agent keeps more (KeptRounds).
 	Rounds int `json:"rounds"`
 	// Origins by name: every configured origin, with an empty Recent
 	// before its first recorded round.
@@ -23,8 +24,16 @@ type SiteHistory struct {
 
 // OriginHistory is one origin's history.
 type OriginHistory struct {
-	// Recent are its last verdicts, oldest first.
+	// Recent are its last verdicts, oldest first (at most Rounds).
 	Recent []HistoryPoint `json:"recent"`
+	// KeptRounds is how many of its rounds the agent keeps (by default
+	// those of the last 24 hours), and KeptSince the time of the oldest:
+	// what vigil history export and a replay get. Cut says the origin
+	// changed more often than the agent's runs of rounds alike hold
+	// (docs/history.md): it keeps less than the agent's keep.
+	KeptRounds int        `json:"kept_rounds,omitempty"`
+	KeptSince  *time.Time `json:"kept_since,omitempty"`
+	Cut        bool       `json:"cut,omitempty"`
 	// Uptime1h, Uptime24h and Uptime7d are the per cent of up verdicts
 	// among the judged rounds of the last hour, day and week (to 10
 	// minutes, 1 hour and 6 hours); null when no round was judged then.
@@ -50,7 +59,7 @@ type OriginHistory struct {
 
 // HistoryPoint is one recorded round of an origin.
 type HistoryPoint struct {
-	// Time is when the round started, to the second.
+	// Time is when the round started, to the millisecond.
 	Time time.Time `json:"time"`
 	// Verdict is up, down or none.
 	Verdict string `json:"verdict"`

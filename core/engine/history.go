@@ -20,7 +20,7 @@ const HistoryFile = "history.ring"
 
 // HistoryOptions configure OpenHistory.
 type HistoryOptions struct {
-	// Rounds is how many verdicts each origin keeps (history.DefaultRounds
+	// Rounds is how many rounds the file keeps (history.DefaultRounds
 	// when 0).
 	Rounds     int
 	Logger     hclog.Logger
@@ -456,7 +456,7 @@ func (h *HistoryFeed) SiteHistory(name string) (*api.SiteHistory, error) {
 	if i < 0 {
 		return nil, nil
 	}
-	out.Kept, out.Rounds = true, h.ring.Rounds()
+	out.Kept, out.Rounds = true, min(h.ring.Rounds(), history.RecentRounds)
 	now := h.now()
 	for _, o := range v.fleet.Sites[i].Spec.Origins {
 		oh := api.OriginHistory{Recent: []api.HistoryPoint{}}
@@ -467,7 +467,7 @@ func (h *HistoryFeed) SiteHistory(name string) (*api.SiteHistory, error) {
 		}
 		oh.Damaged = damaged
 		if ok {
-			for _, p := range got.Points {
+			for _, p := range got.Points[max(0, len(got.Points)-out.Rounds):] {
 				oh.Recent = append(oh.Recent, api.HistoryPoint{Time: p.Time, Verdict: p.Verdict.String(), State: p.State.String(),
 					LatencyMS: float64(p.Latency/(100*time.Microsecond)) / 10})
 			}
@@ -478,6 +478,10 @@ func (h *HistoryFeed) SiteHistory(name string) (*api.SiteHistory, error) {
 			if !got.Since.IsZero() {
 				since := got.Since
 				oh.DataSince = &since
+			}
+			if len(got.Points) > 0 {
+				from := got.Points[0].Time
+				oh.KeptSince, oh.KeptRounds, oh.Cut = &from, len(got.Points), got.Cut
 			}
 		}
 		out.Origins[o.Name] = oh
