@@ -5,8 +5,8 @@
 //
 // The file is a header page, an index (one 8-byte key per slot: a hash of
 // the site and origin names) and one fixed-size record per slot. A record
-// holds its key, a CRC-32C of itself, the last Rounds verdicts (time,
-// latency, verdict, settling source, the origin's state after the round)
+// holds its key, a CRC-32C of itself, its last verdicts (time, latency,
+// verdict, settling source, the origin's state after the round)
 // and three tiers of up/down counters: 6 x 10 minutes, 24 x 1 hour and
 // 28 x 6 hours, from which the 1 h, 24 h and 7 d uptimes come. The size is
 // fixed when the file is made; docs/history.md gives the format, the bytes
@@ -38,4 +38,13 @@
 // as as many rounds. A file of version 3 kept whole seconds: an agent
 // starts it again empty, and ReadSnapshot still reads it (its points at
 // whole seconds).
+//
+// From version 5 a record keeps runs instead of round entries: RunSlots
+// runs of rounds alike (first and last time, count, verdict, source,
+// state, tallies, groups; a new run at any change but of abstentions, and
+// at a gap in the data), the latencies of the last RecentRounds rounds,
+// and the counters; the file keeps the times of its last Rounds rounds
+// once (the round table), from which a run's rounds get back their exact
+// times, and which bounds the age of what is kept (runs.go). A file of
+// version 4 is started again empty; ReadSnapshot still reads it.
 package history
