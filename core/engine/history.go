@@ -461,13 +461,13 @@ func (h *HistoryFeed) SiteHistory(name string) (*api.SiteHistory, error) {
 	for _, o := range v.fleet.Sites[i].Spec.Origins {
 		oh := api.OriginHistory{Recent: []api.HistoryPoint{}}
 		slot := h.slotOf(name, o.Name)
-		got, ok, damaged, err := h.ring.Read(slot, history.Key(name, o.Name), now)
+		got, ok, damaged, err := h.ring.ReadLast(slot, history.Key(name, o.Name), now, out.Rounds)
 		if err != nil {
 			return nil, err
 		}
 		oh.Damaged = damaged
 		if ok {
-			for _, p := range got.Points[max(0, len(got.Points)-out.Rounds):] {
+			for _, p := range got.Points {
 				oh.Recent = append(oh.Recent, api.HistoryPoint{Time: p.Time, Verdict: p.Verdict.String(), State: p.State.String(),
 					LatencyMS: float64(p.Latency/(100*time.Microsecond)) / 10})
 			}
@@ -479,9 +479,9 @@ func (h *HistoryFeed) SiteHistory(name string) (*api.SiteHistory, error) {
 				since := got.Since
 				oh.DataSince = &since
 			}
-			if len(got.Points) > 0 {
-				from := got.Points[0].Time
-				oh.KeptSince, oh.KeptRounds, oh.Cut = &from, len(got.Points), got.Cut
+			if got.Kept > 0 {
+				from := got.KeptSince
+				oh.KeptSince, oh.KeptRounds, oh.Cut = &from, got.Kept, got.Cut
 			}
 		}
 		out.Origins[o.Name] = oh

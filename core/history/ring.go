@@ -135,6 +135,11 @@ type Origin struct {
 	// Runs is how many runs of rounds alike the points come from
 	// (version 5; before, one a point).
 	Runs int
+	// Kept is how many rounds the file keeps of the origin, and KeptSince
+	// the time of the oldest: Points holds them all, or the last of them
+	// (ReadLast).
+	Kept      int
+	KeptSince time.Time
 	// Since is when the origin's judged data begins, as far as the file
 	// can tell: its first kept round while the ring has not wrapped, else
 	// the start of the oldest counter bucket with a verdict in the finest
@@ -749,9 +754,9 @@ func (l layout) windows(rec []byte, now int64) [3]Window {
 
 // since is when an origin's data begins (Origin.Since): points are its
 // decoded rounds, count the rounds its ring holds.
-func (l layout) since(rec []byte, now int64, points []Point, whole bool) time.Time {
-	if whole && len(points) > 0 {
-		return points[0].Time
+func (l layout) since(rec []byte, now int64, first time.Time, whole bool) time.Time {
+	if whole && !first.IsZero() {
+		return first
 	}
 	le := binary.LittleEndian
 	for t, tier := range Tiers {
@@ -775,8 +780,8 @@ func (l layout) since(rec []byte, now int64, points []Point, whole bool) time.Ti
 			break // this tier is full back to its window's start: ask a coarser one
 		}
 	}
-	if len(points) > 0 {
-		return points[0].Time
+	if !first.IsZero() {
+		return first
 	}
 	return time.Time{}
 }
@@ -785,7 +790,7 @@ func (l layout) since(rec []byte, now int64, points []Point, whole bool) time.Ti
 // round table (version 5).
 func (l layout) decode(rec []byte, now int64, names []string, rt *roundTimes) Origin {
 	if l.runs {
-		return l.decodeRuns(rec, now, names, rt)
+		return l.decodeRuns(rec, now, names, rt, 0)
 	}
 	le := binary.LittleEndian
 	head, count := int(le.Uint16(rec[12:])), int(le.Uint16(rec[14:]))
@@ -838,7 +843,10 @@ func (l layout) decode(rec []byte, now int64, names []string, rt *roundTimes) Or
 		}
 		o.Points = append(o.Points, p)
 	}
-	o.Since = l.since(rec, now, o.Points, count < l.rounds)
+	if len(o.Points) > 0 {
+		o.Kept, o.KeptSince = len(o.Points), o.Points[0].Time
+	}
+	o.Since = l.since(rec, now, o.KeptSince, count < l.rounds)
 	return o
 }
 
@@ -865,6 +873,30 @@ func (r *Ring) Read(slot int32, key uint64, now time.Time) (o Origin, ok, damage
 		return o, false, false, nil
 	}
 	return r.l.decode(rec, now.Unix(), r.groups.names, &r.rt), true, false, nil
+}
+
+// ReadLast is Read with only the last n points expanded (Kept and
+// KeptSince still say what the file keeps): what the API shows.
+func (r *Ring) ReadLast(slot int32, key uint64, now time.Time, n int) (o Origin, ok, damaged bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.f == nil {
+		return o, false, false, errClosed
+	}
+	if slot < 0 || int(slot) >= r.l.capacity || r.keys[slot] != key {
+		return o, false, false, nil
+	}
+	rec := r.buf[:r.l.recordSize]
+	if _, err := r.f.ReadAt(rec, r.l.recordAt(int(slot))); err != nil {
+		return o, false, false, fmt.Errorf("history: reading: %w", err)
+	}
+	if !recordOK(rec) {
+		return o, false, true, nil
+	}
+	if binary.LittleEndian.Uint64(rec) != key {
+		return o, false, false, nil
+	}
+	return r.l.decodeRuns(rec, now.Unix(), r.groups.names, &r.rt, max(n, 1)), true, false, nil
 }
 
 // Close closes the file.

@@ -3,6 +3,7 @@ package history
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"slices"
 	"sort"
 	"time"
 )
@@ -106,9 +107,14 @@ func decodeRoundTimes(b []byte, rounds int) (roundTimes, string) {
 // expand gives the times of a run's count rounds from first to first+span
 // (milliseconds): the table's own when it holds exactly count rounds
 // between them, else evenly spaced, each moved to the table's round
-// nearest to it when that is within a quarter of the spacing.
-func (t *roundTimes) expand(first, span int64, count int, out []int64) []int64 {
+// nearest to it when that is within a quarter of the spacing. Only the
+// rounds from the from-th (0 the first) are given.
+func (t *roundTimes) expand(first, span int64, count, from int, out []int64) []int64 {
+	out = slices.Grow(out, count-from)
 	if count <= 1 {
+		if from > 0 {
+			return out
+		}
 		return append(out, first)
 	}
 	last := first + span
@@ -116,14 +122,14 @@ func (t *roundTimes) expand(first, span int64, count int, out []int64) []int64 {
 	lo := sort.Search(n, func(i int) bool { return t.at(i) >= first })
 	hi := sort.Search(n, func(i int) bool { return t.at(i) > last })
 	if hi-lo == count && t.at(lo) == first && t.at(hi-1) == last {
-		for i := lo; i < hi; i++ {
+		for i := lo + from; i < hi; i++ {
 			out = append(out, t.at(i))
 		}
 		return out
 	}
 	tol := span / int64(count-1) / 4
 	prev := int64(-1 << 62)
-	for i := range count {
+	for i := range count { // from the first: each place depends on the one before
 		e := first + span*int64(i)/int64(count-1)
 		if i > 0 && i < count-1 && lo < hi {
 			j := lo + sort.Search(hi-lo, func(k int) bool { return t.at(lo+k) >= e })
@@ -140,7 +146,9 @@ func (t *roundTimes) expand(first, span int64, count int, out []int64) []int64 {
 			}
 		}
 		e = max(e, prev+1)
-		out = append(out, e)
+		if i >= from {
+			out = append(out, e)
+		}
 		prev = e
 	}
 	return out
@@ -258,8 +266,9 @@ func (l layout) applyRun(rec []byte, unix int64, ms uint16, o Obs) {
 
 // decodeRuns reads a sound record of version 5: its runs, each as its
 // rounds, from the oldest the round table still holds (rt may be empty:
-// then every round kept).
-func (l layout) decodeRuns(rec []byte, now int64, names []string, rt *roundTimes) Origin {
+// then every round kept); with last > 0 only the last rounds are
+// expanded into points.
+func (l layout) decodeRuns(rec []byte, now int64, names []string, rt *roundTimes, last int) Origin {
 	le := binary.LittleEndian
 	head, count := int(le.Uint16(rec[12:])), min(int(le.Uint16(rec[14:])), l.runSlots)
 	head = min(head, l.runSlots-1)
@@ -271,15 +280,69 @@ func (l layout) decodeRuns(rec []byte, now int64, names []string, rt *roundTimes
 	if rt == nil {
 		rt = &roundTimes{}
 	}
-	clipped := false
+	// The runs oldest first, and how many of each run's rounds are kept
+	// (only a run that straddles the oldest round kept is expanded here).
+	type run struct {
+		e           []byte
+		first, span int64
+		count, kept int
+	}
+	runs := make([]run, 0, count)
 	var times []int64
+	clipped := false
 	for k := range count {
 		e := runAt(rec, (head-count+k+2*l.runSlots)%l.runSlots)
-		v := Verdict(e[6] & 3)
-		if v == 0 {
+		if e[6]&3 == 0 {
 			continue
 		}
-		p := Point{Verdict: v, By: int8(e[6]>>2) - 1, State: State(e[7] & 3), Votes: []Tally{}}
+		r := run{e: e, first: runFirst(e), span: int64(le.Uint32(e[8:])), count: int(max(le.Uint16(e[12:]), 1))}
+		switch {
+		case r.first >= clip:
+			r.kept = r.count
+		case r.first+r.span < clip:
+			clipped = true
+		default:
+			clipped = true
+			times = rt.expand(r.first, r.span, r.count, 0, times[:0])
+			for _, ms := range times {
+				if ms >= clip {
+					r.kept++
+				}
+			}
+		}
+		if r.kept > 0 {
+			runs = append(runs, r)
+			o.Kept += r.kept
+		}
+	}
+	o.Runs = len(runs)
+	need := o.Kept
+	if last > 0 {
+		need = min(last, o.Kept)
+	}
+	o.Points = make([]Point, 0, need)
+	skip := o.Kept - need // kept rounds before the first point wanted
+	for i, r := range runs {
+		if i == 0 || skip >= r.kept {
+			// The first kept round's time, for KeptSince.
+			if i == 0 && r.first >= clip {
+				o.KeptSince = time.UnixMilli(r.first).UTC()
+			} else if i == 0 {
+				times = rt.expand(r.first, r.span, r.count, r.count-r.kept, times[:0])
+				for _, ms := range times {
+					if ms >= clip {
+						o.KeptSince = time.UnixMilli(ms).UTC()
+						break
+					}
+				}
+			}
+			if skip >= r.kept {
+				skip -= r.kept
+				continue
+			}
+		}
+		e := r.e
+		p := Point{Verdict: Verdict(e[6] & 3), By: int8(e[6]>>2) - 1, State: State(e[7] & 3), Votes: []Tally{}}
 		for k := range VoteSlots {
 			slot := e[14+k*voteSlotSize:]
 			if slot[0] == 0 {
@@ -303,23 +366,21 @@ func (l layout) decodeRuns(rec []byte, now int64, names []string, rt *roundTimes
 				p.DownGroups = append(p.DownGroups, names[id-1])
 			}
 		}
-		o.Runs++
-		times = rt.expand(runFirst(e), int64(le.Uint32(e[8:])), int(max(le.Uint16(e[12:]), 1)), times[:0])
+		// The run's last kept rounds, from the first one wanted.
+		times = rt.expand(r.first, r.span, r.count, r.count-r.kept+skip, times[:0])
+		skip = 0
 		for _, ms := range times {
-			if ms < clip {
-				clipped = true
-				continue
-			}
 			p.Time = time.UnixMilli(ms).UTC()
 			o.Points = append(o.Points, p)
 		}
 	}
 	lh, lc := int(rec[28]), min(int(rec[29]), l.recent)
-	for k := 0; k < lc && k < len(o.Points); k++ {
+	// The latencies are of the origin's last rounds, the last points.
+	for k := 0; k < lc && k < len(o.Points) && k < o.Kept; k++ {
 		i := (lh - 1 - k + 2*l.recent) % l.recent
 		o.Points[len(o.Points)-1-k].Latency = time.Duration(le.Uint16(rec[l.latAt+i*latencySize:])) * 100 * time.Microsecond
 	}
 	o.Cut = rec[30]&recordOverwritten != 0 && !clipped
-	o.Since = l.since(rec, now, o.Points, rec[30]&recordOverwritten == 0 && !clipped)
+	o.Since = l.since(rec, now, o.KeptSince, rec[30]&recordOverwritten == 0 && !clipped)
 	return o
 }

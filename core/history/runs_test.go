@@ -140,6 +140,25 @@ func TestDayOfRounds(t *testing.T) {
 			}
 		})
 	}
+	// ReadLast expands only the last rounds, and says what is kept.
+	for _, k := range []int{0, 1} {
+		full := read(t, r, slots[k], ks[k], now)
+		for _, last := range []int{1, history.RecentRounds, n + 5} {
+			o, ok, _, err := r.ReadLast(slots[k], ks[k], now, last)
+			if err != nil || !ok {
+				t.Fatalf("ReadLast: %v %v", ok, err)
+			}
+			want := full.Points[max(0, len(full.Points)-last):]
+			if len(o.Points) != len(want) || o.Kept != len(full.Points) || !o.KeptSince.Equal(full.Points[0].Time) || o.Cut != full.Cut || !o.Since.Equal(full.Since) {
+				t.Fatalf("origin %d, last %d: %d points, kept %d since %v; want %d, %d since %v", k, last, len(o.Points), o.Kept, o.KeptSince, len(want), len(full.Points), full.Points[0].Time)
+			}
+			for i := range want {
+				if !o.Points[i].Time.Equal(want[i].Time) || o.Points[i].Verdict != want[i].Verdict || o.Points[i].Latency != want[i].Latency {
+					t.Fatalf("origin %d, last %d, point %d: %+v, want %+v", k, last, i, o.Points[i], want[i])
+				}
+			}
+		}
+	}
 	// The flapping origin keeps its newest RunSlots rounds, and says so.
 	o := read(t, r, slots[1], ks[1], now)
 	if !o.Cut || len(o.Points) != history.RunSlots || o.Runs != history.RunSlots {
@@ -213,5 +232,44 @@ func TestRunOfEveryThirdRound(t *testing.T) {
 		if !p.Time.Equal(want[i]) {
 			t.Errorf("round %d at %v, want %v", i, p.Time, want[i])
 		}
+	}
+}
+
+// BenchmarkReadDay is what a read pays for one origin kept 24 hours in
+// one run: all its 2,880 rounds expanded (an export), or the last 60 (the
+// API), side by side.
+func BenchmarkReadDay(b *testing.B) {
+	r, _, err := history.Open(filepath.Join(b.TempDir(), "history.ring"), history.Options{Origins: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { r.Close() })
+	k := history.Key("www", "a1")
+	slots, err := r.Sync([]uint64{k})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := range history.DefaultRounds {
+		if _, err := r.Record(t0.Add(time.Duration(i)*30*time.Second), []history.Obs{steady(slots[0], 3, 0, 0)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, last := range []int{0, history.RecentRounds} {
+		b.Run(fmt.Sprintf("last=%d", last), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var o history.Origin
+				var ok bool
+				var err error
+				if last == 0 {
+					o, ok, _, err = r.Read(slots[0], k, t0.Add(24*time.Hour))
+				} else {
+					o, ok, _, err = r.ReadLast(slots[0], k, t0.Add(24*time.Hour), last)
+				}
+				if err != nil || !ok || o.Kept != history.DefaultRounds {
+					b.Fatalf("read %d points of %d, %v %v", len(o.Points), o.Kept, ok, err)
+				}
+			}
+		})
 	}
 }
