@@ -201,6 +201,13 @@ func TestRoundsBoundAge(t *testing.T) {
 			if want := t0.Add(time.Duration(total-rounds) * time.Minute); !o.Points[0].Time.Equal(want) {
 				t.Errorf("first point %v, want %v", o.Points[0].Time, want)
 			}
+			tail, ok, _, err := r.ReadLast(slots[0], ks[0], t0.Add(time.Duration(total)*time.Minute), 3)
+			if err != nil || !ok || len(tail.Points) != min(3, rounds) || tail.Kept != rounds || !tail.KeptSince.Equal(o.Points[0].Time) {
+				t.Fatalf("ReadLast: %d points, kept %d since %v; %v %v", len(tail.Points), tail.Kept, tail.KeptSince, ok, err)
+			}
+			if !tail.Points[len(tail.Points)-1].Time.Equal(o.Points[len(o.Points)-1].Time) {
+				t.Errorf("ReadLast ends %v, want %v", tail.Points[len(tail.Points)-1].Time, o.Points[len(o.Points)-1].Time)
+			}
 		})
 	}
 }
@@ -231,6 +238,15 @@ func TestRunOfEveryThirdRound(t *testing.T) {
 	for i, p := range o.Points {
 		if !p.Time.Equal(want[i]) {
 			t.Errorf("round %d at %v, want %v", i, p.Time, want[i])
+		}
+	}
+	tail, ok, _, err := r.ReadLast(slots[0], ks[0], t0.Add(time.Hour), 5)
+	if err != nil || !ok || len(tail.Points) != 5 || tail.Kept != len(want) {
+		t.Fatalf("ReadLast: %d points of %d, %v %v", len(tail.Points), tail.Kept, ok, err)
+	}
+	for i, p := range tail.Points {
+		if w := want[len(want)-5+i]; !p.Time.Equal(w) {
+			t.Errorf("ReadLast round %d at %v, want %v", i, p.Time, w)
 		}
 	}
 }
