@@ -181,7 +181,7 @@ site "www" {
 		}
 	}
 	if len(a1) == 0 || a1[0].T > blockedAt {
-		t.Fatalf("the history's first round of a1 is after the block (%d rounds kept, %d an origin at most): the incident is not all in it", len(a1), history.DefaultRounds)
+		t.Fatalf("the history's first round of a1 is after the block (%d rounds kept of the file's %d): the incident is not all in it", len(a1), history.DefaultRounds)
 	}
 	var journal []simulate.PartitionEvent
 	for _, e := range x.Events {
