@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -93,7 +94,17 @@ type RefAttribute struct {
 func hclString(s string) string { return strconv.Quote(s) }
 
 // hclDuration is d as an HCL duration literal, such as "30s".
-func hclDuration(d time.Duration) string { return hclString(d.String()) }
+func hclDuration(d time.Duration) string {
+	s := d.String()
+	// As an operator writes it: "24h", "5m", "1m30s", not "24h0m0s".
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return hclString(s)
+}
 
 // Reference returns every block kind of the configuration, each parent
 // before its children, in the order the reference presents them. Each

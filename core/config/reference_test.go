@@ -545,7 +545,17 @@ func TestReferenceDefaults(t *testing.T) {
 		t.Fatalf("the blocks with only their required attributes do not load: %v\n%s", diags.Errs(), root)
 	}
 	q := strconv.Quote
-	dur := func(d time.Duration) string { return q(d.String()) }
+	// A duration as the reference writes it: "24h", "5m", not "24h0m0s".
+	dur := func(d time.Duration) string {
+		s := d.String()
+		if strings.HasSuffix(s, "m0s") {
+			s = strings.TrimSuffix(s, "0s")
+		}
+		if strings.HasSuffix(s, "h0m") {
+			s = strings.TrimSuffix(s, "0m")
+		}
+		return q(s)
+	}
 	list := func(l []string) string {
 		s := make([]string, len(l))
 		for i, v := range l {
