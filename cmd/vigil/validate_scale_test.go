@@ -21,6 +21,9 @@ import (
 // full cycle and the detection time that follows. Sites the scheduler
 // never probes (health check off) do not count.
 func TestValidateWarnsOfTheCycle(t *testing.T) {
+	if binDir == "" {
+		t.Skip("vigil validate checks the plugin binaries, which TestMain builds unless -short")
+	}
 	dir := t.TempDir()
 	conf := func(name, control string, sites, paused int) string {
 		var b strings.Builder
