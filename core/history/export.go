@@ -1,6 +1,7 @@
 package history
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -63,15 +64,32 @@ func ReadSnapshot(path string) (*Snapshot, error) {
 	}
 	var rt *roundTimes
 	if h.runs {
+		// A running agent may be adding a round: read the head again
+		// after the table, and read again a table whose head changed
+		// meanwhile or that does not decode.
 		rb := make([]byte, h.roundTable)
-		if _, err := f.ReadAt(rb, h.roundTableAt()); err != nil {
-			return nil, fmt.Errorf("history: %s: reading the round table: %w", path, err)
+		again := make([]byte, roundTableHead)
+		var bad string
+		for try := 0; try < 5; try++ {
+			if _, err := f.ReadAt(rb, h.roundTableAt()); err != nil {
+				return nil, fmt.Errorf("history: %s: reading the round table: %w", path, err)
+			}
+			if _, err := f.ReadAt(again, h.roundTableAt()); err != nil {
+				return nil, fmt.Errorf("history: %s: reading the round table: %w", path, err)
+			}
+			if !bytes.Equal(rb[:roundTableHead], again) {
+				bad = "its round table changed while it was read"
+				continue
+			}
+			var t roundTimes
+			if t, bad = decodeRoundTimes(rb, h.rounds); bad == "" {
+				rt = &t
+				break
+			}
 		}
-		t, bad := decodeRoundTimes(rb, h.rounds)
 		if bad != "" {
 			return nil, fmt.Errorf("history: %s: %s", path, bad)
 		}
-		rt = &t
 	}
 	ib := make([]byte, h.capacity*8)
 	if _, err := f.ReadAt(ib, h.indexAt()); err != nil {

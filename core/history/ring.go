@@ -528,24 +528,24 @@ func (r *Ring) Record(at time.Time, obs []Obs) (reset int, err error) {
 
 // addRound puts the round's time in the round table: its entry first,
 // then the table's head, so that a reader never counts an entry not
-// written.
+// written. A write that fails leaves the table in memory as it was.
 func (r *Ring) addRound(at time.Time) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.f == nil {
 		return errClosed
 	}
-	entry, off, head, ok := r.rt.add(at.UnixMilli())
+	entry, off, head, undo, ok := r.rt.add(at.UnixMilli())
 	if !ok {
 		return nil
 	}
 	base := r.l.roundTableAt()
 	if _, err := r.writeAt(entry, base+int64(off)); err != nil {
-		r.rt.total--
+		undo()
 		return fmt.Errorf("history: writing the round table: %w", err)
 	}
 	if _, err := r.writeAt(head, base); err != nil {
-		r.rt.total--
+		undo()
 		return fmt.Errorf("history: writing the round table: %w", err)
 	}
 	return nil

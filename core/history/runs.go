@@ -2,6 +2,7 @@ package history
 
 import (
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"slices"
 	"sort"
@@ -32,9 +33,10 @@ const (
 	// of 2.
 	runSize     = 14 + VoteSlots*voteSlotSize + GroupSlots*groupSlotSize
 	latencySize = 2
-	// roundTableHead is the round table's head: rounds written u64 and
-	// its CRC-32C u32, 4 bytes reserved; then one u64 a round, its time in
-	// Unix milliseconds, in a ring.
+	// roundTableHead is the round table's head: rounds written u64, its
+	// CRC-32C u32, rounds held u32; then one u64 a round in a ring, its
+	// time in Unix milliseconds (48 bits) and a check of it and its round
+	// number (16 bits).
 	roundTableHead = 16
 	// recordOverwritten is the flag (record byte 30) of a record that let
 	// go of a run to make room.
@@ -43,63 +45,138 @@ const (
 )
 
 // roundTimes is the round table: the times of the file's last rounds, in
-// Unix milliseconds, oldest first from total-len(times).
+// Unix milliseconds, in a ring; the held newest of the total rounds
+// written are kept, oldest first from total-held.
 type roundTimes struct {
 	times []int64 // a ring of len rounds
 	total uint64  // rounds written
+	held  int     // rounds kept: fewer than len after a clock went back
 }
 
+// maxRoundTime bounds a round's time: an entry keeps 48 bits of it (up to
+// the year 10889), and a check of 16 bits.
+const maxRoundTime = 1 << 48
+
 // n is how many rounds the table holds.
-func (t *roundTimes) n() int { return int(min(t.total, uint64(len(t.times)))) }
+func (t *roundTimes) n() int { return t.held }
 
 // at is the i-th oldest round held.
 func (t *roundTimes) at(i int) int64 {
-	return t.times[(t.total-uint64(t.n())+uint64(i))%uint64(len(t.times))]
+	return t.times[(t.total-uint64(t.held)+uint64(i))%uint64(len(t.times))]
 }
 
 // wrapped says older rounds were let go: the table reaches back only to
 // at(0).
-func (t *roundTimes) wrapped() bool { return t.total > uint64(len(t.times)) }
+func (t *roundTimes) wrapped() bool { return t.total > uint64(t.held) }
 
-// add appends a round's time (a time not after the last one is the same
-// round, or a clock that went back: not added). It returns the bytes to
-// write and where, relative to the table: the entry, then the head.
-func (t *roundTimes) add(ms int64) (entry []byte, entryAt int, head []byte, ok bool) {
-	if len(t.times) == 0 || (t.n() > 0 && ms <= t.at(t.n()-1)) {
-		return nil, 0, nil, false
+// add appends a round's time. A time equal to the last one is the same
+// round (not added); a time before it is a clock that went back, and
+// starts the table again from this round (the rounds before are let go,
+// so that the table's times always rise). It returns the bytes to write
+// and where, relative to the table: the entry, then the head; undo puts
+// the table back as it was (for a write that failed).
+func (t *roundTimes) add(ms int64) (entry []byte, entryAt int, head []byte, undo func(), ok bool) {
+	if len(t.times) == 0 || ms < 0 || ms >= maxRoundTime {
+		return nil, 0, nil, nil, false
+	}
+	if t.held > 0 {
+		last := t.at(t.held - 1)
+		if ms == last {
+			return nil, 0, nil, nil, false
+		}
+		if ms < last {
+			t.held = 0
+		}
 	}
 	i := int(t.total % uint64(len(t.times)))
+	old, oldTotal, oldHeld := t.times[i], t.total, t.held
+	undo = func() { t.times[i], t.total, t.held = old, oldTotal, oldHeld }
 	t.times[i] = ms
 	t.total++
-	entry = binary.LittleEndian.AppendUint64(nil, uint64(ms))
-	return entry, roundTableHead + 8*i, t.encodeHead(), true
+	t.held = min(t.held+1, len(t.times))
+	entry = binary.LittleEndian.AppendUint64(nil, encodeRoundTime(t.total-1, ms))
+	return entry, roundTableHead + 8*i, t.encodeHead(), undo, true
 }
 
+// encodeRoundTime is the table entry of round number k (counted from the
+// file's first) at ms: the time in the low 48 bits, and in the high 16 a
+// check of both, so that a damaged entry, or one of another round (a
+// reader that met an entry written after the head it read), shows.
+func encodeRoundTime(k uint64, ms int64) uint64 {
+	return uint64(ms)&(maxRoundTime-1) | uint64(roundCheck(k, ms))<<48
+}
+
+func roundCheck(k uint64, ms int64) uint16 {
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:], k)
+	binary.LittleEndian.PutUint64(b[8:], uint64(ms)&(maxRoundTime-1))
+	c := crc32.Checksum(b[:], castagnoli)
+	return uint16(c ^ c>>16)
+}
+
+// decodeRoundTime is the time of round k from its entry; ok is false when
+// the entry is not round k's.
+func decodeRoundTime(k, v uint64) (ms int64, ok bool) {
+	ms = int64(v & (maxRoundTime - 1))
+	return ms, uint16(v>>48) == roundCheck(k, ms)
+}
+
+// encodeHead is the table's head: rounds written u64, the CRC-32C of the
+// head's other 12 bytes u32, rounds held u32.
 func (t *roundTimes) encodeHead() []byte {
-	b := make([]byte, 12)
+	b := make([]byte, 16)
 	binary.LittleEndian.PutUint64(b, t.total)
-	binary.LittleEndian.PutUint32(b[8:], crc32.Checksum(b[:8], castagnoli))
+	binary.LittleEndian.PutUint32(b[12:], uint32(t.held))
+	binary.LittleEndian.PutUint32(b[8:], headSum(b))
 	return b
+}
+
+func headSum(b []byte) uint32 {
+	return crc32.Update(crc32.Checksum(b[:8], castagnoli), castagnoli, b[12:16])
 }
 
 // decodeRoundTimes reads a round table region of rounds entries; bad says
 // what is wrong with a damaged one. An all-zero head is an empty table.
+// Each entry held must be its round's, and the times must rise; only the
+// oldest may be the next round's, written before the head that counts it
+// (a crash between the two writes, or a reader between them): it is then
+// let go.
 func decodeRoundTimes(b []byte, rounds int) (roundTimes, string) {
 	t := roundTimes{times: make([]int64, rounds)}
 	le := binary.LittleEndian
-	if len(b) < roundTableHead+8*rounds {
+	if rounds < 1 || len(b) < roundTableHead+8*rounds {
 		return t, "its round table is cut short"
 	}
-	total := le.Uint64(b)
-	if total == 0 && le.Uint32(b[8:]) == 0 {
+	total, held := le.Uint64(b), uint64(le.Uint32(b[12:]))
+	if total == 0 && held == 0 && le.Uint32(b[8:]) == 0 {
 		return t, ""
 	}
-	if crc32.Checksum(b[:8], castagnoli) != le.Uint32(b[8:]) {
+	if headSum(b) != le.Uint32(b[8:]) {
 		return t, "its round table has a damaged head"
 	}
-	t.total = total
-	for i := range t.times {
-		t.times[i] = int64(le.Uint64(b[roundTableHead+8*i:]))
+	if held > total || held > uint64(rounds) {
+		return t, "its round table's head counts more rounds than it holds"
+	}
+	t.total, t.held = total, int(held)
+	from := total - held
+	prev := int64(-1)
+	for k := from; k < total; k++ {
+		i := k % uint64(rounds)
+		v := le.Uint64(b[roundTableHead+8*i:])
+		ms, ok := decodeRoundTime(k, v)
+		if !ok && k == from && held == uint64(rounds) {
+			if _, next := decodeRoundTime(k+uint64(rounds), v); next {
+				t.held--
+				continue
+			}
+		}
+		if !ok {
+			return t, fmt.Sprintf("its round table's entry of round %d is damaged", k)
+		}
+		if ms <= prev {
+			return t, fmt.Sprintf("its round table's times do not rise at round %d", k)
+		}
+		t.times[i], prev = ms, ms
 	}
 	return t, ""
 }

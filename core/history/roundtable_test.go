@@ -1,0 +1,160 @@
+package history_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vigilcdn/vigil/core/history"
+)
+
+// roundsFile writes n rounds 30 s apart of one steady origin into a file
+// keeping rounds rounds, and leaves it open.
+func roundsFile(t *testing.T, rounds, n int) (r *history.Ring, path string, slot int32, key uint64) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "history.ring")
+	r, _ = open(t, path, history.Options{Origins: 1, Rounds: rounds})
+	ks := keys(1)
+	slots := sync(t, r, ks)
+	for i := range n {
+		if _, err := r.Record(roundAt(i), []history.Obs{steady(slots[0], 5, 0, 0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r, path, slots[0], ks[0]
+}
+
+func roundAt(i int) time.Time { return t0.Add(time.Duration(i) * 30 * time.Second) }
+
+func readAt(t *testing.T, path string, off int64, n int) []byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A reader that meets the newest round's entry under the head before it
+// (the agent between its two writes, or stopped there by a crash) lets
+// that one oldest slot go, not the origin's history.
+func TestTornRoundTableKeepsHistory(t *testing.T) {
+	r, path, _, key := roundsFile(t, 10, 15)
+	head := readAt(t, path, history.RoundTableAt(), 16)
+	if _, err := r.Record(roundAt(15), []history.Obs{steady(0, 5, 0, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if err := patch(path, history.RoundTableAt(), head); err != nil {
+		t.Fatal(err)
+	}
+	s, err := history.ReadSnapshot(path)
+	if err != nil {
+		t.Fatalf("ReadSnapshot: %v", err)
+	}
+	o := s.Origins[key]
+	if len(o.Points) < 9 || !o.Points[0].Time.After(roundAt(5)) || !o.Points[len(o.Points)-1].Time.Equal(roundAt(15)) {
+		t.Fatalf("%d points from %v; want at least rounds 7 to 15 of 0 to 15", len(o.Points), o.KeptSince)
+	}
+	for i := 1; i < len(o.Points); i++ {
+		if !o.Points[i].Time.After(o.Points[i-1].Time) {
+			t.Errorf("point %d at %v is not after %v", i, o.Points[i].Time, o.Points[i-1].Time)
+		}
+	}
+	_, rep := open(t, path, history.Options{Origins: 1, Rounds: 10})
+	if rep.Restarted != "" {
+		t.Errorf("a crash between the entry and its head restarted the file: %s", rep.Restarted)
+	}
+}
+
+// One byte flipped anywhere in the written round table is found, at open
+// (the file starts again, saying why) and by ReadSnapshot (an error).
+func TestRoundTableDamage(t *testing.T) {
+	at := history.RoundTableAt()
+	for _, c := range []struct {
+		name string
+		off  int64
+	}{
+		{"the rounds written", at},
+		{"the rounds held", at + 12},
+		{"an entry's time, low byte", at + 16 + 8*3},
+		{"an entry's time, a middle byte", at + 16 + 8*3 + 3},
+		{"an entry's check", at + 16 + 8*7 + 7},
+		{"the newest entry", at + 16 + 8*4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, path, _, _ := roundsFile(t, 10, 15)
+			r.Close()
+			b := readAt(t, path, c.off, 1)
+			if err := patch(path, c.off, []byte{b[0] ^ 0x10}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := history.ReadSnapshot(path); err == nil || !contains(err.Error(), "round table") {
+				t.Errorf("ReadSnapshot of a damaged round table: %v", err)
+			}
+			_, rep := open(t, path, history.Options{Origins: 1, Rounds: 10})
+			if !contains(rep.Restarted, "round table") {
+				t.Errorf("Restarted = %q; want it to name the round table", rep.Restarted)
+			}
+		})
+	}
+}
+
+// A round stamped far ahead (a clock stepped forward, then back) does not
+// stop the table: the rounds after the step back are kept with their own
+// times, and keep still bounds them.
+func TestClockStepBack(t *testing.T) {
+	r, _, slot, key := roundsFile(t, 10, 5)
+	if _, err := r.Record(t0.AddDate(1, 0, 0), []history.Obs{steady(slot, 5, 0, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 5; i < 40; i++ {
+		if _, err := r.Record(roundAt(i), []history.Obs{steady(slot, 5, 0, 0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := read(t, r, slot, key, roundAt(40))
+	var last []history.Point
+	for _, p := range o.Points {
+		if !p.Time.After(roundAt(40)) {
+			last = append(last, p)
+		}
+	}
+	if len(last) != 10 || o.Kept > 11 {
+		t.Fatalf("%d points before now, %d kept; want the last 10 rounds (the table's), and at most the step's round more", len(last), o.Kept)
+	}
+	for i, p := range last {
+		if want := roundAt(30 + i); !p.Time.Equal(want) {
+			t.Errorf("point %d at %v, want %v", i, p.Time, want)
+		}
+	}
+}
+
+// A round table write that fails leaves the table as it was: the rounds
+// already kept still read back.
+func TestRoundTableWriteFails(t *testing.T) {
+	r, _, slot, key := roundsFile(t, 10, 15)
+	r.SetWriteAt(func([]byte, int64) (int, error) { return 0, syscall.ENOSPC })
+	if _, err := r.Record(roundAt(15), []history.Obs{steady(slot, 5, 0, 0)}); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Record on a full disk: %v", err)
+	}
+	o := read(t, r, slot, key, roundAt(15))
+	if len(o.Points) != 10 || !o.Points[9].Time.Equal(roundAt(14)) {
+		t.Fatalf("%d points after a failed write; want the 10 rounds kept before it", len(o.Points))
+	}
+	reopenWrites(r)
+	if _, err := r.Record(roundAt(15), []history.Obs{steady(slot, 5, 0, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if o := read(t, r, slot, key, roundAt(15)); len(o.Points) != 10 || !o.Points[9].Time.Equal(roundAt(15)) {
+		t.Errorf("%d points once the disk has room; want rounds 6 to 15", len(o.Points))
+	}
+}
