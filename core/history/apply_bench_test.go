@@ -21,7 +21,9 @@ func BenchmarkApply(b *testing.B) {
 			apply func(l layout, rec []byte, unix int64, ms uint16, o Obs)
 		}{
 			{"v4", v4, layout.apply},
-			{"v5", v5, layout.applyRun},
+			{"v5", v5, func(l layout, rec []byte, unix int64, _ uint16, o Obs) {
+				l.applyRun(rec, unix, uint32(unix/30), o) // a round every 30 s
+			}},
 		} {
 			b.Run(fmt.Sprintf("%s/%s", pattern, c.name), func(b *testing.B) {
 				rec := make([]byte, c.l.recordSize)

@@ -40,9 +40,9 @@
 // whole seconds).
 //
 // From version 5 a record keeps runs instead of round entries: RunSlots
-// runs of rounds alike (first and last time, count, verdict, source,
-// state, tallies, groups; a new run at any change but of abstentions, and
-// at a gap in the data), the latencies of the last RecentRounds rounds,
+// runs of rounds alike (last round's number, step in rounds, count,
+// verdict, source, state, tallies, groups; a new run at any change but of
+// abstentions, and at a change of step), the latencies of the last RecentRounds rounds,
 // and the counters; the file keeps the times of its last Rounds rounds
 // once (the round table), from which a run's rounds get back their exact
 // times, and which bounds the age of what is kept (runs.go). A file of

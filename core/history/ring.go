@@ -506,17 +506,18 @@ func (r *Ring) Record(at time.Time, obs []Obs) (reset int, err error) {
 	if err := r.groupNumbers(obs[i:]); err != nil {
 		return 0, err
 	}
-	if err := r.addRound(at); err != nil {
+	round, err := r.addRound(at)
+	if err != nil {
 		return 0, err
 	}
-	unix, ms := at.Unix(), uint16(at.Nanosecond()/int(time.Millisecond))
+	unix := at.Unix()
 	for i < len(obs) {
 		start := obs[i].Slot
 		j := i + 1
 		for j < len(obs) && obs[j].Slot-start < chunkSlots && obs[j].Slot-obs[j-1].Slot <= gapSlots {
 			j++
 		}
-		n, err := r.recordChunk(unix, ms, start, obs[i:j])
+		n, err := r.recordChunk(unix, round, start, obs[i:j])
 		reset += n
 		if err != nil {
 			return reset, err
@@ -528,27 +529,29 @@ func (r *Ring) Record(at time.Time, obs []Obs) (reset int, err error) {
 
 // addRound puts the round's time in the round table: its entry first,
 // then the table's head, so that a reader never counts an entry not
-// written. A write that fails leaves the table in memory as it was.
-func (r *Ring) addRound(at time.Time) error {
+// written. A write that fails leaves the table in memory as it was. It
+// returns the round's number (that of the round before when the time is
+// the same).
+func (r *Ring) addRound(at time.Time) (uint32, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.f == nil {
-		return errClosed
+		return 0, errClosed
 	}
 	entry, off, head, undo, ok := r.rt.add(at.UnixMilli())
 	if !ok {
-		return nil
+		return uint32(r.rt.total - 1), nil
 	}
 	base := r.l.roundTableAt()
 	if _, err := r.writeAt(entry, base+int64(off)); err != nil {
 		undo()
-		return fmt.Errorf("history: writing the round table: %w", err)
+		return 0, fmt.Errorf("history: writing the round table: %w", err)
 	}
 	if _, err := r.writeAt(head, base); err != nil {
 		undo()
-		return fmt.Errorf("history: writing the round table: %w", err)
+		return 0, fmt.Errorf("history: writing the round table: %w", err)
 	}
-	return nil
+	return uint32(r.rt.total - 1), nil
 }
 
 // groupNumbers sets the group numbers of obs, adding the names the table
@@ -594,9 +597,9 @@ func (r *Ring) groupNumbers(obs []Obs) error {
 	return nil
 }
 
-// recordChunk writes the outcomes of neighbouring slots from start with
-// one read and one write.
-func (r *Ring) recordChunk(unix int64, ms uint16, start int32, obs []Obs) (reset int, err error) {
+// recordChunk writes the outcomes of neighbouring slots from start, of
+// the round numbered round at unix, with one read and one write.
+func (r *Ring) recordChunk(unix int64, round uint32, start int32, obs []Obs) (reset int, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.f == nil {
@@ -625,7 +628,7 @@ func (r *Ring) recordChunk(unix int64, ms uint16, start int32, obs []Obs) (reset
 			clear(rec)
 			binary.LittleEndian.PutUint64(rec, key)
 		}
-		r.l.applyRun(rec, unix, ms, o)
+		r.l.applyRun(rec, unix, round, o)
 		sealRecord(rec)
 	}
 	if _, err := r.writeAt(b, off); err != nil {

@@ -24,7 +24,7 @@ func FuzzRoundTable(f *testing.F) {
 		if i%3 == 0 {
 			o := Obs{Verdict: Up, State: Healthy, NVotes: 1}
 			o.Votes[0] = Tally{Up: 3}
-			l.applyRun(rec, at.Unix(), uint16(at.Nanosecond()/1e6), o)
+			l.applyRun(rec, at.Unix(), uint32(i), o)
 		}
 	}
 	f.Add(table, rec[recordHead:l.latAt])

@@ -4,21 +4,18 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
-	"slices"
-	"sort"
 	"time"
 )
 
 // Version 5 keeps each origin's rounds as runs: one entry for a stretch
 // of rounds alike (the same verdict, settling source, state, partition
-// groups and each asked source's up and down votes), with its first
-// round's time, its last round's time and its round count. A round that
-// differs starts a new run, and so does one that does not follow the run's
-// spacing (a gap in the data: the agent was stopped, say), so that the
-// rounds inside a run are evenly spaced between its first and last to a
-// quarter of that spacing. Their exact times come back from the file's
-// round table (the times of its last Rounds rounds), as long as it
-// reaches back to them.
+// groups and each asked source's up and down votes) that the origin was
+// in at a fixed step of the file's rounds (every round, every third...),
+// with its last round's number, the step and its round count. A round
+// that differs starts a new run, and so does one at another step. The
+// rounds' times come back exactly from the file's round table (the times
+// of its last Rounds rounds, by round number); a run's rounds older than
+// the table's oldest are let go.
 const (
 	// RunSlots is how many runs a record keeps: an origin that changes
 	// more often keeps less time than the file's rounds reach.
@@ -26,11 +23,12 @@ const (
 	// RecentRounds is how many of an origin's last rounds keep their
 	// latency (the status page's sparkline): a run keeps none.
 	RecentRounds = 60
-	// runSize is one run: first time u32 (Unix seconds) and u16
-	// (milliseconds), verdict u8 and state u8 (as a version 4 entry), the
-	// time from its first round to its last u32 (milliseconds), its round
-	// count u16, VoteSlots vote slots of 4 bytes, GroupSlots group slots
-	// of 2.
+	// runSize is one run: its last round's number u32 (the file's
+	// rounds counted from its first, modulo 2^32), the step between its
+	// rounds u16 (in the file's rounds; 0 in a run of one round), verdict
+	// u8 and state u8 (as a version 4 entry), its first round's time u32
+	// (Unix seconds, for a reader's information), its round count u16,
+	// VoteSlots vote slots of 4 bytes, GroupSlots group slots of 2.
 	runSize     = 14 + VoteSlots*voteSlotSize + GroupSlots*groupSlotSize
 	latencySize = 2
 	// roundTableHead is the round table's head: rounds written u64, its
@@ -64,10 +62,6 @@ func (t *roundTimes) n() int { return t.held }
 func (t *roundTimes) at(i int) int64 {
 	return t.times[(t.total-uint64(t.held)+uint64(i))%uint64(len(t.times))]
 }
-
-// wrapped says older rounds were let go: the table reaches back only to
-// at(0).
-func (t *roundTimes) wrapped() bool { return t.total > uint64(t.held) }
 
 // add appends a round's time. A time equal to the last one is the same
 // round (not added); a time before it is a clock that went back, and
@@ -181,70 +175,8 @@ func decodeRoundTimes(b []byte, rounds int) (roundTimes, string) {
 	return t, ""
 }
 
-// expand gives the times of a run's count rounds from first to first+span
-// (milliseconds): the table's own when it holds exactly count rounds
-// between them, else evenly spaced, each moved to the table's round
-// nearest to it when that is within a quarter of the spacing. Only the
-// rounds from the from-th (0 the first) are given.
-func (t *roundTimes) expand(first, span int64, count, from int, out []int64) []int64 {
-	out = slices.Grow(out, count-from)
-	if count <= 1 {
-		if from > 0 {
-			return out
-		}
-		return append(out, first)
-	}
-	last := first + span
-	n := t.n()
-	lo := sort.Search(n, func(i int) bool { return t.at(i) >= first })
-	hi := sort.Search(n, func(i int) bool { return t.at(i) > last })
-	if hi-lo == count && t.at(lo) == first && t.at(hi-1) == last {
-		for i := lo + from; i < hi; i++ {
-			out = append(out, t.at(i))
-		}
-		return out
-	}
-	tol := span / int64(count-1) / 4
-	prev := int64(-1 << 62)
-	for i := range count { // from the first: each place depends on the one before
-		e := first + span*int64(i)/int64(count-1)
-		if i > 0 && i < count-1 && lo < hi {
-			j := lo + sort.Search(hi-lo, func(k int) bool { return t.at(lo+k) >= e })
-			best := int64(-1)
-			for _, c := range []int{j - 1, j} {
-				if c >= lo && c < hi {
-					if v := t.at(c); abs64(v-e) <= tol && (best < 0 || abs64(v-e) < abs64(best-e)) {
-						best = v
-					}
-				}
-			}
-			if best > prev {
-				e = best
-			}
-		}
-		e = max(e, prev+1)
-		if i >= from {
-			out = append(out, e)
-		}
-		prev = e
-	}
-	return out
-}
-
-func abs64(v int64) int64 {
-	if v < 0 {
-		return -v
-	}
-	return v
-}
-
 // runAt is run i of a record.
 func runAt(rec []byte, i int) []byte { return rec[recordHead+i*runSize:][:runSize] }
-
-func runFirst(e []byte) int64 {
-	le := binary.LittleEndian
-	return int64(le.Uint32(e))*1000 + int64(min(le.Uint16(e[4:]), 999))
-}
 
 // sameRun says the round entry b (a new run) repeats run a: the same
 // verdict, source, state and flags, groups, and per source the same up and
@@ -264,30 +196,26 @@ func sameRun(a, b []byte) bool {
 	return string(a[g:runSize]) == string(b[g:runSize])
 }
 
-// follows says a round at ms keeps run a's spacing: after its last round,
-// by its mean spacing give or take a quarter (any time after a run of one
-// round: a run of two has no round between to place).
-func follows(a []byte, ms int64) bool {
+// follows says round number cur keeps run a's step: the next round of a
+// run of one round, whatever its step (up to 65,535 rounds), else exactly
+// the run's step after its last round.
+func follows(a []byte, cur uint32) bool {
 	le := binary.LittleEndian
-	first, span, count := runFirst(a), int64(le.Uint32(a[8:])), int64(le.Uint16(a[12:]))
-	last := first + span
-	if count >= maxRunCount || ms <= last || ms-first > 0xffffffff {
+	last, step, count := le.Uint32(a), uint32(le.Uint16(a[4:])), le.Uint16(a[12:])
+	d := cur - last
+	if count >= maxRunCount || d == 0 || d > 0xffff {
 		return false
 	}
-	if count < 2 {
-		return true
-	}
-	// |gap - span/(count-1)| <= span/(count-1)/4, in integers.
-	gap := ms - last
-	return 4*abs64(gap*(count-1)-span) <= span
+	return count < 2 || d == step
 }
 
-// applyRun adds one round to a record of version 5.
-func (l layout) applyRun(rec []byte, unix int64, ms uint16, o Obs) {
+// applyRun adds one round, the file's round number round at unix, to a
+// record of version 5.
+func (l layout) applyRun(rec []byte, unix int64, round uint32, o Obs) {
 	le := binary.LittleEndian
 	var e [runSize]byte
-	le.PutUint32(e[:], uint32(max(unix, 0)))
-	le.PutUint16(e[4:], min(ms, 999))
+	le.PutUint32(e[:], round)
+	le.PutUint32(e[8:], uint32(max(unix, 0)))
 	by := int(o.By) + 1
 	if by < 0 || by > 63 {
 		by = 0
@@ -313,14 +241,14 @@ func (l layout) applyRun(rec []byte, unix int64, ms uint16, o Obs) {
 			le.PutUint16(e[at+k*groupSlotSize:], o.groupIDs[k])
 		}
 	}
-	at := max(unix, 0)*1000 + int64(min(ms, 999))
 	head, count := int(le.Uint16(rec[12:])), int(le.Uint16(rec[14:]))
 	if head >= l.runSlots {
 		head = 0
 	}
 	count = min(count, l.runSlots)
-	if last := runAt(rec, (head-1+l.runSlots)%l.runSlots); count > 0 && sameRun(last, e[:]) && follows(last, at) {
-		le.PutUint32(last[8:], uint32(at-runFirst(last)))
+	if last := runAt(rec, (head-1+l.runSlots)%l.runSlots); count > 0 && sameRun(last, e[:]) && follows(last, round) {
+		le.PutUint16(last[4:], uint16(round-le.Uint32(last)))
+		le.PutUint32(last, round)
 		le.PutUint16(last[12:], le.Uint16(last[12:])+1)
 	} else {
 		copy(runAt(rec, head), e[:])
@@ -342,50 +270,53 @@ func (l layout) applyRun(rec []byte, unix int64, ms uint16, o Obs) {
 }
 
 // decodeRuns reads a sound record of version 5: its runs, each as its
-// rounds, from the oldest the round table still holds (rt may be empty:
-// then every round kept); with last > 0 only the last rounds are
-// expanded into points.
+// rounds that the round table still holds, at their times in the table
+// (nothing is kept without one); with last > 0 only the last rounds are
+// made points.
 func (l layout) decodeRuns(rec []byte, now int64, names []string, rt *roundTimes, last int) Origin {
 	le := binary.LittleEndian
 	head, count := int(le.Uint16(rec[12:])), min(int(le.Uint16(rec[14:])), l.runSlots)
 	head = min(head, l.runSlots-1)
 	o := Origin{Windows: l.windows(rec, now)}
-	clip := int64(-1 << 62)
-	if rt != nil && rt.wrapped() {
-		clip = rt.at(0)
+	var newest uint32 // the newest round's number
+	held := 0
+	if rt != nil && rt.held > 0 && len(rt.times) > 0 {
+		newest, held = uint32(rt.total-1), rt.held
 	}
-	if rt == nil {
-		rt = &roundTimes{}
-	}
-	// The runs oldest first, and how many of each run's rounds are kept
-	// (only a run that straddles the oldest round kept is expanded here).
+	// timeOf is the time of the round d rounds before the newest.
+	timeOf := func(d uint64) int64 { return rt.times[(rt.total-1-d)%uint64(len(rt.times))] }
+	// The runs oldest first, and how many of each run's last rounds the
+	// table holds.
 	type run struct {
-		e           []byte
-		first, span int64
-		count, kept int
+		e          []byte
+		back, step uint64 // the run's last round is back rounds before the newest
+		kept       int
 	}
 	runs := make([]run, 0, count)
-	var times []int64
 	clipped := false
 	for k := range count {
 		e := runAt(rec, (head-count+k+2*l.runSlots)%l.runSlots)
 		if e[6]&3 == 0 {
 			continue
 		}
-		r := run{e: e, first: runFirst(e), span: int64(le.Uint32(e[8:])), count: int(max(le.Uint16(e[12:]), 1))}
-		switch {
-		case r.first >= clip:
-			r.kept = r.count
-		case r.first+r.span < clip:
+		back, step := int64(int32(newest-le.Uint32(e))), int64(max(le.Uint16(e[4:]), 1))
+		n := int(max(le.Uint16(e[12:]), 1))
+		if back < 0 {
+			// Rounds written after the table was read (a reader beside
+			// the agent): not known yet, left out.
+			m := (-back + step - 1) / step
+			back += m * step
+			n -= int(min(m, int64(n)))
+		}
+		r := run{e: e, back: uint64(back), step: uint64(step)}
+		if n > 0 && r.back < uint64(held) {
+			r.kept = int(min(uint64(n), (uint64(held)-1-r.back)/r.step+1))
+		}
+		if r.kept < n {
 			clipped = true
-		default:
-			clipped = true
-			times = rt.expand(r.first, r.span, r.count, 0, times[:0])
-			for _, ms := range times {
-				if ms >= clip {
-					r.kept++
-				}
-			}
+		}
+		if n <= 0 {
+			continue
 		}
 		if r.kept > 0 {
 			runs = append(runs, r)
@@ -393,30 +324,20 @@ func (l layout) decodeRuns(rec []byte, now int64, names []string, rt *roundTimes
 		}
 	}
 	o.Runs = len(runs)
+	if len(runs) > 0 {
+		r := runs[0]
+		o.KeptSince = time.UnixMilli(timeOf(r.back + r.step*uint64(r.kept-1))).UTC()
+	}
 	need := o.Kept
 	if last > 0 {
 		need = min(last, o.Kept)
 	}
 	o.Points = make([]Point, 0, need)
 	skip := o.Kept - need // kept rounds before the first point wanted
-	for i, r := range runs {
-		if i == 0 || skip >= r.kept {
-			// The first kept round's time, for KeptSince.
-			if i == 0 && r.first >= clip {
-				o.KeptSince = time.UnixMilli(r.first).UTC()
-			} else if i == 0 {
-				times = rt.expand(r.first, r.span, r.count, r.count-r.kept, times[:0])
-				for _, ms := range times {
-					if ms >= clip {
-						o.KeptSince = time.UnixMilli(ms).UTC()
-						break
-					}
-				}
-			}
-			if skip >= r.kept {
-				skip -= r.kept
-				continue
-			}
+	for _, r := range runs {
+		if skip >= r.kept {
+			skip -= r.kept
+			continue
 		}
 		e := r.e
 		p := Point{Verdict: Verdict(e[6] & 3), By: int8(e[6]>>2) - 1, State: State(e[7] & 3), Votes: []Tally{}}
@@ -443,13 +364,12 @@ func (l layout) decodeRuns(rec []byte, now int64, names []string, rt *roundTimes
 				p.DownGroups = append(p.DownGroups, names[id-1])
 			}
 		}
-		// The run's last kept rounds, from the first one wanted.
-		times = rt.expand(r.first, r.span, r.count, r.count-r.kept+skip, times[:0])
-		skip = 0
-		for _, ms := range times {
-			p.Time = time.UnixMilli(ms).UTC()
+		// The run's kept rounds, from the first one wanted.
+		for j := skip; j < r.kept; j++ {
+			p.Time = time.UnixMilli(timeOf(r.back + r.step*uint64(r.kept-1-j))).UTC()
 			o.Points = append(o.Points, p)
 		}
+		skip = 0
 	}
 	lh, lc := int(rec[28]), min(int(rec[29]), l.recent)
 	// The latencies are of the origin's last rounds, the last points.

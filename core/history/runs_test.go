@@ -17,8 +17,8 @@ func steady(slot int32, ups, abstain uint8, latency time.Duration) history.Obs {
 	return o
 }
 
-// A run grows across rounds alike (abstentions may wobble), and a new
-// one starts at a change of verdict, of votes, and at a gap in the data.
+// A run grows across rounds alike (abstentions may wobble), also across a
+// gap in time, and a new one starts at a change of verdict or of votes.
 func TestRunsGrowAndBreak(t *testing.T) {
 	for _, c := range []struct {
 		name  string
@@ -38,20 +38,22 @@ func TestRunsGrowAndBreak(t *testing.T) {
 		{"an up vote more", func(i int, s int32) (time.Duration, history.Obs) {
 			return time.Duration(i) * 30 * time.Second, steady(s, 5+uint8(i/10), 0, 0)
 		}, 2},
+		// Every round of the file still: its rounds keep their own
+		// times from the round table.
 		{"a gap of an hour", func(i int, s int32) (time.Duration, history.Obs) {
 			at := time.Duration(i) * 30 * time.Second
 			if i >= 10 {
 				at += time.Hour
 			}
 			return at, steady(s, 5, 0, 0)
-		}, 2},
+		}, 1},
 		{"a round half a spacing early", func(i int, s int32) (time.Duration, history.Obs) {
 			at := time.Duration(i) * 30 * time.Second
 			if i >= 10 {
 				at -= 15 * time.Second
 			}
 			return at, steady(s, 5, 0, 0)
-		}, 2},
+		}, 1},
 		{"jitter of a few ms stays in the run", func(i int, s int32) (time.Duration, history.Obs) {
 			return time.Duration(i)*30*time.Second + time.Duration(i*7%13)*time.Millisecond, steady(s, 5, 0, 0)
 		}, 1},
@@ -284,6 +286,53 @@ func BenchmarkReadDay(b *testing.B) {
 				}
 				if err != nil || !ok || o.Kept != history.DefaultRounds {
 					b.Fatalf("read %d points of %d, %v %v", len(o.Points), o.Kept, ok, err)
+				}
+			}
+		})
+	}
+}
+
+// An origin probed at uneven steps of the table's rounds (sites_per_round
+// = "auto") gets back each of its rounds, never a neighbour it was not
+// in.
+func TestRunOfUnevenRounds(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		steps []int // the origin's rounds, in rounds of 10 s
+	}{
+		{"4 3 4 4 4", []int{0, 4, 7, 11, 15, 19}},
+		{"3 4 3 4 3 4", []int{0, 3, 7, 10, 14, 17, 21}},
+		{"1 2 1 2", []int{0, 1, 3, 4, 6, 7, 9}},
+		{"every round, then a gap", []int{0, 1, 2, 3, 40, 41, 42}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, _ := open(t, filepath.Join(t.TempDir(), "history.ring"), history.Options{Origins: 2, Rounds: 100})
+			ks := keys(2)
+			slots := sync(t, r, ks)
+			var want []time.Time
+			in := map[int]bool{}
+			for _, s := range c.steps {
+				in[s] = true
+			}
+			last := c.steps[len(c.steps)-1]
+			for i := 0; i <= last; i++ {
+				at := t0.Add(time.Duration(i) * 10 * time.Second)
+				s := slots[1]
+				if in[i] {
+					s = slots[0]
+					want = append(want, at)
+				}
+				if _, err := r.Record(at, []history.Obs{steady(s, 1, 0, 0)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			o := read(t, r, slots[0], ks[0], t0.Add(time.Hour))
+			if len(o.Points) != len(want) {
+				t.Fatalf("%d points; want %d", len(o.Points), len(want))
+			}
+			for i, p := range o.Points {
+				if !p.Time.Equal(want[i]) {
+					t.Errorf("round %d at %v, want %v", i, p.Time, want[i])
 				}
 			}
 		})
