@@ -232,7 +232,7 @@ func needRestart(old, cfg *config.Config) []string {
 		out = append(out, fmt.Sprintf("control { data_dir } (%q stays in force until a restart)", old.Control.DataDir))
 	}
 	if cfg.Control.HistoryRounds != old.Control.HistoryRounds {
-		out = append(out, fmt.Sprintf("control { history { rounds } } (%d rounds now, from keep / round_interval when not set; the history file keeps %d until a restart, which starts it again empty)",
+		out = append(out, fmt.Sprintf("control { history { rounds } } (%d rounds now, from keep / round_interval when not set; the history file keeps %d until a restart, which copies it into one of the new size, its records kept)",
 			cfg.Control.HistoryRounds, old.Control.HistoryRounds))
 	}
 	if !sameStore(old.Control.Store, cfg.Control.Store) {

@@ -170,7 +170,11 @@ type Report struct {
 	// ("" when it was usable).
 	Restarted string
 	// Grown is set when the file was copied into a larger one.
-	Grown    bool
+	Grown bool
+	// Resized is the rounds the file kept when it kept another number
+	// than Options.Rounds (0 when not): it was copied into one keeping
+	// Options.Rounds, with its records and its last rounds' times.
+	Resized  int
 	Capacity int
 	Size     int64
 }
@@ -209,8 +213,9 @@ func capacityFor(origins int) int {
 }
 
 // Open opens the history file at path, or makes it. A file that cannot be
-// used (damaged, cut short, another format or number of rounds) is
-// replaced by an empty one, and the report says why; an error means no
+// used (damaged, cut short, another format) is replaced by an empty one,
+// and the report says why; one of too few slots or another number of
+// rounds is copied into one of the size asked, its records kept; an error means no
 // file could be made at all (permissions, a full disk), and the caller
 // goes on without history.
 func Open(path string, o Options) (*Ring, Report, error) {
@@ -224,12 +229,20 @@ func Open(path string, o Options) (*Ring, Report, error) {
 	r, why, err := openExisting(path, o)
 	switch {
 	case err == nil && why == "":
-		if r.l.capacity < o.Origins {
-			if err := r.grow(capacityFor(o.Origins)); err != nil {
+		if r.l.capacity < o.Origins || r.l.rounds != o.Rounds {
+			old := r.l
+			nl := newLayout(o.Rounds, old.capacity)
+			if old.capacity < o.Origins {
+				nl.capacity = capacityFor(o.Origins)
+			}
+			if err := r.reshape(nl); err != nil {
 				r.Close()
 				return nil, rep, err
 			}
-			rep.Grown = true
+			rep.Grown = nl.capacity > old.capacity
+			if old.rounds != nl.rounds {
+				rep.Resized = old.rounds
+			}
 		}
 	case errors.Is(err, fs.ErrNotExist):
 		rep.Created = true
@@ -277,9 +290,6 @@ func openExisting(path string, o Options) (r *Ring, why string, err error) {
 	}
 	if want := h.fileSize(); st.Size() != want {
 		return fail(fmt.Sprintf("the file is %d bytes but its header makes it %d: it was cut or overwritten", st.Size(), want))
-	}
-	if h.rounds != o.Rounds {
-		return fail(fmt.Sprintf("it keeps %d rounds and this agent keeps %d", h.rounds, o.Rounds))
 	}
 	if h.voteSlots != VoteSlots {
 		return fail(fmt.Sprintf("it keeps %d vote slots a round and this agent keeps %d", h.voteSlots, VoteSlots))
@@ -378,23 +388,33 @@ func create(path string, l layout) (*Ring, error) {
 func (r *Ring) grow(capacity int) error {
 	nl := r.l
 	nl.capacity = capacity
+	return r.reshape(nl)
+}
+
+// reshape copies the file into one of layout nl (more slots, or another
+// number of rounds) and switches to it: the group table, index and
+// records as they are, and the round table's last rounds, as many as nl
+// keeps.
+func (r *Ring) reshape(nl layout) error {
 	n, err := create(r.path+".grow", nl)
 	if err != nil {
 		return err
 	}
+	rt := r.rt.resized(nl.rounds)
 	ib := make([]byte, len(r.keys)*8)
 	for i, k := range r.keys {
 		binary.LittleEndian.PutUint64(ib[8*i:], k)
 	}
 	err = func() error {
-		if r.l.groupTable+r.l.roundTable > 0 {
-			tb := make([]byte, r.l.groupTable+r.l.roundTable)
-			if _, err := r.f.ReadAt(tb, headerSize); err != nil {
-				return err
-			}
-			if _, err := n.f.WriteAt(tb, headerSize); err != nil {
-				return err
-			}
+		tb := make([]byte, r.l.groupTable)
+		if _, err := r.f.ReadAt(tb, headerSize); err != nil {
+			return err
+		}
+		if _, err := n.f.WriteAt(tb, headerSize); err != nil {
+			return err
+		}
+		if _, err := n.f.WriteAt(rt.encode(nl.roundTable), nl.roundTableAt()); err != nil {
+			return err
 		}
 		if _, err := n.f.WriteAt(ib, n.l.indexAt()); err != nil {
 			return err
@@ -418,12 +438,12 @@ func (r *Ring) grow(capacity int) error {
 	if err != nil {
 		n.Close()
 		os.Remove(r.path + ".grow")
-		return fmt.Errorf("history: growing %s to %d origins: %w", r.path, capacity, err)
+		return fmt.Errorf("history: copying %s into a file of %d origins and %d rounds: %w", r.path, nl.capacity, nl.rounds, err)
 	}
 	r.f.Close()
 	copy(n.keys, r.keys)
 	n.rebuildFree()
-	r.f, r.l, r.keys, r.free, r.buf, r.writeAt = n.f, n.l, n.keys, n.free, n.buf, n.f.WriteAt
+	r.f, r.l, r.keys, r.free, r.buf, r.writeAt, r.rt = n.f, n.l, n.keys, n.free, n.buf, n.f.WriteAt, rt
 	return nil
 }
 

@@ -228,15 +228,6 @@ func TestDamagedFileStartsEmpty(t *testing.T) {
 			}
 		})
 	}
-	t.Run("another number of rounds", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "history.ring")
-		r, _ := open(t, path, history.Options{Origins: 4, Rounds: 30})
-		r.Close()
-		_, rep := open(t, path, history.Options{Origins: 4, Rounds: 60})
-		if !contains(rep.Restarted, "keeps 30 rounds") {
-			t.Errorf("Restarted = %q", rep.Restarted)
-		}
-	})
 }
 
 // A record whose checksum fails reads as damaged and starts again empty at

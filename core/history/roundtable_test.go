@@ -2,6 +2,7 @@ package history_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -158,5 +159,63 @@ func TestRoundTableWriteFails(t *testing.T) {
 	}
 	if o := read(t, r, slot, key, roundAt(15)); len(o.Points) != 10 || !o.Points[9].Time.Equal(roundAt(15)) {
 		t.Errorf("%d points once the disk has room; want rounds 6 to 15", len(o.Points))
+	}
+}
+
+// A file opened with another number of rounds (keep = "24h" and a new
+// round_interval) keeps its records and its last rounds' times, as many
+// as it now keeps.
+func TestRoundsChangeKeepsHistory(t *testing.T) {
+	r, path, slot, key := roundsFile(t, 30, 40)
+	r.Close()
+	n, prev := 40, 30
+	for _, c := range []struct{ rounds, more, want int }{
+		{60, 5, 35},  // rounds 10 to 44: the 30 kept, 5 more
+		{60, 30, 60}, // then it fills up to 60
+		{10, 0, 10},  // smaller: the last 10
+		{10, 3, 10},
+		{1000, 1, 11},
+	} {
+		t.Run(fmt.Sprint(c.rounds), func(t *testing.T) {
+			r, rep := open(t, path, history.Options{Origins: 1, Rounds: c.rounds})
+			want := prev // Resized: the rounds before, when they change
+			if prev == c.rounds {
+				want = 0
+			}
+			if rep.Restarted != "" || rep.Created || rep.Resized != want {
+				t.Fatalf("reopened with %d rounds: restarted %q, resized from %d; want %d", c.rounds, rep.Restarted, rep.Resized, want)
+			}
+			prev = c.rounds
+			if r.Rounds() != c.rounds {
+				t.Fatalf("the file keeps %d rounds, want %d", r.Rounds(), c.rounds)
+			}
+			if st, err := os.Stat(path); err != nil || st.Size() != history.FileSize(c.rounds, r.Capacity()) {
+				t.Fatalf("file size %v, want %d: %v", st, history.FileSize(c.rounds, r.Capacity()), err)
+			}
+			for range c.more {
+				if _, err := r.Record(roundAt(n), []history.Obs{steady(slot, 5, 0, 0)}); err != nil {
+					t.Fatal(err)
+				}
+				n++
+			}
+			check := func(how string, o history.Origin) {
+				t.Helper()
+				if len(o.Points) != c.want {
+					t.Fatalf("%s: %d points, want the last %d rounds", how, len(o.Points), c.want)
+				}
+				for i, p := range o.Points {
+					if want := roundAt(n - c.want + i); !p.Time.Equal(want) {
+						t.Errorf("%s: point %d at %v, want %v", how, i, p.Time, want)
+					}
+				}
+			}
+			check("Read", read(t, r, slot, key, roundAt(n)))
+			r.Close()
+			s, err := history.ReadSnapshot(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check("ReadSnapshot", s.Origins[key])
+		})
 	}
 }

@@ -129,6 +129,30 @@ func headSum(b []byte) uint32 {
 	return crc32.Update(crc32.Checksum(b[:8], castagnoli), castagnoli, b[12:16])
 }
 
+// resized is the table in a ring of rounds: the same rounds written, and
+// its last rounds held, as many as it keeps.
+func (t *roundTimes) resized(rounds int) roundTimes {
+	n := roundTimes{times: make([]int64, rounds), total: t.total, held: min(t.held, rounds)}
+	for k := t.total - uint64(n.held); k < t.total; k++ {
+		n.times[k%uint64(rounds)] = t.times[k%uint64(len(t.times))]
+	}
+	return n
+}
+
+// encode is the whole table, size bytes (its head and every round held).
+func (t *roundTimes) encode(size int) []byte {
+	b := make([]byte, size)
+	if t.total == 0 {
+		return b
+	}
+	copy(b, t.encodeHead())
+	for k := t.total - uint64(t.held); k < t.total; k++ {
+		i := k % uint64(len(t.times))
+		binary.LittleEndian.PutUint64(b[roundTableHead+8*i:], encodeRoundTime(k, t.times[i]))
+	}
+	return b
+}
+
 // decodeRoundTimes reads a round table region of rounds entries; bad says
 // what is wrong with a damaged one. An all-zero head is an empty table.
 // Each entry held must be its round's, and the times must rise; only the
