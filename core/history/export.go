@@ -66,7 +66,8 @@ func ReadSnapshot(path string) (*Snapshot, error) {
 	if h.runs {
 		// A running agent may be adding a round: read the head again
 		// after the table, and read again a table whose head changed
-		// meanwhile or that does not decode.
+		// meanwhile or that does not decode (the last try takes a table
+		// that decodes: its rounds newer than its head are let go).
 		rb := make([]byte, h.roundTable)
 		again := make([]byte, roundTableHead)
 		var bad string
@@ -77,7 +78,7 @@ func ReadSnapshot(path string) (*Snapshot, error) {
 			if _, err := f.ReadAt(again, h.roundTableAt()); err != nil {
 				return nil, fmt.Errorf("history: %s: reading the round table: %w", path, err)
 			}
-			if !bytes.Equal(rb[:roundTableHead], again) {
+			if !bytes.Equal(rb[:roundTableHead], again) && try < 4 {
 				bad = "its round table changed while it was read"
 				continue
 			}

@@ -219,3 +219,48 @@ func TestRoundsChangeKeepsHistory(t *testing.T) {
 		})
 	}
 }
+
+// An export beside a writing agent always finds the origin's history: a
+// snapshot read while rounds are written holds the rounds its table
+// held, less at most the few written meanwhile.
+func TestSnapshotBesideWriter(t *testing.T) {
+	const rounds = 20
+	r, path, slot, _ := roundsFile(t, rounds, rounds+5)
+	key := keys(1)[0]
+	done := make(chan error, 1)
+	go func() {
+		for i := rounds + 5; i < rounds+400; i++ {
+			if _, err := r.Record(roundAt(i), []history.Obs{steady(slot, 5, 0, 0)}); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	reads := 0
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%d snapshots beside the writer", reads)
+			return
+		default:
+		}
+		s, err := history.ReadSnapshot(path)
+		if err != nil {
+			t.Fatalf("snapshot %d: %v", reads, err)
+		}
+		o := s.Origins[key]
+		if len(o.Points) < rounds/2 {
+			t.Fatalf("snapshot %d: %d points of the last %d rounds", reads, len(o.Points), rounds)
+		}
+		for i := 1; i < len(o.Points); i++ {
+			if !o.Points[i].Time.After(o.Points[i-1].Time) {
+				t.Fatalf("snapshot %d: point %d at %v is not after %v", reads, i, o.Points[i].Time, o.Points[i-1].Time)
+			}
+		}
+		reads++
+	}
+}

@@ -156,9 +156,10 @@ func (t *roundTimes) encode(size int) []byte {
 // decodeRoundTimes reads a round table region of rounds entries; bad says
 // what is wrong with a damaged one. An all-zero head is an empty table.
 // Each entry held must be its round's, and the times must rise; only the
-// oldest may be the next round's, written before the head that counts it
-// (a crash between the two writes, or a reader between them): it is then
-// let go.
+// oldest may be rounds newer than the head counts, written in their slots
+// before the head that counts them (a crash between the two writes, or a
+// reader that read the head before the agent wrote): they are then let
+// go.
 func decodeRoundTimes(b []byte, rounds int) (roundTimes, string) {
 	t := roundTimes{times: make([]int64, rounds)}
 	le := binary.LittleEndian
@@ -182,9 +183,9 @@ func decodeRoundTimes(b []byte, rounds int) (roundTimes, string) {
 		i := k % uint64(rounds)
 		v := le.Uint64(b[roundTableHead+8*i:])
 		ms, ok := decodeRoundTime(k, v)
-		if !ok && k == from && held == uint64(rounds) {
+		if !ok && prev < 0 && held == uint64(rounds) {
 			if _, next := decodeRoundTime(k+uint64(rounds), v); next {
-				t.held--
+				t.held-- // a newer round than the head counts
 				continue
 			}
 		}
