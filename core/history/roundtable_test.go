@@ -153,6 +153,14 @@ func TestRoundTableWriteFails(t *testing.T) {
 	if len(o.Points) != 10 || !o.Points[9].Time.Equal(roundAt(14)) {
 		t.Fatalf("%d points after a failed write; want the 10 rounds kept before it", len(o.Points))
 	}
+	// A round from a clock gone back, whose write fails, leaves the
+	// table as it was too.
+	if _, err := r.Record(roundAt(3), []history.Obs{steady(slot, 5, 0, 0)}); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Record on a full disk: %v", err)
+	}
+	if o := read(t, r, slot, key, roundAt(15)); len(o.Points) != 10 {
+		t.Fatalf("%d points after a failed write of an earlier round; want 10", len(o.Points))
+	}
 	reopenWrites(r)
 	if _, err := r.Record(roundAt(15), []history.Obs{steady(slot, 5, 0, 0)}); err != nil {
 		t.Fatal(err)

@@ -73,6 +73,9 @@ func (t *roundTimes) add(ms int64) (entry []byte, entryAt int, head []byte, undo
 	if len(t.times) == 0 || ms < 0 || ms >= maxRoundTime {
 		return nil, 0, nil, nil, false
 	}
+	i := int(t.total % uint64(len(t.times)))
+	old, oldTotal, oldHeld := t.times[i], t.total, t.held
+	undo = func() { t.times[i], t.total, t.held = old, oldTotal, oldHeld }
 	if t.held > 0 {
 		last := t.at(t.held - 1)
 		if ms == last {
@@ -82,9 +85,6 @@ func (t *roundTimes) add(ms int64) (entry []byte, entryAt int, head []byte, undo
 			t.held = 0
 		}
 	}
-	i := int(t.total % uint64(len(t.times)))
-	old, oldTotal, oldHeld := t.times[i], t.total, t.held
-	undo = func() { t.times[i], t.total, t.held = old, oldTotal, oldHeld }
 	t.times[i] = ms
 	t.total++
 	t.held = min(t.held+1, len(t.times))
