@@ -199,10 +199,10 @@ func Reference() []RefBlock {
 			Meaning: "The verdict history in data_dir/history.ring, which the status page's history strip, GET /v1/sites/{site}/history and vigil history export read (an agent with an etcd store keeps none). See docs/history.md.",
 			Attributes: []RefAttribute{
 				{Name: "rounds", Type: "whole number", DefaultNote: "Not set: keep sizes the history.",
-					Meaning: "The history sized by rounds instead of by time: the agent's last rounds kept, from 1 to 1048576. Each costs 8 bytes for the whole file, not per origin; an origin keeps them within its 40 runs of rounds alike (docs/history.md). Set keep or rounds, not both. A change takes effect at the next start and starts the file again empty.",
+					Meaning: "The history sized by rounds instead of by time: the agent's last rounds kept, from 1 to 1048576. Each costs 8 bytes for the whole file, not per origin; an origin keeps them within its 40 runs of rounds alike (docs/history.md). Set keep or rounds, not both. A change takes effect at the next start, which resizes the file and keeps its records.",
 					Example: `2880`},
 				{Name: "keep", Type: "duration", Default: hclDuration(DefaultHistoryKeep),
-					Meaning: "How long the history keeps: keep / round_interval rounds, rounded up, at most 1048576 (a longer keep is capped with a warning saying what it keeps). At least one round_interval. An origin that changes more often than its 40 runs hold keeps less, and says so. Set keep or rounds, not both. A change of the rounds it gives takes effect at the next start and starts the file again empty.",
+					Meaning: "How long the history keeps: keep / round_interval rounds, rounded up, at most 1048576 (a longer keep is capped with a warning saying what it keeps). At least one round_interval. An origin that changes more often than its 40 runs hold keeps less, and says so. Set keep or rounds, not both. A change of the rounds it gives takes effect at the next start, which resizes the file and keeps its records.",
 					Example: `"8h"`, Instead: "rounds"},
 			},
 		},

@@ -139,6 +139,9 @@ func OpenHistory(dir string, e *Engine, o HistoryOptions) *HistoryFeed {
 	case rep.Grown:
 		h.log.Info("history file grown for the fleet", "path", path, "origins", rep.Capacity, "bytes", rep.Size)
 	}
+	if rep.Resized > 0 {
+		h.log.Info("history file resized for another number of rounds; its records are kept", "path", path, "rounds_before", rep.Resized, "rounds", o.Rounds, "bytes", rep.Size)
+	}
 	h.ring = ring
 	h.queue, h.spare, h.done = make(chan *histBatch, 1), make(chan *histBatch, 2), make(chan struct{})
 	h.remap = make(chan *fleet.Fleet, 1)
