@@ -104,10 +104,17 @@ func ReadSnapshot(path string) (*Snapshot, error) {
 		if key == 0 {
 			continue
 		}
-		if _, err := f.ReadAt(rec, h.recordAt(slot)); err != nil {
-			return nil, fmt.Errorf("history: %s: reading slot %d: %w", path, slot, err)
+		// A running agent may be writing the record: a read that caught
+		// it half-written fails its checksum, and a read again gets it
+		// whole. A record that stays bad is damage.
+		ok := false
+		for try := 0; try < 3 && !ok; try++ {
+			if _, err := f.ReadAt(rec, h.recordAt(slot)); err != nil {
+				return nil, fmt.Errorf("history: %s: reading slot %d: %w", path, slot, err)
+			}
+			ok = recordOK(rec)
 		}
-		if !recordOK(rec) {
+		if !ok {
 			s.Damaged++
 			continue
 		}
