@@ -877,30 +877,17 @@ func (l layout) decode(rec []byte, now int64, names []string, rt *roundTimes) Or
 // false when the slot holds nothing of it yet; damaged is set when its
 // record failed its checksum (it starts again empty at the next write).
 func (r *Ring) Read(slot int32, key uint64, now time.Time) (o Origin, ok, damaged bool, err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.f == nil {
-		return o, false, false, errClosed
-	}
-	if slot < 0 || int(slot) >= r.l.capacity || r.keys[slot] != key {
-		return o, false, false, nil
-	}
-	rec := r.buf[:r.l.recordSize]
-	if _, err := r.f.ReadAt(rec, r.l.recordAt(int(slot))); err != nil {
-		return o, false, false, fmt.Errorf("history: reading: %w", err)
-	}
-	if !recordOK(rec) {
-		return o, false, true, nil
-	}
-	if binary.LittleEndian.Uint64(rec) != key {
-		return o, false, false, nil
-	}
-	return r.l.decode(rec, now.Unix(), r.groups.names, &r.rt), true, false, nil
+	return r.read(slot, key, now, 0)
 }
 
 // ReadLast is Read with only the last n points expanded (Kept and
 // KeptSince still say what the file keeps): what the API shows.
 func (r *Ring) ReadLast(slot int32, key uint64, now time.Time, n int) (o Origin, ok, damaged bool, err error) {
+	return r.read(slot, key, now, max(n, 1))
+}
+
+// read is Read (last 0: every point) and ReadLast.
+func (r *Ring) read(slot int32, key uint64, now time.Time, last int) (o Origin, ok, damaged bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.f == nil {
@@ -919,7 +906,10 @@ func (r *Ring) ReadLast(slot int32, key uint64, now time.Time, n int) (o Origin,
 	if binary.LittleEndian.Uint64(rec) != key {
 		return o, false, false, nil
 	}
-	return r.l.decodeRuns(rec, now.Unix(), r.groups.names, &r.rt, max(n, 1)), true, false, nil
+	if last == 0 {
+		return r.l.decode(rec, now.Unix(), r.groups.names, &r.rt), true, false, nil
+	}
+	return r.l.decodeRuns(rec, now.Unix(), r.groups.names, &r.rt, last), true, false, nil
 }
 
 // Close closes the file.
