@@ -12,19 +12,45 @@ import (
 
 const module = "github.com/vigilcdn/vigil"
 
-// TestImportsNothingFromCore: no package under api/, its tests included,
-// imports anything under core/, directly or through another package of
-// the repository, so that a program talking to an agent never pulls in
-// the control plane (docs/CONTRIBUTING.md, "Layout").
+// TestImportsNothingFromCore: no package under api/ (its tests included)
+// and no package under plugins/ (its tests left out: they start a real
+// agent) imports anything under core/, directly or through another
+// package of the repository, so that a program talking to an agent never
+// pulls in the control plane and a plugin stands on sdk/ alone
+// (docs/CONTRIBUTING.md, "Layout"). It reads import paths, so a
+// third-party package whose path merely contains "core/" (Envoy's
+// envoy/config/core/v3 in plugins/node/xds) is not vigil's core.
 func TestImportsNothingFromCore(t *testing.T) {
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, tc := range []struct {
+		dir       string
+		withTests bool
+		fix       string
+	}{
+		{"api", true, "move the type it needs into api/ and convert in core/httpapi or core/readmodel"},
+		{"plugins", false, "a plugin stands on sdk/ alone: move what it needs into sdk/"},
+	} {
+		t.Run(tc.dir, func(t *testing.T) {
+			checkNoCoreImports(t, root, tc.dir, tc.withTests, tc.fix)
+		})
+	}
+}
+
+// checkNoCoreImports walks the repository's packages imported from the
+// packages under dir (their tests too when withTests) and fails on any
+// under core/, naming the whole path of the bad import and fix.
+func checkNoCoreImports(t *testing.T, root, dir string, withTests bool, fix string) {
 	var start []string
-	err = filepath.WalkDir(".", func(p string, d os.DirEntry, err error) error {
+	err := filepath.WalkDir(filepath.Join(root, dir), func(p string, d os.DirEntry, err error) error {
 		if err == nil && d.IsDir() && d.Name() != "testdata" {
-			start = append(start, filepath.ToSlash(filepath.Join(module, "api", p)))
+			rel, err := filepath.Rel(root, p)
+			if err != nil {
+				return err
+			}
+			start = append(start, module+"/"+filepath.ToSlash(rel))
 		}
 		return err
 	})
@@ -47,12 +73,12 @@ func TestImportsNothingFromCore(t *testing.T) {
 			for p := via[pkg]; p != ""; p = via[p] {
 				chain = append([]string{p}, chain...)
 			}
-			t.Errorf("%s imports the control plane: %s; move the type it needs into api/ and convert in core/httpapi or core/readmodel", chain[0], strings.Join(chain, " -> "))
+			t.Errorf("%s imports the control plane: %s; %s", chain[0], strings.Join(chain, " -> "), fix)
 			continue
 		}
-		// A package's own tests count only for the packages under api/.
-		withTests := strings.HasPrefix(pkg+"/", module+"/api/")
-		imports, err := importsOf(filepath.Join(root, strings.TrimPrefix(pkg, module+"/")), withTests)
+		// A package's own tests count only for the packages under dir.
+		tests := withTests && strings.HasPrefix(pkg+"/", module+"/"+dir+"/")
+		imports, err := importsOf(filepath.Join(root, strings.TrimPrefix(pkg, module+"/")), tests)
 		if err != nil {
 			t.Fatalf("%s: %v", pkg, err)
 		}
